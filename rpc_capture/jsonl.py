@@ -1,0 +1,115 @@
+"""JSON Lines traces: the language-neutral way to hand calls to rpcbench.
+
+One call per line, a JSON object::
+
+    {"method": "move", "args": {...}, "t": 1732250000000000000, "dir": "c2s", "conn": 7}
+
+``method`` (str) and ``args`` (any JSON) are required; ``t`` (int ns), ``dir``
+(``"c2s"``/``"s2c"``) and ``conn`` (int or str) are optional. Bytes inside args are
+MongoDB Extended JSON: ``{"$binary": {"base64": "...", "subType": "00"}}``. Blank lines
+are skipped. JSON cannot express int dict keys or tuples: exporting a binary trace
+writes them as str keys and arrays.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from typing import IO, Any, Dict, Iterable, Iterator, Union
+
+from .call import DIRECTIONS, Call
+from .trace import TraceError
+
+_FIELDS = {"method", "args", "t", "dir", "conn"}
+
+
+def _from_extended(obj: Dict[str, Any]) -> Any:
+    """json object_hook: turn ``{"$binary": {...}}`` into bytes."""
+    if len(obj) == 1 and "$binary" in obj:
+        spec = obj["$binary"]
+        if isinstance(spec, dict) and isinstance(spec.get("base64"), str):
+            try:
+                return base64.b64decode(spec["base64"], validate=True)
+            except binascii.Error as e:
+                raise ValueError(f"bad base64 in $binary ({e})") from None
+    return obj
+
+
+def _to_extended(value: Any) -> Any:
+    """json default hook: bytes become ``{"$binary": ...}``."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$binary": {"base64": base64.b64encode(bytes(value)).decode("ascii"), "subType": "00"}}
+    raise TypeError(f"cannot write a value of type {type(value).__name__} as JSON")
+
+
+class JsonlReader:
+    """Stream the calls of a JSON Lines trace; same interface as TraceReader."""
+
+    version = None
+    stats = None
+    end = None
+    truncated_bytes = 0
+
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
+        self.path = os.fspath(path)
+        self.metadata: Dict[str, Any] = {}
+        if not os.path.isfile(self.path):
+            raise TraceError(f"{self.path}: cannot open (no such file)")
+
+    def __iter__(self) -> Iterator[Call]:
+        loads = json.loads
+        offset = 0
+        with open(self.path, "rb") as f:
+            for lineno, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        obj = loads(line, object_hook=_from_extended)
+                        yield _call_from(obj)
+                    except (ValueError, TypeError, RecursionError) as e:
+                        raise TraceError(f"{self.path}: line {lineno} (byte offset {offset}): {e}") from None
+                offset += len(line)
+
+    def close(self) -> None:
+        """Nothing to release until iteration starts (kept for interface parity)."""
+
+
+def _call_from(obj: Any) -> Call:
+    if not isinstance(obj, dict):
+        raise ValueError("line is not a JSON object")
+    unknown = obj.keys() - _FIELDS
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)}; expected {sorted(_FIELDS)}")
+    if not isinstance(obj.get("method"), str):
+        raise ValueError('"method" (a string) is required')
+    if "args" not in obj:
+        raise ValueError('"args" is required')
+    t = obj.get("t", 0)
+    if type(t) is not int:
+        raise ValueError('"t" must be an integer (nanoseconds)')
+    direction = obj.get("dir", DIRECTIONS[0])
+    if direction not in DIRECTIONS:
+        raise ValueError(f'"dir" must be one of {list(DIRECTIONS)}')
+    conn = obj.get("conn", 0)
+    if type(conn) is not int and type(conn) is not str:
+        raise ValueError('"conn" must be an integer or a string')
+    return Call(obj["method"], obj["args"], t, direction, conn)
+
+
+def write_jsonl(calls: Iterable[Call], out: Union[str, os.PathLike, IO[str]]) -> int:
+    """Write calls as JSON Lines to a path or text stream; return how many were written."""
+    if isinstance(out, (str, os.PathLike)):
+        with open(out, "w", encoding="utf-8") as f:
+            return write_jsonl(calls, f)
+    n = 0
+    for call in calls:
+        out.write(json_line(call))
+        n += 1
+    return n
+
+
+def json_line(call: Call) -> str:
+    """One call as a JSON Lines line (with trailing newline)."""
+    obj = {"t": call.t, "dir": call.dir, "conn": call.conn, "method": call.method, "args": call.args}
+    return json.dumps(obj, ensure_ascii=False, default=_to_extended, separators=(",", ":")) + "\n"

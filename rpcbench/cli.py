@@ -1,0 +1,54 @@
+"""``run_bench.py``: the benchmark run by default, and tool subcommands (simulate, trace, proto)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import List, Optional
+
+from rpc_capture import TraceError
+
+from .errors import BenchError
+
+#: subcommand -> module with ``main(argv) -> int``; anything else is the benchmark itself
+SUBCOMMANDS = {
+    "simulate": "rpcbench.simulate",
+    "trace": "rpcbench.trace_tools",
+    "proto": "rpcbench.proto_tools",
+}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the command; user errors become one line on stderr and exit status 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _log_to_stderr()
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            module = importlib.import_module(SUBCOMMANDS[argv[0]])
+            return module.main(argv[1:])
+        from .bench_cmd import main as bench_main
+
+        return bench_main(argv)
+    except (BenchError, TraceError) as e:
+        print(f"run_bench.py: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("run_bench.py: interrupted", file=sys.stderr)
+        return 130
+
+
+class _OneLineFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def _log_to_stderr() -> None:
+    """Library warnings (a truncated trace, a skipped codec) print as ``warning: ...``."""
+    root = logging.getLogger()
+    if not any(getattr(h, "_rpcbench", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_OneLineFormatter())
+        handler._rpcbench = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
