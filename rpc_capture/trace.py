@@ -217,7 +217,8 @@ class TraceWriter:
             raise ValueError(f"trace metadata is {len(header)} bytes, more than {MAX_HEADER}")
         self._file.write(_FILE_HEAD.pack(MAGIC, VERSION, len(header)) + header)
 
-    def encode_call(self, call: Call) -> bytes:
+    @staticmethod
+    def encode_call(call: Call) -> bytes:
         """Return the complete record for ``call`` (raises TypeError/ValueError if it can't be recorded)."""
         out = bytearray(_CALL_HEAD.pack(call.t, _DIR_CODE[call.dir]))
         _encode_into(call.conn, out, 0)

@@ -1,0 +1,144 @@
+"""The codec contract, and compression as a wrapper around any codec.
+
+A codec plugin is one class in a file in ``codecs/``; the registry finds it there.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, ClassVar, Dict, Mapping, Optional
+
+from rpc_capture import Call
+
+
+class Codec:
+    """Turns one RPC call into the bytes sent on the wire, and back.
+
+    Contract, which every plugin must keep:
+
+    * ``id``: the registry name, e.g. ``"json"``. Lower case, no ``+`` (``+`` joins a
+      codec and a compressor: ``"json+zlib-1"``).
+    * ``encode(call) -> bytes``: everything the receiver needs to dispatch the call, i.e.
+      ``call.method`` and ``call.args``; ``len()`` of the result is what the benchmark
+      counts. Self-describing formats encode the envelope ``{"method": ..., "args": ...}``
+      in that key order. Raise any exception for a call the format cannot carry: it is
+      recorded as an encode failure of that call, and the run goes on.
+    * ``decode(data) -> Call``: the full call back, every value materialised (no lazy
+      views: the decode timing must cover the whole job). ``t``, ``dir`` and ``conn`` are
+      not on the wire and keep their defaults.
+    * Configuration (level, options) lives in plain public attributes set in
+      ``__init__``; ``config()`` reports them and they are recorded with every result.
+    * ``changes``: what the format cannot carry or carries differently, as
+      ``{feature: what happens}`` with features from :mod:`rpcbench.fidelity` (e.g.
+      ``{BYTES: "bytes -> base64 str"}``). A difference in a declared feature is
+      reported as declared; anything else is a fidelity bug of the codec.
+    * ``library``: the PyPI distribution the codec is built on, whose version is
+      recorded (None for the standard library). Import it at the top of the plugin
+      file: if it is missing, the registry skips the codec with one line.
+    * ``per_connection``: True for codecs that keep state across calls (a compression
+      stream per connection). The harness then calls ``connection()`` once per
+      connection and sends that connection's calls, in order, through the instance
+      it returns; stateless codecs are shared by all connections.
+    """
+
+    id: ClassVar[str] = ""
+    library: ClassVar[Optional[str]] = None
+    changes: ClassVar[Mapping[str, str]] = {}
+    per_connection: ClassVar[bool] = False
+
+    def encode(self, call: Call) -> bytes:
+        """Serialize one call to the bytes that go on the wire."""
+        raise NotImplementedError
+
+    def decode(self, data: bytes) -> Call:
+        """Rebuild the call (method and args, fully materialised) from wire bytes."""
+        raise NotImplementedError
+
+    def connection(self) -> "Codec":
+        """A codec for one connection's calls in order; stateless codecs return self."""
+        return self
+
+    @property
+    def name(self) -> str:
+        """The id as given on the command line (wrappers add their compressor)."""
+        return self.id
+
+    def config(self) -> Dict[str, Any]:
+        """Public configuration attributes, recorded with each result."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        return f"<codec {self.name} {self.config()}>"
+
+
+class Compressor:
+    """Compresses encoded calls; combined with any codec as ``codec+name-level``.
+
+    ``name`` is the registry name (``"zlib"``); ``level`` a plain attribute. ``compress``
+    and ``decompress`` work on one message. A compressor that keeps a stream across
+    messages (one context per connection, as WebSocket permessage-deflate does) sets
+    ``per_connection = True`` and returns a fresh context from ``connection()``.
+    """
+
+    name: ClassVar[str] = ""
+    library: ClassVar[Optional[str]] = None
+    default_level: ClassVar[int] = 1
+    levels: ClassVar[range] = range(1, 10)
+    per_connection: ClassVar[bool] = False
+
+    def __init__(self, level: Optional[int] = None) -> None:
+        self.level = self.default_level if level is None else level
+
+    def compress(self, data: bytes) -> bytes:
+        """Compress one message."""
+        raise NotImplementedError
+
+    def decompress(self, data: bytes) -> bytes:
+        """Decompress one message."""
+        raise NotImplementedError
+
+    def connection(self) -> "Compressor":
+        """A context for one connection's messages in order; stateless ones return self."""
+        return self
+
+
+class Compressed(Codec):
+    """``inner`` codec followed by ``compressor``: id ``inner+name-level``."""
+
+    def __init__(self, inner: Codec, compressor: Compressor) -> None:
+        self.inner = inner
+        self.compressor = compressor
+        self.per_connection = inner.per_connection or compressor.per_connection  # type: ignore[misc]
+        self.changes = inner.changes  # type: ignore[misc]
+        self.library = inner.library  # type: ignore[misc]
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}+{self.compressor.name}-{self.compressor.level}"
+
+    def encode(self, call: Call) -> bytes:
+        return self.compressor.compress(self.inner.encode(call))
+
+    def decode(self, data: bytes) -> Call:
+        return self.inner.decode(self.compressor.decompress(data))
+
+    def connection(self) -> "Compressed":
+        return Compressed(self.inner.connection(), self.compressor.connection())
+
+    def config(self) -> Dict[str, Any]:
+        return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level}
+
+
+def bytes_to_base64(value: Any) -> Any:
+    """Return ``value`` with every bytes inside it replaced by its standard base64 text.
+
+    For text formats that have no bytes type (JSON): the receiver gets a str back.
+    """
+    t = type(value)
+    if t is bytes or t is bytearray:
+        return base64.b64encode(value).decode("ascii")
+    if t is dict:
+        return {k: bytes_to_base64(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [bytes_to_base64(v) for v in value]
+    return value

@@ -1,0 +1,176 @@
+"""Did the codec give the same call back? Finding and naming the first difference.
+
+Features are the short names codecs use in ``Codec.changes`` to declare what they
+cannot carry or carry differently; a difference is classified under one of them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Container, Iterator, NamedTuple, Optional, Set, Tuple
+
+from rpc_capture import Call
+
+BYTES = "bytes"  #: bytes values
+TUPLES = "tuples"  #: tuples (most formats only have arrays)
+INT_KEYS = "int keys"  #: dict keys that are ints
+UINT64 = "uint64"  #: ints from 2**63 to 2**64-1
+BIG_INTS = "big ints"  #: ints beyond 64 bits either way
+NON_FINITE = "nan/inf"  #: float NaN and infinities
+SURROGATES = "lone surrogates"  #: str holding unpaired UTF-16 surrogates (not valid UTF-8)
+NUL_KEYS = "NUL in keys"  #: dict keys containing the character U+0000
+FLOAT32 = "float precision"  #: floats that come back rounded (e.g. 32-bit fields)
+INT_AS_FLOAT = "int -> float"  #: numbers that come back as another number type
+NULLS = "nulls"  #: None that comes back as a default value or goes missing
+METHOD = "method"  #: the method name itself
+OTHER = "other"  #: anything else: never declarable, always a bug
+
+#: features a value can be scanned for before encoding (the others show only in output)
+INPUT_FEATURES = (BYTES, TUPLES, INT_KEYS, UINT64, BIG_INTS, NON_FINITE, SURROGATES, NUL_KEYS)
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class Difference(NamedTuple):
+    """The first difference found: its feature, where (``args.units[3].pos``) and what."""
+
+    feature: str
+    path: str
+    detail: str
+
+
+def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Optional[Difference]:
+    """Return None when ``decoded`` is the same call as ``original``, else a difference.
+
+    Same means same method and deeply equal args with the same types (``1``, ``1.0`` and
+    ``True`` differ; a tuple is not a list). Dict key order does not count; NaN equals NaN.
+    The first difference outside ``declared`` features wins, so a declared change
+    (bytes -> str) cannot hide an undeclared one elsewhere in the same call.
+    """
+    if not isinstance(decoded, Call):
+        return Difference(OTHER, "", f"decode returned {type(decoded).__name__}, not Call")
+    if decoded.method != original.method:
+        return Difference(METHOD, "method", f"{original.method!r} -> {_short(decoded.method)}")
+    a, b = original.args, decoded.args
+    if a == b and type(a) is type(b) and repr(a) == repr(b):  # fast path, all in C
+        return None
+    first = None
+    for diff in _diffs(a, b, "args"):
+        if diff.feature not in declared:
+            return diff
+        first = first or diff
+    return first
+
+
+def _diffs(a: Any, b: Any, path: str) -> Iterator[Difference]:
+    ta, tb = type(a), type(b)
+    if ta is dict and tb is dict:
+        yield from _dict_diffs(a, b, path)
+    elif (ta is list or ta is tuple) and (tb is list or tb is tuple):
+        if ta is not tb:
+            yield Difference(TUPLES, path, f"{ta.__name__} -> {tb.__name__}")
+        if len(a) != len(b):
+            yield Difference(OTHER, path, f"{len(a)} items -> {len(b)}")
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from _diffs(x, y, f"{path}[{i}]")
+    elif ta is tb:
+        found = _same_type_diff(a, b, path)
+        if found:
+            yield found
+    else:
+        yield _type_diff(a, b, path)
+
+
+def _dict_diffs(a: dict, b: dict, path: str) -> Iterator[Difference]:
+    for k, x in a.items():
+        if k in b:
+            yield from _diffs(x, b[k], f"{path}.{k}")
+        elif type(k) is int and str(k) in b:
+            yield Difference(INT_KEYS, f"{path}.{k}", "int key -> str key")
+            yield from _diffs(x, b[str(k)], f"{path}.{k}")
+        elif x is None:
+            yield Difference(NULLS, f"{path}.{k}", "None -> key missing")
+        else:
+            yield Difference(OTHER, f"{path}.{k}", "key missing")
+    for k in b:
+        if k not in a and not (type(k) is str and _int_key_in(k, a)):
+            yield Difference(OTHER, f"{path}.{k}", f"unexpected key ({_short(b[k])})")
+
+
+def _int_key_in(k: str, a: dict) -> bool:
+    try:
+        return int(k) in a
+    except ValueError:
+        return False
+
+
+def _same_type_diff(a: Any, b: Any, path: str) -> Optional[Difference]:
+    if a == b:
+        if type(a) is float and math.copysign(1.0, a) != math.copysign(1.0, b):
+            return Difference(OTHER, path, f"{a!r} -> {b!r} (sign of zero)")
+        return None
+    if type(a) is float:
+        if math.isnan(a) and math.isnan(b):
+            return None
+        if not math.isfinite(a):
+            return Difference(NON_FINITE, path, f"{a!r} -> {b!r}")
+        return Difference(FLOAT32, path, f"{a!r} -> {b!r}")
+    if type(a) is int and not _INT64[0] <= a <= _INT64[1]:
+        return Difference(UINT64 if 0 < a < (1 << 64) else BIG_INTS, path, f"{a} -> {b}")
+    return Difference(OTHER, path, f"{_short(a)} -> {_short(b)}")
+
+
+def _type_diff(a: Any, b: Any, path: str) -> Difference:
+    ta, tb = type(a).__name__, type(b).__name__
+    if type(a) is bytes:
+        return Difference(BYTES, path, f"bytes -> {tb}")
+    if a is None:
+        return Difference(NULLS, path, f"None -> {_short(b)}")
+    if type(a) in (int, float) and type(b) in (int, float) and a == b:
+        return Difference(INT_AS_FLOAT, path, f"{a!r} -> {b!r}")
+    if type(a) is int and not _INT64[0] <= a <= _INT64[1]:
+        return Difference(UINT64 if 0 < a < (1 << 64) else BIG_INTS, path, f"{a} -> {_short(b)}")
+    return Difference(OTHER, path, f"{ta} {_short(a)} -> {tb} {_short(b)}")
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def features_of(value: Any) -> Set[str]:
+    """The input features present in a value (to tell a declared encode failure)."""
+    return set(_scan(value))
+
+
+def _scan(v: Any) -> Iterator[str]:
+    t = type(v)
+    if t is dict:
+        for k, x in v.items():
+            if type(k) is int:
+                yield INT_KEYS
+            elif "\x00" in k:
+                yield NUL_KEYS
+            yield from _scan(k)
+            yield from _scan(x)
+    elif t is list or t is tuple:
+        if t is tuple:
+            yield TUPLES
+        for x in v:
+            yield from _scan(x)
+    elif t is bytes:
+        yield BYTES
+    elif t is int and not _INT64[0] <= v <= _INT64[1]:
+        yield UINT64 if 0 < v < (1 << 64) else BIG_INTS
+    elif t is float and not math.isfinite(v):
+        yield NON_FINITE
+    elif t is str:
+        yield from _scan_str(v)
+
+
+def _scan_str(s: str) -> Tuple[str, ...]:
+    try:
+        s.encode("utf-8")
+        return ()
+    except UnicodeEncodeError:
+        return (SURROGATES,)

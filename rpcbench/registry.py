@@ -1,0 +1,159 @@
+"""One registry for every codec and compressor, wherever its class comes from.
+
+Sources, all through :meth:`Registry.load_file` / :meth:`Registry.add`:
+
+* every ``*.py`` in the repository's ``codecs/`` folder (the built-ins; a user adds a
+  codec by dropping a file there),
+* ``--codec-path FILE.py`` and ``--codecs-dir DIR``,
+* ``--codec module:Class`` (an importable class).
+
+``codecs/`` cannot be imported as a package (the standard library owns the name
+``codecs``), so its files are loaded by path, each as module ``rpcbench_codecs.<stem>``.
+A file whose import fails for a missing library is skipped with one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import logging
+import os
+import re
+import sys
+import zlib
+from pathlib import Path
+from types import ModuleType
+from typing import Dict, Iterable, List, Optional, Type, Union
+
+from .codec import Codec, Compressed, Compressor
+from .errors import BenchError
+
+log = logging.getLogger("rpcbench")
+
+CODECS_DIR = Path(__file__).resolve().parent.parent / "codecs"
+_ID = re.compile(r"^(?P<codec>[a-z0-9_.\-]+?)(?:\+(?P<comp>[a-z0-9_]+)(?:-(?P<level>-?\d+))?)?$")
+
+
+class Registry:
+    """Codec and compressor classes by id, plus the plugin files that were skipped and why."""
+
+    def __init__(self) -> None:
+        self.codecs: Dict[str, Type[Codec]] = {}
+        self.compressors: Dict[str, Type[Compressor]] = {}
+        self.origins: Dict[str, str] = {}
+        self.skipped: Dict[str, str] = {}
+
+    @classmethod
+    def default(cls, extra_dirs: Iterable[Union[str, os.PathLike]] = ()) -> "Registry":
+        """The built-in ``codecs/`` folder plus any extra plugin folders."""
+        reg = cls()
+        for folder in (CODECS_DIR, *extra_dirs):
+            reg.load_dir(folder)
+        return reg
+
+    def load_dir(self, folder: Union[str, os.PathLike]) -> None:
+        """Load every ``*.py`` file of a plugin folder (files starting with ``_`` excepted)."""
+        path = Path(folder)
+        if not path.is_dir():
+            raise BenchError(f"codec folder {path} does not exist")
+        for file in sorted(path.glob("*.py")):
+            if not file.name.startswith("_"):
+                self.load_file(file)
+
+    def load_file(self, file: Union[str, os.PathLike]) -> None:
+        """Load one plugin file by path and register the codec/compressor classes it defines."""
+        path = Path(file)
+        if not path.is_file():
+            raise BenchError(f"codec file {path} does not exist")
+        name = f"rpcbench_codecs.{_module_stem(path)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except ImportError as e:
+            del sys.modules[name]
+            self.skipped[str(path)] = f"needs {e.name or e} (not installed)"
+            log.info("skipping codec file %s: %s is not installed (pip install -r requirements.txt)", path, e.name or e)
+            return
+        except Exception as e:  # a broken user plugin must not take the built-ins down
+            del sys.modules[name]
+            self.skipped[str(path)] = f"{type(e).__name__}: {e}"
+            log.warning("skipping codec file %s: %s: %s", path, type(e).__name__, e)
+            return
+        self.add_module(module, str(path))
+
+    def load_class(self, spec: str) -> None:
+        """Register ``module:Class`` (the module must be importable)."""
+        mod_name, _, cls_name = spec.partition(":")
+        if not mod_name or not cls_name:
+            raise BenchError(f"--codec {spec!r}: expected module:Class")
+        try:
+            cls = getattr(importlib.import_module(mod_name), cls_name)
+        except (ImportError, AttributeError) as e:
+            raise BenchError(f"--codec {spec!r}: {e}") from None
+        self.add(cls, spec)
+
+    def add_module(self, module: ModuleType, origin: str) -> None:
+        """Register the classes a module defines itself (not ones it imports)."""
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if obj.__module__ != module.__name__:
+                continue
+            if (issubclass(obj, Codec) and obj.id) or (issubclass(obj, Compressor) and obj.name):
+                self.add(obj, origin)
+
+    def add(self, cls: type, origin: str = "") -> None:
+        """Register one Codec or Compressor class under its id / name."""
+        if isinstance(cls, type) and issubclass(cls, Codec) and cls.id:
+            key, table = cls.id, self.codecs
+        elif isinstance(cls, type) and issubclass(cls, Compressor) and isinstance(cls.name, str) and cls.name:
+            key, table = f"+{cls.name}", self.compressors
+        else:
+            raise BenchError(f"{origin or cls!r}: not a Codec subclass with an id nor a Compressor with a name")
+        if key in self.origins and self.origins[key] != origin:
+            raise BenchError(f"{key.lstrip('+')!r} is defined twice: {self.origins[key]} and {origin}")
+        if not _ID.match(key.lstrip("+")) or "+" in key.lstrip("+"):
+            raise BenchError(f"{origin}: id {key!r} must be lower case letters, digits, _ . - and no +")
+        table[key.lstrip("+")] = cls  # type: ignore[index]
+        self.origins[key] = origin
+
+    def known(self) -> List[str]:
+        """Codec ids plus one example per compressor, for help and error messages."""
+        return sorted(self.codecs) + [f"<codec>+{name}-<level>" for name in sorted(self.compressors)]
+
+    def create(self, codec_id: str) -> Codec:
+        """An instance for an id like ``json`` or ``json+zlib-6``; unknown ids are a clear error."""
+        m = _ID.match(codec_id.strip())
+        if not m or m["codec"] not in self.codecs:
+            base = m["codec"] if m else codec_id
+            raise BenchError(f"unknown codec {base!r}; known: {', '.join(self.known())}{self._skipped_note()}")
+        codec = self.codecs[m["codec"]]()
+        if not m["comp"]:
+            return codec
+        if m["comp"] not in self.compressors:
+            raise BenchError(
+                f"unknown compressor {m['comp']!r} in {codec_id!r}; known: "
+                f"{', '.join(sorted(self.compressors)) or 'none'}{self._skipped_note()}"
+            )
+        comp_cls = self.compressors[m["comp"]]
+        level = None if m["level"] is None else int(m["level"])
+        if level is not None and level not in comp_cls.levels:
+            raise BenchError(f"{codec_id!r}: {comp_cls.name} levels are {comp_cls.levels.start}..{comp_cls.levels.stop - 1}")
+        return Compressed(codec, comp_cls(level))
+
+    def _skipped_note(self) -> str:
+        if not self.skipped:
+            return ""
+        return " (skipped: " + "; ".join(f"{Path(f).name} {why}" for f, why in self.skipped.items()) + ")"
+
+    def origin(self, codec_id: str) -> Optional[str]:
+        """Where a codec id came from (a file path or module:Class)."""
+        return self.origins.get(codec_id)
+
+
+def _module_stem(path: Path) -> str:
+    """A module-name-safe stem; distinct files with the same stem get distinct names."""
+    stem = re.sub(r"\W", "_", path.stem)
+    return stem if path.parent.resolve() == CODECS_DIR else f"{stem}_{zlib.crc32(str(path.resolve()).encode()):08x}"
