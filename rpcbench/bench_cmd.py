@@ -22,9 +22,9 @@ from .results import SCHEMA_VERSION, CodecResult, Suite
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = REPO / "samples" / "battle.rpct"
 DEFAULT_CODECS = (
-    ["json", "ujson", "bson"]
+    ["json", "ujson", "orjson", "msgpack", "bson"]
     + [f"json+zlib-{level}" for level in range(1, 10)]
-    + ["bson+zlib-6", "json+zlibstream-1"]
+    + ["bson+zlib-6", "msgpack+zlib-1", "json+zstd-3", "json+zlibstream-1"]
 )
 
 
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace, codecs: List[Codec], registry: Registry, progr
         schema_version=SCHEMA_VERSION,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         command=[os.path.basename(sys.argv[0]) or "run_bench.py", *sys.argv[1:]],
-        environment=environment(c.library for c in codecs if c.library),
+        environment=environment(lib for c in codecs for lib in c.libraries()),
         settings={
             "codecs": [c.name for c in codecs], "repeat": args.repeat, "warmup": args.warmup,
             "sample": len(size_pass.sample()), "sample_seed": args.seed, "min_time_s": args.min_time,

@@ -6,7 +6,7 @@ A codec plugin is one class in a file in ``codecs/``; the registry finds it ther
 from __future__ import annotations
 
 import base64
-from typing import Any, ClassVar, Dict, Mapping, Optional
+from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 from rpc_capture import Call
 
@@ -57,6 +57,10 @@ class Codec:
     def connection(self) -> "Codec":
         """A codec for one connection's calls in order; stateless codecs return self."""
         return self
+
+    def libraries(self) -> Tuple[str, ...]:
+        """Every PyPI distribution this codec's figures depend on (recorded with versions)."""
+        return (self.library,) if self.library else ()
 
     @property
     def name(self) -> str:
@@ -124,6 +128,10 @@ class Compressed(Codec):
 
     def connection(self) -> "Compressed":
         return Compressed(self.inner.connection(), self.compressor.connection())
+
+    def libraries(self) -> Tuple[str, ...]:
+        extra = self.compressor.library
+        return self.inner.libraries() + ((extra,) if extra else ())
 
     def config(self) -> Dict[str, Any]:
         return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level}

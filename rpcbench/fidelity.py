@@ -43,7 +43,8 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
     """Return None when ``decoded`` is the same call as ``original``, else a difference.
 
     Same means same method and deeply equal args with the same types (``1``, ``1.0`` and
-    ``True`` differ; a tuple is not a list). Dict key order does not count; NaN equals NaN.
+    ``True`` differ; a tuple is not a list; an int subclass such as pymongo's ``Int64``
+    is an int). Dict key order does not count; NaN equals NaN.
     The first difference outside ``declared`` features wins, so a declared change
     (bytes -> str) cannot hide an undeclared one elsewhere in the same call.
     """
@@ -73,7 +74,7 @@ def _diffs(a: Any, b: Any, path: str) -> Iterator[Difference]:
             yield Difference(OTHER, path, f"{len(a)} items -> {len(b)}")
         for i, (x, y) in enumerate(zip(a, b)):
             yield from _diffs(x, y, f"{path}[{i}]")
-    elif ta is tb:
+    elif ta is tb or (ta is int and isinstance(b, int) and tb is not bool):  # bson.int64.Int64 is an int
         found = _same_type_diff(a, b, path)
         if found:
             yield found
@@ -126,6 +127,8 @@ def _type_diff(a: Any, b: Any, path: str) -> Difference:
         return Difference(BYTES, path, f"bytes -> {tb}")
     if a is None:
         return Difference(NULLS, path, f"None -> {_short(b)}")
+    if type(a) is float and not math.isfinite(a):
+        return Difference(NON_FINITE, path, f"{a!r} -> {_short(b)}")
     if type(a) in (int, float) and type(b) in (int, float) and a == b:
         return Difference(INT_AS_FLOAT, path, f"{a!r} -> {b!r}")
     if type(a) is int and not _INT64[0] <= a <= _INT64[1]:

@@ -18,8 +18,8 @@ from rpcbench.registry import Registry
 from strategies import calls
 
 REGISTRY = Registry.default()
-BASE_IDS = ["json", "ujson", "bson"]
-WRAPPED_IDS = ["json+zlib-1", "json+zlib-9", "bson+zlib-6", "ujson+zlib-0"]
+BASE_IDS = ["json", "ujson", "orjson", "msgpack", "bson"]
+WRAPPED_IDS = ["json+zlib-1", "json+zlib-9", "bson+zlib-6", "ujson+zlib-0", "msgpack+zstd-1", "json+zstd-19"]
 
 
 def round_trip_all(codec, sample):
@@ -49,7 +49,7 @@ def test_declared_features_really_change(codec_id):
     examples = {
         F.BYTES: {"b": b"\x00\xff"}, F.TUPLES: {"t": (1, 2)}, F.INT_KEYS: {5: "x"},
         F.UINT64: {"u": 1 << 63}, F.BIG_INTS: {"n": 1 << 70}, F.SURROGATES: {"s": "\udc80"},
-        F.NUL_KEYS: {"a\x00b": 1},
+        F.NUL_KEYS: {"a\x00b": 1}, F.NON_FINITE: {"f": float("inf")},
     }
     for feature in codec.changes:
         call = Call("m", examples[feature])
@@ -92,9 +92,9 @@ def test_zlibstream_shrinks_repeated_messages_per_connection():
 
 
 def test_unknown_ids_list_the_known_ones():
-    with pytest.raises(BenchError, match=r"unknown codec 'nope'; known: bson, json, ujson.*<codec>\+zlib-<level>"):
+    with pytest.raises(BenchError, match=r"unknown codec 'nope'; known: bson, json, msgpack, orjson, ujson.*<codec>\+zlib-<level>"):
         REGISTRY.create("nope")
-    with pytest.raises(BenchError, match=r"unknown compressor 'lz9' in 'json\+lz9-1'; known: zlib, zlibstream"):
+    with pytest.raises(BenchError, match=r"unknown compressor 'lz9' in 'json\+lz9-1'; known: zlib, zlibstream, zstd"):
         REGISTRY.create("json+lz9-1")
     with pytest.raises(BenchError, match=r"zlib levels are 0..9"):
         REGISTRY.create("json+zlib-12")

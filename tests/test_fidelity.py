@@ -1,0 +1,66 @@
+"""compare(): what counts as the same call, and how differences are named."""
+
+from __future__ import annotations
+
+import pytest
+
+from rpc_capture import Call
+from rpcbench import fidelity as F
+
+
+def diff(a, b, declared=()):
+    return F.compare(Call("m", a), Call("m", b), declared)
+
+
+@pytest.mark.parametrize("a, b, feature, path, detail", [
+    ({"b": b"\x01"}, {"b": "AQ=="}, F.BYTES, "args.b", "bytes -> str"),
+    ({"t": (1, 2)}, {"t": [1, 2]}, F.TUPLES, "args.t", "tuple -> list"),
+    ({7: "x"}, {"7": "x"}, F.INT_KEYS, "args.7", "int key -> str key"),
+    ({"x": 1.1}, {"x": 1.100000023841858}, F.FLOAT32, "args.x", "1.1 -> 1.100000023841858"),
+    ({"n": 3}, {"n": 3.0}, F.INT_AS_FLOAT, "args.n", "3 -> 3.0"),
+    ({"v": None}, {"v": 0}, F.NULLS, "args.v", "None -> 0"),
+    ({"v": None}, {}, F.NULLS, "args.v", "None -> key missing"),
+    ({"u": 1 << 63}, {"u": -(1 << 63)}, F.UINT64, "args.u", f"{1 << 63} -> {-(1 << 63)}"),
+    ({"f": float("inf")}, {"f": None}, F.NON_FINITE, "args.f", "inf -> None"),
+    ({"a": [1, 2]}, {"a": [1]}, F.OTHER, "args.a", "2 items -> 1"),
+    ({"a": 1}, {"a": 1, "z": 2}, F.OTHER, "args.z", "unexpected key (2)"),
+    ({"a": True}, {"a": 1}, F.OTHER, "args.a", "bool True -> int 1"),
+    ({"a": 0.0}, {"a": -0.0}, F.OTHER, "args.a", "0.0 -> -0.0 (sign of zero)"),
+    ([{"deep": ["x", "y"]}], [{"deep": ["x", "z"]}], F.OTHER, "args[0].deep[1]", "'y' -> 'z'"),
+])
+def test_differences_are_named(a, b, feature, path, detail):
+    assert diff(a, b) == F.Difference(feature, path, detail)
+
+
+@pytest.mark.parametrize("a, b", [
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}),  # key order is not a difference
+    ([float("nan")], [float("nan")]),
+    ({"big": 10**20}, {"big": 10**20}),
+])
+def test_same(a, b):
+    assert diff(a, b) is None
+
+
+def test_int_subclass_is_an_int():
+    class Int64(int):
+        pass
+
+    assert diff({"t": 1732250000000}, {"t": Int64(1732250000000)}) is None
+
+
+def test_a_declared_change_does_not_hide_an_undeclared_one():
+    a = {"raw": b"\x00", "hp": 10}
+    b = {"raw": "AA==", "hp": 11}
+    assert diff(a, b, {F.BYTES}) == F.Difference(F.OTHER, "args.hp", "10 -> 11")
+    assert diff(a, dict(b, hp=10), {F.BYTES}).feature == F.BYTES
+
+
+def test_method_and_type_of_result():
+    assert F.compare(Call("a", 1), Call("b", 1)).feature == F.METHOD
+    assert F.compare(Call("a", 1), {"method": "a"}).detail == "decode returned dict, not Call"
+
+
+def test_features_of_input():
+    value = {"b": b"", 5: (1 << 64, "\udc80"), "x\x00": float("nan")}
+    assert F.features_of(value) == {F.BYTES, F.INT_KEYS, F.TUPLES, F.BIG_INTS, F.SURROGATES, F.NUL_KEYS, F.NON_FINITE}
+    assert F.features_of({"plain": [1, 2.5, "s", None, True]}) == set()
