@@ -1,17 +1,9 @@
 """``json``: the standard library's json, compact, UTF-8, bytes as base64 text."""
 
-import base64
 import json
 
 from rpc_capture import Call
-from rpcbench.codec import Codec
-from rpcbench.fidelity import BYTES, INT_KEYS, SURROGATES, TUPLES
-
-
-def _base64(value):
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+from rpcbench.codec import JSON_CHANGES, Codec, base64_default
 
 
 class Json(Codec):
@@ -23,19 +15,14 @@ class Json(Codec):
     """
 
     id = "json"
-    changes = {
-        BYTES: "bytes -> base64 str",
-        INT_KEYS: "int key -> str key",
-        TUPLES: "tuple -> list",
-        SURROGATES: "fails to encode (not valid UTF-8)",
-    }
+    changes = JSON_CHANGES
 
     def __init__(self) -> None:
         self.separators = (",", ":")
         self.ensure_ascii = False
         self.sort_keys = False
         self._encode = json.JSONEncoder(
-            separators=self.separators, ensure_ascii=self.ensure_ascii, sort_keys=self.sort_keys, default=_base64
+            separators=self.separators, ensure_ascii=self.ensure_ascii, sort_keys=self.sort_keys, default=base64_default
         ).encode
         self._decode = json.JSONDecoder().decode
 

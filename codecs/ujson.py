@@ -3,8 +3,7 @@
 import ujson
 
 from rpc_capture import Call
-from rpcbench.codec import Codec, bytes_to_base64
-from rpcbench.fidelity import BYTES, INT_KEYS, SURROGATES, TUPLES
+from rpcbench.codec import JSON_CHANGES, Codec, bytes_to_base64
 
 
 class Ujson(Codec):
@@ -16,12 +15,7 @@ class Ujson(Codec):
 
     id = "ujson"
     library = "ujson"
-    changes = {
-        BYTES: "bytes -> base64 str",
-        INT_KEYS: "int key -> str key",
-        TUPLES: "tuple -> list",
-        SURROGATES: "fails to encode (not valid UTF-8)",
-    }
+    changes = JSON_CHANGES
 
     def __init__(self) -> None:
         self.ensure_ascii = False

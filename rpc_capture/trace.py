@@ -210,7 +210,7 @@ class TraceWriter:
         self.path = os.fspath(path)
         self.calls = 0
         raw = open(self.path, "wb")
-        self._file: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0) if compresslevel else raw
+        self._file: IO[bytes] = gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0) if compresslevel else raw
         self._raw = raw
         header = json.dumps(metadata or {}, ensure_ascii=False, default=str).encode("utf-8")
         if len(header) > MAX_HEADER:

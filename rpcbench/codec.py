@@ -10,6 +10,8 @@ from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 from rpc_capture import Call
 
+from .fidelity import BYTES, INT_KEYS, SURROGATES, TUPLES
+
 
 class Codec:
     """Turns one RPC call into the bytes sent on the wire, and back.
@@ -137,11 +139,25 @@ class Compressed(Codec):
         return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level}
 
 
-def bytes_to_base64(value: Any) -> Any:
-    """Return ``value`` with every bytes inside it replaced by its standard base64 text.
 
-    For text formats that have no bytes type (JSON): the receiver gets a str back.
-    """
+#: what every JSON codec declares: JSON has no bytes, no int keys, no tuples, and is UTF-8
+JSON_CHANGES: Mapping[str, str] = {
+    BYTES: "bytes -> base64 str",
+    INT_KEYS: "int key -> str key",
+    TUPLES: "tuple -> list",
+    SURROGATES: "fails to encode (not valid UTF-8)",
+}
+
+
+def base64_default(value: Any) -> str:
+    """``default=`` hook for JSON encoders: bytes become standard base64 text (padded)."""
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def bytes_to_base64(value: Any) -> Any:
+    """``value`` with every bytes inside it replaced by base64 text, for encoders without a hook."""
     t = type(value)
     if t is bytes or t is bytearray:
         return base64.b64encode(value).decode("ascii")
