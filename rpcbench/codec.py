@@ -6,11 +6,13 @@ A codec plugin is one class in a file in ``codecs/``; the registry finds it ther
 from __future__ import annotations
 
 import base64
-from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from rpc_capture import Call
 
 from .fidelity import BYTES, INT_KEYS, SURROGATES, TUPLES
+
+Stage = Tuple[str, Callable[[Any], Any]]  #: a named step of encoding or decoding
 
 
 class Codec:
@@ -63,6 +65,19 @@ class Codec:
     def libraries(self) -> Tuple[str, ...]:
         """Every PyPI distribution this codec's figures depend on (recorded with versions)."""
         return (self.library,) if self.library else ()
+
+    def encode_stages(self) -> List[Stage]:
+        """``encode`` as named steps, each fed the previous one's output (for the timing split).
+
+        One step by default. Codecs with real stages (protobuf: convert, then serialize;
+        a compressed codec: encode, then compress) return them so users see where the
+        time goes; the steps chained must equal ``encode``.
+        """
+        return [(self.name, self.encode)]
+
+    def decode_stages(self) -> List[Stage]:
+        """``decode`` as named steps, like :meth:`encode_stages`."""
+        return [(self.name, self.decode)]
 
     @property
     def name(self) -> str:
@@ -134,6 +149,12 @@ class Compressed(Codec):
     def libraries(self) -> Tuple[str, ...]:
         extra = self.compressor.library
         return self.inner.libraries() + ((extra,) if extra else ())
+
+    def encode_stages(self) -> List[Stage]:
+        return self.inner.encode_stages() + [(self.compressor.name, self.compressor.compress)]
+
+    def decode_stages(self) -> List[Stage]:
+        return [(self.compressor.name, self.compressor.decompress)] + self.inner.decode_stages()
 
     def config(self) -> Dict[str, Any]:
         return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level}

@@ -1,22 +1,15 @@
-"""Replaying calls through codecs: what is measured, and how.
+"""The size and fidelity pass: every call of the trace through every codec, streaming.
 
-1. :class:`SizePass` streams once over the whole trace. Every call goes through every
-   codec: exact ``len()`` of the bytes, decode, compare with the original (fidelity).
-   Memory stays bounded (sizes are kept as a histogram), so any trace length works.
-2. :func:`time_codecs` times encode and decode on a sample of calls held in memory:
-   whole batches between two ``perf_counter_ns`` reads (no per-call timer), loops
-   calibrated so one measurement lasts at least ``min_time`` seconds, warm-up rounds
-   first, then ``repeat`` rounds with codecs interleaved round-robin so that machine
-   drift hits all of them alike. The garbage collector is off inside timed loops, as
-   ``timeit`` does, so one codec's garbage is not collected on another's clock.
+:class:`SizePass` reads the trace once. Each call goes through each codec: exact
+``len()`` of the bytes, decode, compare with the original (fidelity). Memory stays
+bounded (sizes are a histogram, the timing sample a fixed-size reservoir), so any
+trace length works. Timing happens afterwards, on the sample (:mod:`rpcbench.timing`).
 """
 
 from __future__ import annotations
 
-import gc
 import math
 import random
-import time
 from collections import Counter
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -24,7 +17,7 @@ from rpc_capture import Call
 
 from .codec import Codec
 from .fidelity import OTHER, compare, features_of
-from .results import Problem, Sizes, Timing
+from .results import Problem, Sizes
 
 Progress = Callable[[str], None]
 
@@ -172,116 +165,3 @@ class SizePass:
     def sample(self) -> List[Call]:
         """The sampled calls in trace order (all calls when the trace is no larger than the sample)."""
         return [call for _, call in sorted(self._sample, key=lambda pair: pair[0])]
-
-
-class TimingJob:
-    """One codec's timing inputs: the sample calls it can encode, and their encodings."""
-
-    def __init__(self, codec: Codec, sample: List[Call]) -> None:
-        self.codec = codec
-        self.calls: List[Call] = []
-        self.payloads: List[Any] = []
-        self.error: Optional[str] = None
-        self.loops = 1
-        self.encode_rounds: List[float] = []
-        self.decode_rounds: List[float] = []
-        sessions: Dict[Any, Codec] = {}
-        for call in sample:
-            session = sessions.setdefault(call.conn, codec.connection()) if codec.per_connection else codec
-            try:
-                data = session.encode(call)
-            except Exception:
-                continue  # counted as a failure by the size pass; not timed
-            if type(data) is bytes:
-                self.calls.append(call)
-                self.payloads.append((call.conn, data) if codec.per_connection else data)
-        if not self.calls:
-            self.error = "no call of the sample could be encoded, nothing to time"
-
-    def measure(self, record: bool) -> None:
-        """One round: encode then decode, ``loops`` times each; ns per call kept if ``record``."""
-        per_call = self.loops * len(self.calls)
-        if self.codec.per_connection:
-            enc_ns = _time_per_connection(self.codec, self.calls, self.loops, "encode")
-            dec_ns = _time_per_connection(self.codec, self.payloads, self.loops, "decode")
-        else:
-            enc_ns = _time_batch(self.codec.encode, self.calls, self.loops)
-            dec_ns = _time_batch(self.codec.decode, self.payloads, self.loops)
-        if record:
-            self.encode_rounds.append(enc_ns / per_call)
-            self.decode_rounds.append(dec_ns / per_call)
-        else:  # warm-up: calibrate loops so that the slower of the two lasts min_time
-            self._last_ns = max(enc_ns, dec_ns) / self.loops
-
-    def calibrate(self, min_time: float) -> None:
-        """Choose loops from the last warm-up measurement of one replay of the sample."""
-        self.loops = max(1, math.ceil(min_time * 1e9 / max(self._last_ns, 1)))
-
-    def timings(self) -> Tuple[Optional[Timing], Optional[Timing]]:
-        """Encode and decode timing, or (None, None) when nothing was timed."""
-        if not self.encode_rounds:
-            return None, None
-        n = len(self.calls)
-        return (Timing(tuple(self.encode_rounds), n, self.loops), Timing(tuple(self.decode_rounds), n, self.loops))
-
-
-def _time_batch(func: Callable[[Any], Any], items: List[Any], loops: int) -> int:
-    """ns for ``loops`` replays of ``func`` over ``items``: one timer pair around the lot."""
-    timer = time.perf_counter_ns
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
-        t0 = timer()
-        for _ in range(loops):
-            for item in items:
-                func(item)
-        return timer() - t0
-    finally:
-        if gc_was_on:
-            gc.enable()
-
-
-def _time_per_connection(codec: Codec, items: List[Any], loops: int, op: str) -> int:
-    """Like :func:`_time_batch` for stateful codecs: fresh per-connection state for each replay.
-
-    ``items`` are calls (encode) or ``(conn, data)`` pairs (decode), in trace order.
-    """
-    timer = time.perf_counter_ns
-    total = 0
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(loops):
-            conns = {item.conn if op == "encode" else item[0] for item in items}
-            funcs = {conn: getattr(codec.connection(), op) for conn in conns}
-            if op == "encode":
-                t0 = timer()
-                for call in items:
-                    funcs[call.conn](call)
-            else:
-                t0 = timer()
-                for conn, data in items:
-                    funcs[conn](data)
-            total += timer() - t0
-    finally:
-        if gc_was_on:
-            gc.enable()
-    return total
-
-
-def time_codecs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float, progress: Progress = _quiet) -> None:
-    """Warm up and calibrate every job, then run ``repeat`` interleaved rounds (``warmup`` >= 1)."""
-    live = [job for job in jobs if not job.error]
-    rounds = warmup + repeat
-    for r in range(rounds):
-        start = r % len(live) if live else 0
-        for i, job in enumerate(live[start:] + live[:start]):
-            label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
-            progress(f"timing {label}: {job.codec.name} ({i + 1}/{len(live)})")
-            try:
-                job.measure(record=r >= warmup)
-                if r == warmup - 1:
-                    job.calibrate(min_time)
-            except Exception as e:  # a codec that breaks under timing is reported, the rest go on
-                job.error = f"timing stopped: {_error_text(e)}"
-        live = [job for job in live if not job.error]

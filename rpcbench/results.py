@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -50,6 +51,43 @@ class Timing:
         if len(self.rounds_ns) < 2:
             return 0.0
         return statistics.stdev(self.rounds_ns) / statistics.fmean(self.rounds_ns) * 100
+
+    @property
+    def iqr_us(self) -> float:
+        """Interquartile range of the rounds, microseconds per call."""
+        if len(self.rounds_ns) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.rounds_ns, n=4, method="inclusive")
+        return (q3 - q1) / 1000
+
+    @property
+    def mad_us(self) -> float:
+        """Median absolute deviation of the rounds, microseconds per call."""
+        med = statistics.median(self.rounds_ns)
+        return statistics.median(abs(x - med) for x in self.rounds_ns) / 1000
+
+    @property
+    def ci_us(self) -> Tuple[float, float, float]:
+        """Distribution-free confidence interval of the median: (low, high, confidence).
+
+        Order statistics around the median with binomial coverage (no normality
+        assumed): the narrowest symmetric pair covering at least 95 %, or, with too few
+        rounds for that, the min-max range and the confidence it does have.
+        """
+        ordered = sorted(self.rounds_ns)
+        n = len(ordered)
+        for k in range(n // 2, -1, -1):  # pair (k-th smallest, k-th largest), widening
+            coverage = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n if k else 1.0
+            if coverage >= 0.95 or k == 0:
+                lo, hi = (ordered[k - 1], ordered[n - k]) if k else (ordered[0], ordered[-1])
+                cover = coverage if k else 1 - 2 / 2 ** n
+                return lo / 1000, hi / 1000, cover
+        raise AssertionError("unreachable")
+
+    @property
+    def unstable(self) -> bool:
+        """pyperf's rule: standard deviation over 10 % of the mean."""
+        return self.stdev_pct > 10
 
 
 @dataclass(frozen=True)
@@ -101,6 +139,9 @@ class CodecResult:
     problems: Tuple[Problem, ...] = ()
     by_method: Dict[str, Dict[str, int]] = field(default_factory=dict)  #: method -> {"calls", "bytes"}
     error: Optional[str] = None  #: why timing could not run, if it could not
+    stages: Dict[str, Dict[str, Timing]] = field(default_factory=dict)  #: "encode"/"decode" -> stage -> Timing
+    latency: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)  #: op -> method|"*" -> ns pcts
+    memory: Dict[str, Dict[str, float]] = field(default_factory=dict)  #: op -> allocation figures per call
 
     @property
     def declared_only(self) -> bool:
@@ -132,9 +173,10 @@ class Suite:
         data = asdict(self)
         for r, out in zip(self.results, data["results"]):
             for kind in ("encode", "decode"):
-                timing = getattr(r, kind)
-                if timing:
-                    out[kind].update(median_us=timing.median_us, spread_pct=timing.spread_pct, stdev_pct=timing.stdev_pct)
+                if getattr(r, kind):
+                    out[kind].update(_derived(getattr(r, kind)))
+                for stage, timing in r.stages.get(kind, {}).items():
+                    out["stages"][kind][stage].update(_derived(timing))
         return data
 
     def save(self, folder: str) -> None:
@@ -146,6 +188,12 @@ class Suite:
             writer = csv.writer(f)
             writer.writerow(CSV_COLUMNS)
             writer.writerows(csv_row(r) for r in self.results)
+
+
+def _derived(t: Timing) -> Dict[str, Any]:
+    lo, hi, confidence = t.ci_us
+    return {"median_us": t.median_us, "spread_pct": t.spread_pct, "stdev_pct": t.stdev_pct, "iqr_us": t.iqr_us,
+            "mad_us": t.mad_us, "ci_us": [lo, hi], "ci_confidence": confidence}
 
 
 def csv_row(r: CodecResult) -> List[Any]:
@@ -185,6 +233,8 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
     def timing(t: Optional[Dict[str, Any]]) -> Optional[Timing]:
         return Timing(tuple(t["rounds_ns"]), t["calls"], t["loops"]) if t else None
 
+    stages = {op: {name: timing(t) for name, t in by_stage.items()} for op, by_stage in r["stages"].items()}
+
     return CodecResult(
         **{k: r[k] for k in ("codec", "config", "library", "library_version", "origin", "calls", "failures",
                              "mismatches", "by_method", "error")},
@@ -192,4 +242,7 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         encode=timing(r["encode"]),
         decode=timing(r["decode"]),
         problems=tuple(Problem(**p) for p in r["problems"]),
+        stages=stages,  # type: ignore[arg-type]
+        latency=r["latency"],
+        memory=r["memory"],
     )

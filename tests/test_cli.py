@@ -103,7 +103,12 @@ def test_end_to_end_writes_results_charts_and_escaped_report(tmp_path):
     assert set(data["environment"]["libraries"]) == {"pymongo"}
     assert data["environment"]["cpu_model"] and data["trace"]["sha256"]
     assert [r["codec"] for r in data["results"]] == ["json", "bson", "json+zlib-1", "json+zlib-2", "json+zlib-3"]
-    assert all(len(r["encode"]["rounds_ns"]) == 1 and r["encode"]["median_us"] > 0 for r in data["results"])
+    assert data["settings"]["processes"] == 2  # default: 2 worker processes x --repeat 1 round each
+    assert all(len(r["encode"]["rounds_ns"]) == 2 and r["encode"]["median_us"] > 0 for r in data["results"])
+    zlib1 = data["results"][2]
+    assert list(zlib1["stages"]["encode"]) == ["json", "zlib"] and list(zlib1["stages"]["decode"]) == ["zlib", "json"]
+    assert set(zlib1["latency"]["encode"]) == {"*", "move", "<script>alert(1)</script>"}
+    assert zlib1["latency"]["encode"]["*"]["n"] == 120 and zlib1["memory"]["encode"]["peak_bytes_max"] > 0
     assert "json" in result.stdout and "bson" in result.stdout  # the terminal table
 
 

@@ -1,0 +1,258 @@
+"""Timing one codec on a sample of calls: batches, stages, per-call tails, allocations.
+
+Everything here runs wherever the codec lives: in the main process (``--processes 0``)
+or in a fresh worker process (:mod:`rpcbench.worker`). Results travel as plain JSON
+(:meth:`TimingJob.result`).
+
+* Rounds: one ``perf_counter_ns`` pair around ``loops`` replays of the sample (never a
+  timer per call); ``loops`` is calibrated in the warm-up so a round lasts ``min_time``.
+* Stages: a codec with several steps (encode, then compress) has each step timed the
+  same way on the previous step's outputs, so users see where the time goes.
+* Tails: one extra replay with a timer pair around each call, minus the timer's own
+  cost, grouped by method: the p99 a frame budget cares about.
+* Memory: a replay under ``tracemalloc`` (separate, as it slows everything down):
+  peak bytes allocated while handling one call, and bytes and blocks the result keeps.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import statistics
+import sys
+import time
+import tracemalloc
+from typing import Any, Callable, Dict, List, Optional
+
+from rpc_capture import Call
+
+from .codec import Codec
+
+
+class TimingJob:
+    """One codec's timing: inputs prepared once, then rounds, tails and memory on demand."""
+
+    def __init__(self, codec: Codec, sample: List[Call], gc_enabled: bool = False) -> None:
+        self.codec = codec
+        self.gc_enabled = gc_enabled
+        self.calls, self.payloads = _encodable(codec, sample)
+        self.error: Optional[str] = None if self.calls else "no call of the sample could be encoded, nothing to time"
+        self.loops = 1
+        self.rounds: Dict[str, List[float]] = {"encode": [], "decode": []}
+        self.stage_rounds: Dict[str, Dict[str, List[float]]] = {"encode": {}, "decode": {}}
+        self._stage_inputs = {} if codec.per_connection or self.error else self._prepare_stages()
+        self._warm_ns = 0.0
+
+    def _prepare_stages(self) -> Dict[str, list]:
+        """Each stage's inputs, by running the pipelines once (only for codecs with >1 stage)."""
+        out: Dict[str, list] = {}
+        for op, inputs in (("encode", self.calls), ("decode", self.payloads)):
+            stages = self.codec.encode_stages() if op == "encode" else self.codec.decode_stages()
+            if len(stages) < 2:
+                continue
+            chain = []
+            for name, func in stages:
+                chain.append((name, func, inputs))
+                inputs = [func(item) for item in inputs]
+            out[op] = chain
+            self.stage_rounds[op] = {name: [] for name, _, _ in chain}
+        return out
+
+    def run_round(self, record: bool) -> None:
+        """Encode and decode (and their stages), ``loops`` replays each; kept if ``record``."""
+        per_call = self.loops * len(self.calls)
+        if self.codec.per_connection:
+            enc = _time_per_connection(self.codec, self.calls, self.loops, "encode", self.gc_enabled)
+            dec = _time_per_connection(self.codec, self.payloads, self.loops, "decode", self.gc_enabled)
+        else:
+            enc = time_batch(self.codec.encode, self.calls, self.loops, self.gc_enabled)
+            dec = time_batch(self.codec.decode, self.payloads, self.loops, self.gc_enabled)
+        if not record:
+            self._warm_ns = max(enc, dec) / self.loops
+            return
+        self.rounds["encode"].append(enc / per_call)
+        self.rounds["decode"].append(dec / per_call)
+        for op, chain in self._stage_inputs.items():
+            for name, func, inputs in chain:
+                self.stage_rounds[op][name].append(time_batch(func, inputs, self.loops, self.gc_enabled) / per_call)
+
+    def calibrate(self, min_time: float) -> None:
+        """Choose loops from the last warm-up round so that a timed round lasts ``min_time``."""
+        self.loops = max(1, math.ceil(min_time * 1e9 / max(self._warm_ns, 1.0)))
+
+    def tails(self) -> Dict[str, Dict[str, Dict[str, float]]]:
+        """Per-call time percentiles by method (and ``*`` for all), encode and decode, in ns."""
+        if self.codec.per_connection:
+            return {}  # per-call timers around a stream would need per-connection bookkeeping in the loop
+        overhead = timer_overhead_ns()
+        methods = [call.method for call in self.calls]
+        return {
+            "encode": _percentiles_by_method(_per_call_ns(self.codec.encode, self.calls, overhead), methods),
+            "decode": _percentiles_by_method(_per_call_ns(self.codec.decode, self.payloads, overhead), methods),
+        }
+
+    def memory(self) -> Dict[str, Dict[str, float]]:
+        """Allocation figures per call under tracemalloc, encode and decode."""
+        if self.codec.per_connection:
+            return {}
+        return {"encode": _memory_per_call(self.codec.encode, self.calls),
+                "decode": _memory_per_call(self.codec.decode, self.payloads)}
+
+    def result(self) -> Dict[str, Any]:
+        """Plain-JSON result (what a worker process sends back)."""
+        return {"calls": len(self.calls), "loops": self.loops, "rounds": self.rounds,
+                "stage_rounds": self.stage_rounds, "error": self.error}
+
+
+def _encodable(codec: Codec, sample: List[Call]) -> tuple:
+    """The sample calls the codec can encode, and their encodings (``(conn, data)`` if stateful)."""
+    calls, payloads = [], []
+    sessions: Dict[Any, Codec] = {}
+    for call in sample:
+        session = sessions.setdefault(call.conn, codec.connection()) if codec.per_connection else codec
+        try:
+            data = session.encode(call)
+        except Exception:
+            continue  # counted as a failure by the size pass; not timed
+        if type(data) is bytes:
+            calls.append(call)
+            payloads.append((call.conn, data) if codec.per_connection else data)
+    return calls, payloads
+
+
+def time_batch(func: Callable[[Any], Any], items: List[Any], loops: int, gc_enabled: bool = False) -> int:
+    """ns for ``loops`` replays of ``func`` over ``items``: one timer pair around the lot."""
+    timer = time.perf_counter_ns
+    gc_was_on = gc.isenabled()
+    if not gc_enabled:
+        gc.disable()
+    try:
+        t0 = timer()
+        for _ in range(loops):
+            for item in items:
+                func(item)
+        return timer() - t0
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _time_per_connection(codec: Codec, items: List[Any], loops: int, op: str, gc_enabled: bool) -> int:
+    """:func:`time_batch` for stateful codecs: fresh per-connection state for each replay.
+
+    ``items`` are calls (encode) or ``(conn, data)`` pairs (decode), in trace order.
+    """
+    timer = time.perf_counter_ns
+    total = 0
+    gc_was_on = gc.isenabled()
+    if not gc_enabled:
+        gc.disable()
+    try:
+        for _ in range(loops):
+            if op == "encode":
+                funcs = {conn: codec.connection().encode for conn in dict.fromkeys(call.conn for call in items)}
+                t0 = timer()
+                for call in items:
+                    funcs[call.conn](call)
+            else:
+                funcs = {conn: codec.connection().decode for conn, _ in items}
+                t0 = timer()
+                for conn, data in items:
+                    funcs[conn](data)
+            total += timer() - t0
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return total
+
+
+def timer_overhead_ns(samples: int = 20000) -> float:
+    """Median cost of one ``t0 = timer(); t1 = timer()`` pair, to subtract from per-call times."""
+    timer = time.perf_counter_ns
+    costs = []
+    for _ in range(samples):
+        t0 = timer()
+        t1 = timer()
+        costs.append(t1 - t0)
+    return statistics.median(costs)
+
+
+def _per_call_ns(func: Callable[[Any], Any], items: List[Any], overhead: float) -> List[float]:
+    timer = time.perf_counter_ns
+    out = []
+    append = out.append
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        for item in items:
+            t0 = timer()
+            func(item)
+            t1 = timer()
+            append(max(t1 - t0 - overhead, 0.0))
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return out
+
+
+def _percentiles_by_method(times: List[float], methods: List[str]) -> Dict[str, Dict[str, float]]:
+    groups: Dict[str, List[float]] = {"*": times}
+    for t, method in zip(times, methods):
+        groups.setdefault(method, []).append(t)
+    return {method: _percentiles(values) for method, values in groups.items()}
+
+
+def _percentiles(values: List[float]) -> Dict[str, float]:
+    ordered = sorted(values)
+    n = len(ordered)
+
+    def rank(pct: float) -> float:
+        return ordered[min(n - 1, max(0, math.ceil(pct / 100 * n) - 1))]
+
+    return {"n": n, "p50": rank(50), "p90": rank(90), "p99": rank(99), "max": ordered[-1]}
+
+
+def _memory_per_call(func: Callable[[Any], Any], items: List[Any]) -> Dict[str, float]:
+    """Under tracemalloc: peak bytes above the baseline while one call runs, and what its result keeps."""
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    peaks, kept, blocks = [], [], []
+    try:
+        for item in items:
+            before_blocks = sys.getallocatedblocks()
+            base = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            result = func(item)
+            current, peak = tracemalloc.get_traced_memory()
+            peaks.append(peak - base)
+            kept.append(current - base)
+            blocks.append(sys.getallocatedblocks() - before_blocks)
+            del result
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return {"peak_bytes_mean": statistics.fmean(peaks), "peak_bytes_max": max(peaks),
+            "kept_bytes_mean": statistics.fmean(kept), "kept_blocks_mean": statistics.fmean(blocks)}
+
+
+def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float,
+             progress: Callable[[str], None] = lambda _: None) -> None:
+    """In one process: warm up and calibrate every job, then ``repeat`` interleaved rounds.
+
+    Codecs take turns round-robin (starting point rotating each round), so that drift of
+    the machine's speed during the run hits every codec alike.
+    """
+    live = [job for job in jobs if not job.error]
+    for r in range(warmup + repeat):
+        start = r % len(live) if live else 0
+        for i, job in enumerate(live[start:] + live[:start]):
+            label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
+            progress(f"timing {label}: {job.codec.name} ({i + 1}/{len(live)})")
+            try:
+                job.run_round(record=r >= warmup)
+                if r == warmup - 1:
+                    job.calibrate(min_time)
+            except Exception as e:  # a codec that breaks under timing is reported, the rest go on
+                job.error = f"timing stopped: {type(e).__name__}: {e}"
+        live = [job for job in live if not job.error]
