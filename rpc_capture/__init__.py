@@ -11,11 +11,13 @@ from typing import Union
 
 from .call import C2S, DIRECTIONS, S2C, Call, ConnId
 from .jsonl import JsonlReader, write_jsonl
+from .recorder import NullRecorder, Recorder, recorder
 from .trace import MAGIC, TraceError, TraceReader, TraceWriter
 
 __all__ = [
     "C2S", "S2C", "DIRECTIONS", "Call", "ConnId",
     "TraceReader", "TraceWriter", "TraceError", "JsonlReader", "write_jsonl", "open_trace",
+    "Recorder", "NullRecorder", "recorder",
 ]
 
 

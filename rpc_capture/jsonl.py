@@ -17,7 +17,7 @@ import base64
 import binascii
 import json
 import os
-from typing import IO, Any, Dict, Iterable, Iterator, Union
+from typing import IO, Any, Container, Dict, Iterable, Iterator, Optional, Union
 
 from .call import DIRECTIONS, Call
 from .trace import TraceError
@@ -59,16 +59,21 @@ class JsonlReader:
             raise TraceError(f"{self.path}: cannot open (no such file)")
 
     def __iter__(self) -> Iterator[Call]:
+        return self.calls()
+
+    def calls(self, wanted: Optional[Container[int]] = None) -> Iterator[Call]:
+        """The calls in file order; with ``wanted``, only the calls at those 0-based positions."""
         loads = json.loads
-        offset = 0
+        offset = index = 0
         with open(self.path, "rb") as f:
             for lineno, line in enumerate(f, 1):
                 if line.strip():
-                    try:
-                        obj = loads(line, object_hook=_from_extended)
-                        yield _call_from(obj)
-                    except (ValueError, TypeError, RecursionError) as e:
-                        raise TraceError(f"{self.path}: line {lineno} (byte offset {offset}): {e}") from None
+                    if wanted is None or index in wanted:
+                        try:
+                            yield _call_from(loads(line, object_hook=_from_extended))
+                        except (ValueError, TypeError, RecursionError) as e:
+                            raise TraceError(f"{self.path}: line {lineno} (byte offset {offset}): {e}") from None
+                    index += 1
                 offset += len(line)
 
     def close(self) -> None:

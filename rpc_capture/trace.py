@@ -31,7 +31,7 @@ import logging
 import os
 import struct
 import zlib
-from typing import IO, Any, Dict, Iterator, Optional, Union
+from typing import Container, IO, Any, Dict, Iterator, Optional, Union
 
 from .call import C2S, S2C, Call
 
@@ -51,6 +51,7 @@ _FILE_HEAD = struct.Struct("<8sHI")
 _REC_HEAD = struct.Struct("<BI")
 _CRC = struct.Struct("<I")
 _CALL_HEAD = struct.Struct("<qB")
+_CALL_REC_HEAD = struct.Struct("<BIqB")  #: record head (body_len patched in later) + call head
 _DIR_CODE = {C2S: 0, S2C: 1}
 _DIR_NAME = (C2S, S2C)
 
@@ -83,12 +84,30 @@ def encode_value(value: Any) -> bytes:
     return bytes(out)
 
 
+# Strings repeat a lot in RPC traffic (method names, dict keys, enum-like values), so the
+# encoded form of short ones is cached. Bounded: at most _STR_CACHE_MAX entries of up to
+# _STR_CACHE_CHARS characters; the cache is emptied when full. Dict operations are atomic
+# under the GIL, so encoding from several threads is safe.
+_STR_CACHE: Dict[str, bytes] = {}
+_STR_CACHE_MAX = 4096
+_STR_CACHE_CHARS = 64
+
+
+def _str_value(v: str) -> bytes:
+    """The tagged encoding of an exact ``str`` (cached when short)."""
+    b = v.encode("utf-8", "surrogatepass")
+    b = _TAG_LEN.pack(T_STR, len(b)) + b
+    if len(v) <= _STR_CACHE_CHARS:
+        if len(_STR_CACHE) >= _STR_CACHE_MAX:
+            _STR_CACHE.clear()
+        _STR_CACHE[v] = b
+    return b
+
+
 def _encode_into(v: Any, out: bytearray, depth: int) -> None:
     t = type(v)
     if t is str:
-        b = v.encode("utf-8", "surrogatepass")
-        out += _TAG_LEN.pack(T_STR, len(b))
-        out += b
+        out += _STR_CACHE.get(v) or _str_value(v)
     elif t is int:
         if _INT64_MIN <= v <= _INT64_MAX:
             out += _TAG_I64.pack(T_INT, v)
@@ -98,25 +117,20 @@ def _encode_into(v: Any, out: bytearray, depth: int) -> None:
             out += b
     elif t is float:
         out += _TAG_F64.pack(T_FLOAT, v)
-    elif v is None:
-        out.append(T_NONE)
-    elif t is bool:
-        out.append(T_TRUE if v else T_FALSE)
     elif t is dict:
         if depth >= MAX_DEPTH:
             raise ValueError(f"value nested deeper than {MAX_DEPTH} levels")
         out += _TAG_LEN.pack(T_DICT, len(v))
-        for k, item in v.items():
-            if type(k) is not str and type(k) is not int:
-                raise TypeError(f"dict key {k!r} is {type(k).__name__}; only str and int keys are recorded")
-            _encode_into(k, out, depth)
-            _encode_into(item, out, depth + 1)
+        _encode_dict_items(v, out, depth + 1)
     elif t is list or t is tuple:
         if depth >= MAX_DEPTH:
             raise ValueError(f"value nested deeper than {MAX_DEPTH} levels")
         out += _TAG_LEN.pack(T_LIST if t is list else T_TUPLE, len(v))
-        for item in v:
-            _encode_into(item, out, depth + 1)
+        _encode_items(v, out, depth + 1)
+    elif v is None:
+        out.append(T_NONE)
+    elif t is bool:
+        out.append(T_TRUE if v else T_FALSE)
     elif t is bytes or t is bytearray or t is memoryview:
         b = bytes(v)
         out += _TAG_LEN.pack(T_BYTES, len(b))
@@ -131,6 +145,63 @@ def _encode_into(v: Any, out: bytearray, depth: int) -> None:
         _encode_into(str(v), out, depth)
     else:
         raise TypeError(f"cannot record a value of type {t.__name__}")
+
+
+# The two container loops below encode the common leaves (float, int64, str) inline rather
+# than through a call of _encode_into per item: that is most of the encoder's speed. Their
+# output is exactly _encode_into's; ``depth`` is the depth of the items.
+
+
+def _encode_items(items: Any, out: bytearray, depth: int) -> None:
+    cache, pack_i64, pack_f64, int_error = _STR_CACHE, _TAG_I64.pack, _TAG_F64.pack, struct.error
+    for item in items:
+        t = type(item)
+        if t is float:
+            out += pack_f64(T_FLOAT, item)
+        elif t is int:
+            try:
+                out += pack_i64(T_INT, item)
+            except int_error:  # beyond 64 bits
+                _encode_into(item, out, depth)
+        elif t is str:
+            out += cache.get(item) or _str_value(item)
+        elif item is None:
+            out.append(T_NONE)
+        elif t is bool:
+            out.append(T_TRUE if item else T_FALSE)
+        else:
+            _encode_into(item, out, depth)
+
+
+def _encode_dict_items(d: dict, out: bytearray, depth: int) -> None:
+    cache, pack_i64, pack_f64, int_error = _STR_CACHE, _TAG_I64.pack, _TAG_F64.pack, struct.error
+    for k, item in d.items():
+        t = type(k)
+        if t is str:
+            out += cache.get(k) or _str_value(k)
+        elif t is int:
+            _encode_into(k, out, depth)
+        else:
+            raise TypeError(f"dict key {k!r} is {t.__name__}; only str and int keys are recorded")
+        t = type(item)
+        if t is float:
+            out += pack_f64(T_FLOAT, item)
+        elif t is int:
+            try:
+                out += pack_i64(T_INT, item)
+            except int_error:
+                _encode_into(item, out, depth)
+        elif t is str:
+            out += cache.get(item) or _str_value(item)
+        elif item is None:
+            out.append(T_NONE)
+        elif t is bool:
+            out.append(T_TRUE if item else T_FALSE)
+        elif t is list and depth < MAX_DEPTH:
+            out += _TAG_LEN.pack(T_LIST, len(item))
+            _encode_items(item, out, depth + 1)
+        else:
+            _encode_into(item, out, depth)
 
 
 def decode_value(buf: bytes, pos: int = 0, depth: int = 0) -> tuple:
@@ -220,11 +291,9 @@ class TraceWriter:
     @staticmethod
     def encode_call(call: Call) -> bytes:
         """Return the complete record for ``call`` (raises TypeError/ValueError if it can't be recorded)."""
-        out = bytearray(_CALL_HEAD.pack(call.t, _DIR_CODE[call.dir]))
-        _encode_into(call.conn, out, 0)
-        _encode_into(call.method, out, 0)
-        _encode_into(call.args, out, 0)
-        return _frame(KIND_CALL, out)
+        out = bytearray()
+        encode_call_into(out, call)
+        return bytes(out)
 
     def write(self, call: Call) -> None:
         """Append one call."""
@@ -255,11 +324,72 @@ class TraceWriter:
         self._file.close()
         self._raw.close()
 
+    def abandon(self) -> None:
+        """Close the file as it is, without an end record, writing nothing more; never raises.
+
+        For a writer whose last write failed (disk full...): a record cut by the failure
+        stays the file's cut-off tail, which readers skip with a warning, rather than
+        being followed by more records, which would read as corruption.
+        """
+        if not self._raw.closed:
+            try:
+                self._raw.close()
+            except (OSError, ValueError):
+                pass
+
     def __enter__(self) -> "TraceWriter":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_pack_call_rec_head = _CALL_REC_HEAD.pack
+_pack_u32_into = _U32.pack_into
+_pack_crc = _CRC.pack
+
+
+def encode_call_into(out: bytearray, call: Any) -> None:
+    """Append the complete record of one call to ``out``.
+
+    ``call`` is a :class:`Call` or any ``(method, args, t, dir, conn)`` tuple. Raises
+    TypeError/ValueError if it cannot be recorded, and then leaves ``out`` as it was, so
+    a batch of records can be built in one buffer with the bad calls skipped.
+    """
+    method, args, t, direction, conn = call
+    start = len(out)
+    try:
+        try:
+            out += _pack_call_rec_head(KIND_CALL, 0, t, _DIR_CODE[direction])
+        except KeyError:
+            raise ValueError(f"direction {direction!r} is neither {C2S!r} nor {S2C!r}") from None
+        except struct.error:
+            raise ValueError(f"call time {t!r} is not an int64 count of nanoseconds") from None
+        if type(conn) is int and _INT64_MIN <= conn <= _INT64_MAX:
+            out += _TAG_I64.pack(T_INT, conn)
+        elif type(conn) is str or (isinstance(conn, (int, str)) and not isinstance(conn, bool)):
+            _encode_into(conn, out, 0)
+        else:
+            raise TypeError(f"connection id is {type(conn).__name__}; only int and str are recorded")
+        if type(method) is str:
+            out += _STR_CACHE.get(method) or _str_value(method)
+        elif isinstance(method, str):
+            _encode_into(method, out, 0)
+        else:
+            raise TypeError(f"method is {type(method).__name__}, not str")
+        if type(args) is dict:
+            out += _TAG_LEN.pack(T_DICT, len(args))
+            _encode_dict_items(args, out, 1)
+        else:
+            _encode_into(args, out, 0)
+        body_len = len(out) - start - _REC_HEAD.size
+        if body_len > MAX_RECORD:
+            raise ValueError(f"record of {body_len} bytes exceeds the {MAX_RECORD}-byte limit")
+        _pack_u32_into(out, start + 1, body_len)
+        out += _pack_crc(zlib.crc32(out[start:]))
+    except BaseException:
+        del out[start:]
+        raise
 
 
 def _frame(kind: int, body: Union[bytes, bytearray]) -> bytes:
@@ -327,8 +457,17 @@ class TraceReader:
             raise self._error(offset, f"compressed stream damaged ({e})") from None
 
     def __iter__(self) -> Iterator[Call]:
+        return self.calls()
+
+    def calls(self, wanted: Optional[Container[int]] = None) -> Iterator[Call]:
+        """The calls in file order; with ``wanted``, only the calls at those 0-based positions.
+
+        Records not wanted are framed and checksummed but their values not decoded,
+        which makes fetching a sample from a large trace several times faster.
+        """
         read, offset, head_size = self._read, self._offset, _REC_HEAD.size
         unpack_head, crc32 = _REC_HEAD.unpack, zlib.crc32
+        index = 0
         try:
             while True:
                 head = read(head_size, offset)
@@ -347,7 +486,9 @@ class TraceReader:
                 if crc32(body, crc32(head)) != _CRC.unpack_from(rest, n)[0]:
                     raise self._error(offset, "record checksum mismatch (file is corrupt)")
                 if kind == KIND_CALL:
-                    yield self._call(body, offset)
+                    if wanted is None or index in wanted:
+                        yield self._call(body, offset)
+                    index += 1
                 elif kind == KIND_STATS or kind == KIND_END:
                     info = self._json(body, offset)
                     if kind == KIND_STATS:
@@ -408,6 +549,35 @@ def _open_maybe_gzip(path: str) -> tuple:
     gzipped = raw.read(2) == b"\x1f\x8b"
     raw.seek(0)
     if gzipped:
-        return raw, io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), 1 << 16)  # type: ignore[arg-type]
+        return raw, io.BufferedReader(_GzipTail(gzip.GzipFile(fileobj=raw, mode="rb")), 1 << 16)
     return raw, raw
+
+
+class _GzipTail(io.RawIOBase):
+    """A gzip stream as a raw stream whose cut-off end (a killed writer leaves no gzip
+    trailer) reads as the end of data, with nothing read before the cut lost.
+
+    A buffered read straight over GzipFile raises EOFError at the cut and discards what it
+    had already decompressed in that call (up to a buffer's worth of calls); ``read1``
+    raises it only when no data is left, so here it simply means end of data.
+    """
+
+    def __init__(self, gz: gzip.GzipFile) -> None:
+        self._gz = gz
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        try:
+            data = self._gz.read1(len(b))
+        except EOFError:
+            return 0
+        n = len(data)
+        b[:n] = data
+        return n
+
+    def close(self) -> None:
+        self._gz.close()
+        super().close()
 

@@ -3,28 +3,36 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import datetime as dt
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-from rpc_capture import open_trace
+from rpc_capture import TraceWriter, open_trace
 
+from . import budget, protoschema, worker
+from .budget import Plan
 from .codec import Codec
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
-from .measure import SizePass, TimingJob, time_codecs
+from .measure import CodecTally, SizePass
 from .registry import Registry
-from .results import SCHEMA_VERSION, CodecResult, Suite
+from .results import SCHEMA_VERSION, CodecResult, Suite, Timing
+from .timing import TimingJob, run_jobs
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = REPO / "samples" / "battle.rpct"
+MEMORY_CALLS = 2000  #: calls of the sample replayed under tracemalloc (it is slow)
+STAGE_ROUNDS = 2  #: timed rounds (per process) that also time each stage of multi-stage codecs
 DEFAULT_CODECS = (
     ["json", "ujson", "orjson", "msgpack", "bson"]
     + [f"json+zlib-{level}" for level in range(1, 10)]
     + ["bson+zlib-6", "msgpack+zlib-1", "json+zstd-3", "json+zlibstream-1"]
+    + ["protobuf", "protobuf+zlib-1", "protobuf-struct"]
 )
 
 
@@ -44,17 +52,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: a new folder under results/)")
-    p.add_argument("--repeat", type=_positive, default=5, help="timed rounds per codec; the median is reported (default: 5)")
+    p.add_argument("--repeat", type=_positive, default=5,
+                   help="timed rounds per codec in each process set; the median of all is reported (default: 5)")
     p.add_argument("--warmup", type=_positive, default=1, help="untimed warm-up rounds before them (default: 1)")
-    p.add_argument("--min-time", type=float, default=0.05, metavar="SECONDS",
-                   help="shortest timed batch: the sample is replayed as often as needed to last this long (default: 0.05)")
-    p.add_argument("--sample", type=_positive, default=20000, metavar="N",
-                   help="calls timed (a seeded uniform sample of the trace; sizes and fidelity always cover every call; "
-                   "default: 20000)")
+    p.add_argument("--min-time", type=float, default=0.1, metavar="SECONDS",
+                   help="shortest timed batch: the sample is replayed as often as needed to last this long (default: 0.1)")
+    p.add_argument("--sample", type=_positive, default=5000, metavar="N",
+                   help="calls timed: a seeded sample, stratified by method, of the trace (sizes and fidelity always "
+                   "cover every call; default: 5000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
+    p.add_argument("--processes", type=int, default=1, metavar="N",
+                   help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
+                   "round; N sets run one after another and their rounds are pooled. 0 times every codec in this "
+                   "process instead (default: 1)")
+    p.add_argument("--jobs", type=_positive, default=min(2, os.cpu_count() or 1), metavar="N",
+                   help="processes sharing the size and fidelity pass over the whole trace (default: %(default)s)")
+    p.add_argument("--gc", choices=("off", "on"), default="off",
+                   help="garbage collector inside timed loops: off (default, as timeit: one codec's garbage is not "
+                   "collected on another's clock) or on (as in production)")
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="fit the run into this many seconds: the size pass always covers every call, then the timing "
+                   "sample, batch length, rounds and processes shrink as needed (see rpcbench/budget.py)")
+    p.add_argument("--no-tails", action="store_true", help="skip the per-call latency percentiles pass")
+    p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc allocations pass")
     p.add_argument("--codec-path", action="append", default=[], metavar="FILE.py", help="load codec classes from a file (repeatable)")
     p.add_argument("--codecs-dir", action="append", default=[], metavar="DIR", help="load every codec file in a folder (repeatable)")
     p.add_argument("--codec", action="append", default=[], metavar="MODULE:CLASS", help="load an importable codec class (repeatable)")
+    p.add_argument("--proto", action="append", default=[], metavar="FILE",
+                   help="protobuf schema for the protobuf codec (repeatable; default: every .proto in proto/)")
+    p.add_argument("--proto-path", action="append", default=[], metavar="DIR", help="protoc include path (repeatable)")
+    p.add_argument("--proto-map", metavar="FILE", help="JSON file mapping methods to messages (docs/protobuf.md)")
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -74,17 +101,19 @@ def _positive(text: str) -> int:
 def main(argv: List[str]) -> int:
     """Run the benchmark as the options say; returns the exit status."""
     args = build_parser().parse_args(argv)
-    registry = load_registry(args)
+    registry = setup(args)
     if args.list_codecs:
         print(list_codecs(registry))
         return 0
     if args.min_time <= 0:
         raise BenchError("--min-time must be positive")
+    if args.processes < 0:
+        raise BenchError("--processes must be 0 or more")
     codecs = create_codecs(registry, args.codecs)
     out = make_out_dir(args.out, args.trace)
     started = time.perf_counter()
     progress = Progress(enabled=not args.quiet)
-    suite = run(args, codecs, registry, progress)
+    suite = run(args, argv, codecs, registry, progress)
     progress.done()
     suite.save(str(out))
     from reports.table import format_table
@@ -98,8 +127,12 @@ def main(argv: List[str]) -> int:
     return 0
 
 
-def load_registry(args: argparse.Namespace) -> Registry:
-    """Built-in codecs plus whatever the options add."""
+def setup(args: argparse.Namespace) -> Registry:
+    """Codec sources and schemas from the options: built-ins plus what the options add.
+
+    Worker processes call this with the same options, so they build the same codecs.
+    """
+    protoschema.configure(args.proto, args.proto_path, args.proto_map)
     registry = Registry.default(args.codecs_dir)
     for file in args.codec_path:
         registry.load_file(file)
@@ -126,7 +159,7 @@ def _first_line(doc: Optional[str]) -> str:
     return (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
 
 
-def create_codecs(registry: Registry, spec: str) -> List[Codec]:
+def create_codecs(registry: Registry, spec: str, announce: bool = True) -> List[Codec]:
     """Instances for a comma-separated id list; ids whose plugin file was skipped are dropped with one line."""
     ids = [part.strip() for part in spec.split(",") if part.strip()]
     if not ids:
@@ -138,7 +171,8 @@ def create_codecs(registry: Registry, spec: str) -> List[Codec]:
     for cid in ids:
         base = cid.split("+")[0]
         if base not in registry.codecs and base in skipped_stems:
-            print(f"skipping {cid}: {skipped_stems[base]}", file=sys.stderr)
+            if announce:
+                print(f"skipping {cid}: {skipped_stems[base]}", file=sys.stderr)
             continue
         codecs.append(registry.create(cid))
     if not codecs:
@@ -164,43 +198,117 @@ def make_out_dir(out: Optional[str], trace: str) -> Path:
     return path
 
 
-def run(args: argparse.Namespace, codecs: List[Codec], registry: Registry, progress: "Progress") -> Suite:
+def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry: Registry,
+        progress: "Progress") -> Suite:
     """The size/fidelity pass over the trace, then timing on the sample; returns the Suite."""
+    started = time.perf_counter()
     reader = open_trace(args.trace)
     size_pass = SizePass(codecs, args.sample, args.seed)
-    size_pass.run(reader, progress)
+    size_pass.run_split(reader, lambda: open_trace(args.trace), args.jobs, progress)
     if not size_pass.calls:
         raise BenchError(f"{args.trace}: the trace holds no calls")
-    jobs = [TimingJob(codec, size_pass.sample()) for codec in codecs]
-    time_codecs(jobs, args.repeat, args.warmup, args.min_time, progress)
-    results = tuple(_codec_result(tally, job, registry) for tally, job in zip(size_pass.tallies, jobs))
+    plan = Plan(args.sample, args.min_time, args.repeat, args.processes if worker.available() else 0, args.warmup)
+    if args.budget:
+        plan = _fit_budget(plan, size_pass, args.budget - (time.perf_counter() - started))
+        size_pass.sample_size = plan.sample
+    progress("drawing the timing sample")
+    sample = size_pass.sample(lambda: open_trace(args.trace))
+    timings = time_sample(args, argv, plan, codecs, sample, progress)
     return Suite(
         schema_version=SCHEMA_VERSION,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        command=[os.path.basename(sys.argv[0]) or "run_bench.py", *sys.argv[1:]],
+        command=["run_bench.py", *argv],
         environment=environment(lib for c in codecs for lib in c.libraries()),
         settings={
-            "codecs": [c.name for c in codecs], "repeat": args.repeat, "warmup": args.warmup,
-            "sample": len(size_pass.sample()), "sample_seed": args.seed, "min_time_s": args.min_time,
-            "gc": "disabled inside timed loops", "timer": "perf_counter_ns around whole batches",
+            "codecs": [c.name for c in codecs], "repeat": plan.repeat, "warmup": plan.warmup, "budget_s": args.budget,
+            "processes": plan.processes, "sample": len(sample), "sample_seed": args.seed, "min_time_s": plan.min_time,
+            "sample_method": "all calls" if len(sample) == size_pass.calls else "stratified by method, seeded",
+            "sample_by_method": dict(Counter(call.method for call in sample).most_common()), "jobs": args.jobs,
+            "gc": f"{args.gc} inside timed loops", "timer": "perf_counter_ns around whole batches",
+            "tails": not args.no_tails, "memory": not args.no_memory,
         },
         trace=_trace_info(args.trace, reader, size_pass, codecs),
-        results=results,
+        results=tuple(_codec_result(t, timings[t.codec.name], registry) for t in size_pass.tallies),
     )
 
 
-def _codec_result(tally, job: TimingJob, registry: Registry) -> CodecResult:
+def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
+    """Shrink the timing plan to the time left, from each codec's cost in the size pass."""
+    calls = max(size_pass.calls, 1)
+    costs = [(t.ns / calls, len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) for t in size_pass.tallies]
+    fitted = budget.fit(plan, costs, seconds_left, MEMORY_CALLS)
+    if fitted.cost_s(costs, MEMORY_CALLS) > seconds_left:
+        print(f"warning: --budget leaves {seconds_left:.0f} s after the size pass; timing will need about "
+              f"{fitted.cost_s(costs, MEMORY_CALLS):.0f} s even with the smallest plan", file=sys.stderr)
+    return fitted
+
+
+def time_sample(args: argparse.Namespace, argv: List[str], plan: Plan, codecs: List[Codec], sample: list,
+                progress: "Progress") -> Dict[str, Dict[str, Any]]:
+    """Timing results per codec name: in fresh worker processes, or interleaved in this one."""
+    if plan.processes == 0:
+        jobs = [TimingJob(codec, sample, gc_enabled=args.gc == "on") for codec in codecs]
+        run_jobs(jobs, plan.repeat, plan.warmup, plan.min_time, STAGE_ROUNDS, progress)
+        out = {}
+        for j in jobs:
+            out[j.codec.name] = j.result()
+            if not j.error:
+                progress(f"tails and allocations: {j.codec.name}")
+                out[j.codec.name].update(latency={} if args.no_tails else j.tails(),
+                                         memory={} if args.no_memory else j.memory(MEMORY_CALLS))
+        return out
+    job_plan = {"codecs": [c.name for c in codecs], "repeat": plan.repeat, "warmup": plan.warmup,
+                "min_time": plan.min_time, "processes": plan.processes, "gc": args.gc == "on",
+                "stage_rounds": STAGE_ROUNDS, "tails": not args.no_tails, "memory": not args.no_memory,
+                "memory_calls": MEMORY_CALLS}
+    with tempfile.TemporaryDirectory() as tmp:
+        sample_path = os.path.join(tmp, "sample.rpct")
+        with TraceWriter(sample_path) as w:
+            for call in sample:
+                w.write(call)
+        generations = worker.time_in_processes(sample_path, argv, job_plan, progress)
+    merged: Dict[str, Dict[str, Any]] = {}
+    for answers in generations:
+        for name, answer in answers.items():
+            _merge(merged.setdefault(name, {}), answer)
+    return merged
+
+
+def _merge(into: Dict[str, Any], answer: Dict[str, Any]) -> None:
+    """Add one worker's answer to a codec's results: rounds append, the rest is kept from the first."""
+    if answer.get("error"):
+        into["error"] = answer["error"]
+        return
+    for op, rounds in answer["rounds"].items():
+        into.setdefault("rounds", {}).setdefault(op, []).extend(rounds)
+    for op, stages in answer["stage_rounds"].items():
+        for stage, rounds in stages.items():
+            into.setdefault("stage_rounds", {}).setdefault(op, {}).setdefault(stage, []).extend(rounds)
+    for key in ("calls", "loops", "latency", "memory"):
+        if key in answer:
+            into.setdefault(key, answer[key])
+
+
+def _codec_result(tally: CodecTally, timing: Dict[str, Any], registry: Registry) -> CodecResult:
     codec = tally.codec
-    encode, decode = job.timings()
+    rounds = timing.get("rounds", {})
+
+    def as_timing(values: Optional[List[float]]) -> Optional[Timing]:
+        return Timing(tuple(values), timing["calls"], timing["loops"]) if values else None
+
     base_id = codec.inner.id if hasattr(codec, "inner") else codec.id
     return CodecResult(
         codec=codec.name, config=_jsonable(codec.config()), library=codec.library,
         library_version=library_version(codec.library) if codec.library else None,
         origin=registry.origin(base_id) or "", calls=sum(tally.sizes.values()), failures=tally.failures,
-        mismatches=tally.mismatches, sizes=tally.size_stats(), encode=encode, decode=decode,
+        mismatches=tally.mismatches, sizes=tally.size_stats(),
+        encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
         problems=tally.problem_list(),
         by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
-        error=job.error,
+        error=timing.get("error"),
+        stages={op: {name: as_timing(v) for name, v in stages.items()}  # type: ignore[misc]
+                for op, stages in timing.get("stage_rounds", {}).items() if stages},
+        latency=timing.get("latency", {}), memory=timing.get("memory", {}),
     )
 
 

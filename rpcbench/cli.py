@@ -1,4 +1,4 @@
-"""``run_bench.py``: the benchmark run by default, and tool subcommands (simulate, trace, proto)."""
+"""``run_bench.py``: the benchmark run by default, and tool subcommands (simulate, trace, report, proto)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "simulate": "rpcbench.simulate",
     "trace": "rpcbench.trace_tools",
     "proto": "rpcbench.proto_tools",
+    "report": "reports",
 }
 
 

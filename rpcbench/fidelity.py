@@ -22,6 +22,7 @@ NUL_KEYS = "NUL in keys"  #: dict keys containing the character U+0000
 FLOAT32 = "float precision"  #: floats that come back rounded (e.g. 32-bit fields)
 INT_AS_FLOAT = "int -> float"  #: numbers that come back as another number type
 NULLS = "nulls"  #: None that comes back as a default value or goes missing
+DEFAULTS = "defaults"  #: a key the call left out comes back holding its type's default (proto3 scalars)
 METHOD = "method"  #: the method name itself
 OTHER = "other"  #: anything else: never declarable, always a bug
 
@@ -95,7 +96,8 @@ def _dict_diffs(a: dict, b: dict, path: str) -> Iterator[Difference]:
             yield Difference(OTHER, f"{path}.{k}", "key missing")
     for k in b:
         if k not in a and not (type(k) is str and _int_key_in(k, a)):
-            yield Difference(OTHER, f"{path}.{k}", f"unexpected key ({_short(b[k])})")
+            feature = DEFAULTS if not b[k] and type(b[k]) is not type(None) else OTHER
+            yield Difference(feature, f"{path}.{k}", f"unexpected key ({_short(b[k])})")
 
 
 def _int_key_in(k: str, a: dict) -> bool:
@@ -131,6 +133,8 @@ def _type_diff(a: Any, b: Any, path: str) -> Difference:
         return Difference(NON_FINITE, path, f"{a!r} -> {_short(b)}")
     if type(a) in (int, float) and type(b) in (int, float) and a == b:
         return Difference(INT_AS_FLOAT, path, f"{a!r} -> {b!r}")
+    if type(a) is int and type(b) is float and abs(a) > 1 << 53:
+        return Difference(INT_AS_FLOAT, path, f"{a} -> {b!r} (beyond 2**53, rounded)")
     if type(a) is int and not _INT64[0] <= a <= _INT64[1]:
         return Difference(UINT64 if 0 < a < (1 << 64) else BIG_INTS, path, f"{a} -> {_short(b)}")
     return Difference(OTHER, path, f"{ta} {_short(a)} -> {tb} {_short(b)}")

@@ -8,14 +8,19 @@ trace length works. Timing happens afterwards, on the sample (:mod:`rpcbench.tim
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import pickle
 import random
+import time
 from collections import Counter
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from rpc_capture import Call
 
-from .codec import Codec
+from .codec import Codec, Compressed
+from .errors import BenchError
 from .fidelity import OTHER, compare, features_of
 from .results import Problem, Sizes
 
@@ -24,6 +29,58 @@ Progress = Callable[[str], None]
 
 def _quiet(_: str) -> None:
     pass
+
+
+class Outcome(NamedTuple):
+    """One call through one codec: wire bytes (None if encoding failed), the problem if any, and its cost."""
+
+    data: Optional[bytes]
+    problem: Optional[Tuple[str, str, bool, str, str]]  #: kind, feature, declared, path, detail
+    ns: int  #: encode + decode time, for planning the timing phase
+
+
+def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
+    """Encode, decode and compare one call, catching whatever the codec raises."""
+    timer = time.perf_counter_ns
+    t0 = timer()
+    try:
+        data = codec.encode(call)
+        if type(data) is not bytes:
+            raise TypeError(f"encode returned {type(data).__name__}, not bytes")
+    except Exception as e:
+        found = sorted(features_of(call.args) & declared)
+        return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), timer() - t0)
+    try:
+        back = codec.decode(data)
+    except Exception as e:
+        return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
+    ns = timer() - t0
+    diff = compare(call, back, declared)
+    if diff:
+        return Outcome(data, ("mismatch", diff.feature, diff.feature in declared, diff.path, diff.detail), ns)
+    return Outcome(data, None, ns)
+
+
+def _compressed(compressor: Any, base: Outcome) -> Outcome:
+    """The outcome of ``inner+compressor`` from the inner codec's outcome: compress, decompress, same bytes?"""
+    if base.data is None:
+        return base
+    timer = time.perf_counter_ns
+    t0 = timer()
+    try:
+        packed = compressor.compress(base.data)
+        if type(packed) is not bytes:
+            raise TypeError(f"compress returned {type(packed).__name__}, not bytes")
+    except Exception as e:
+        return Outcome(None, ("encode", OTHER, False, "", _error_text(e)), base.ns + timer() - t0)
+    try:
+        same = compressor.decompress(packed) == base.data
+    except Exception as e:
+        return Outcome(packed, ("decode", OTHER, False, "", _error_text(e)), base.ns + timer() - t0)
+    ns = base.ns + timer() - t0
+    if not same:
+        return Outcome(packed, ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones"), ns)
+    return Outcome(packed, base.problem, ns)
 
 
 class CodecTally:
@@ -37,39 +94,52 @@ class CodecTally:
         self.failures = 0
         self.mismatches = 0
         self.problems: Dict[Tuple[str, str], list] = {}
+        self.ns = 0  #: encode + decode time over the pass, for planning the timing phase
         self._sessions: Dict[Any, Codec] = {}
 
-    def check(self, index: int, call: Call) -> Optional[bytes]:
-        """Encode, measure, decode and compare one call; return the bytes, or None on failure."""
+    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns")
+
+    def export(self) -> Dict[str, Any]:
+        """The figures (no codec objects), to send from a forked process."""
+        return {name: getattr(self, name) for name in self._STATE}
+
+    def absorb(self, state: Dict[str, Any]) -> None:
+        """Take the figures another process computed for this codec."""
+        for name in self._STATE:
+            setattr(self, name, state[name])
+
+    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
+        """Encode, measure, decode and compare one call.
+
+        ``shared`` (one dict per call, passed to every tally) lets codecs built on the same
+        stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
+        the call once; each compressor then only has to give the inner bytes back exactly.
+        """
         codec = self._session(call.conn) if self.codec.per_connection else self.codec
-        try:
-            data = codec.encode(call)
-            if type(data) is not bytes:
-                raise TypeError(f"encode returned {type(data).__name__}, not bytes")
-        except Exception as e:
-            self.failures += 1
-            declared = sorted(features_of(call.args) & self.declared)
-            feature = declared[0] if declared else OTHER
-            self._problem("encode", feature, bool(declared), index, call, "", _error_text(e))
-            return None
-        n = len(data)
-        self.sizes[n] += 1
-        tally = self.by_method.get(call.method)
-        if tally is None:
-            tally = self.by_method[call.method] = [0, 0]
-        tally[0] += 1
-        tally[1] += n
-        try:
-            back = codec.decode(data)
-        except Exception as e:
-            self.mismatches += 1
-            self._problem("decode", OTHER, False, index, call, "", _error_text(e))
-            return data
-        diff = compare(call, back, self.declared)
-        if diff:
-            self.mismatches += 1
-            self._problem("mismatch", diff.feature, diff.feature in self.declared, index, call, diff.path, diff.detail)
-        return data
+        inner = codec.inner if isinstance(codec, Compressed) else None
+        if shared is None or (inner or codec).per_connection:
+            outcome = round_trip(codec, call, self.declared)
+        elif inner is None:
+            outcome = shared.get(codec.name) or shared.setdefault(codec.name, round_trip(codec, call, self.declared))
+        else:
+            base = shared.get(inner.name) or shared.setdefault(inner.name, round_trip(inner, call, self.declared))
+            outcome = _compressed(codec.compressor, base)
+        self.ns += outcome.ns
+        if outcome.problem:
+            kind, feature, declared, path, detail = outcome.problem
+            if kind == "encode":
+                self.failures += 1
+            else:
+                self.mismatches += 1
+            self._problem(kind, feature, declared, index, call, path, detail)
+        if outcome.data is not None:
+            n = len(outcome.data)
+            self.sizes[n] += 1
+            tally = self.by_method.get(call.method)
+            if tally is None:
+                tally = self.by_method[call.method] = [0, 0]
+            tally[0] += 1
+            tally[1] += n
 
     def _session(self, conn: Any) -> Codec:
         session = self._sessions.get(conn)
@@ -118,34 +188,72 @@ def _error_text(e: BaseException, limit: int = 160) -> str:
 
 
 class SizePass:
-    """The streaming pass: tallies per codec, trace statistics and a seeded sample of calls."""
+    """The streaming pass: tallies per codec, trace statistics and the timing sample.
+
+    The sample is stratified by method: each method gets its share of ``sample_size``
+    (largest-remainder rounding, at least one call each while room allows), and within
+    a method calls are drawn uniformly (seeded). During the pass only call *indices* are
+    kept (one reservoir per method), so memory does not grow with the trace; the chosen
+    calls are fetched afterwards in a second, decode-only-what's-needed read.
+    """
 
     def __init__(self, codecs: List[Codec], sample_size: int, seed: int) -> None:
         self.tallies = [CodecTally(c) for c in codecs]
         self.sample_size = sample_size
+        self.seed = seed
         self.calls = 0
         self.methods: Counter = Counter()
         self.directions: Counter = Counter()
         self.connections: set = set()
         self.t_min: Optional[int] = None
         self.t_max: Optional[int] = None
-        self._sample: List[Tuple[int, Call]] = []
+        self._first: List[Call] = []  # kept while the trace is no larger than the sample
+        self._strata: Dict[str, List[int]] = {}
         self._rng = random.Random(seed)
 
-    def run(self, calls: Iterable[Call], progress: Progress = _quiet, every: int = 5000) -> None:
-        """Consume the calls (any iterable, e.g. a streaming trace reader)."""
-        tallies, methods, directions, conns = self.tallies, self.methods, self.directions, self.connections
+    def run(self, calls: Iterable[Call], progress: Progress = _quiet, every: int = 5000,
+            tallies: Optional[List[CodecTally]] = None) -> None:
+        """Consume the calls (any iterable, e.g. a streaming trace reader) through ``tallies`` (default all)."""
+        tallies = self.tallies if tallies is None else tallies
+        methods, directions, conns = self.methods, self.directions, self.connections
         for index, call in enumerate(calls):
             methods[call.method] += 1
             directions[call.dir] += 1
             conns.add(call.conn)
             self._track_time(call.t)
-            self._offer_sample(index, call)
+            self._offer_sample(index, call, methods[call.method])
+            shared: Dict[str, Outcome] = {}
             for tally in tallies:
-                tally.check(index, call)
+                tally.check(index, call, shared)
             if index % every == every - 1:
                 progress(f"size and fidelity pass: {index + 1:,} calls")
             self.calls = index + 1
+
+    def run_split(self, reader: Any, reopen: Callable[[], Iterable[Call]], processes: int,
+                  progress: Progress = _quiet) -> None:
+        """:meth:`run` with the codecs shared among ``processes`` forked processes (each reads the trace)."""
+        if processes < 2 or len(self.tallies) < 2 or not hasattr(os, "fork"):
+            self.run(reader, progress)
+            return
+        groups = split_tallies(self.tallies, processes)
+        children = [_fork_tallies(reopen, group) for group in groups[1:]]
+        try:
+            self.run(reader, progress, tallies=groups[0])
+        finally:
+            answers = [_collect(pid, fd) for pid, fd in children]
+        for group, answer in zip(groups[1:], answers):
+            if isinstance(answer, str):
+                raise BenchError(f"size pass worker failed: {answer}")
+            for tally, state in zip(group, answer):
+                tally.absorb(state)
+
+    @staticmethod
+    def _tally_only(calls: Iterable[Call], group: List[CodecTally]) -> List[Dict[str, Any]]:
+        for index, call in enumerate(calls):
+            shared: Dict[str, Outcome] = {}
+            for tally in group:
+                tally.check(index, call, shared)
+        return [tally.export() for tally in group]
 
     def _track_time(self, t: int) -> None:
         if self.t_min is None or t < self.t_min:
@@ -153,15 +261,98 @@ class SizePass:
         if self.t_max is None or t > self.t_max:
             self.t_max = t
 
-    def _offer_sample(self, index: int, call: Call) -> None:
-        """Reservoir sampling (algorithm R): a uniform seeded sample, kept in trace order later."""
+    def _offer_sample(self, index: int, call: Call, seen: int) -> None:
+        """Keep the first calls, and a reservoir of indices per method (algorithm R)."""
         if index < self.sample_size:
-            self._sample.append((index, call))
+            self._first.append(call)
+        elif self._first:
+            self._first = []  # the trace is larger than the sample: fetched later by index
+        stratum = self._strata.setdefault(call.method, [])
+        if len(stratum) < self.sample_size:
+            stratum.append(index)
         else:
-            j = self._rng.randrange(index + 1)
+            j = self._rng.randrange(seen)
             if j < self.sample_size:
-                self._sample[j] = (index, call)
+                stratum[j] = index
 
-    def sample(self) -> List[Call]:
-        """The sampled calls in trace order (all calls when the trace is no larger than the sample)."""
-        return [call for _, call in sorted(self._sample, key=lambda pair: pair[0])]
+    def sample_indices(self) -> Set[int]:
+        """Positions of the sampled calls: each method's quota drawn from its reservoir."""
+        rng = random.Random(self.seed + 1)
+        wanted: Set[int] = set()
+        for method, quota in proportional_quotas(self.methods, self.sample_size).items():
+            wanted.update(rng.sample(self._strata[method], quota))
+        return wanted
+
+    def sample(self, reopen: Callable[[], Any]) -> List[Call]:
+        """The sampled calls in trace order (every call when the trace is no larger than the sample)."""
+        if self.calls <= self.sample_size:
+            return list(self._first)
+        return list(reopen().calls(self.sample_indices()))
+
+
+def split_tallies(tallies: List[CodecTally], parts: int) -> List[List[CodecTally]]:
+    """Share tallies among processes, lightest share first, keeping codecs on one inner codec together.
+
+    Weights: a codec that encodes, decodes and compares counts 3, a compressor over a shared
+    inner codec 1; families go largest first to the least loaded process.
+    """
+    families: Dict[str, List[CodecTally]] = {}
+    for tally in tallies:
+        inner = tally.codec.inner if isinstance(tally.codec, Compressed) else tally.codec
+        families.setdefault(inner.name, []).append(tally)
+
+    def weight(family: List[CodecTally]) -> int:
+        return 2 + len(family)
+
+    groups: List[List[CodecTally]] = [[] for _ in range(parts)]
+    loads = [0] * parts
+    for family in sorted(families.values(), key=weight, reverse=True):
+        i = loads.index(min(loads))
+        groups[i].extend(family)
+        loads[i] += weight(family)
+    order = sorted(range(parts), key=loads.__getitem__)  # lightest first: the caller's own share
+    return [groups[i] for i in order if groups[i]]
+
+
+def proportional_quotas(counts: Dict[str, int], size: int) -> Dict[str, int]:
+    """Split ``size`` among methods in proportion to ``counts`` (largest remainder, >= 1 each if room)."""
+    total = sum(counts.values())
+    if total <= size:
+        return dict(counts)
+    floor = 1 if len(counts) <= size else 0
+    exact = {m: max(floor, size * c / total) for m, c in counts.items()}
+    quotas = {m: min(counts[m], int(q)) for m, q in exact.items()}
+    left = size - sum(quotas.values())
+    for m in sorted(exact, key=lambda m: (int(exact[m]) - exact[m], m)):
+        if left <= 0:
+            break
+        if quotas[m] < counts[m]:
+            quotas[m] += 1
+            left -= 1
+    return {m: q for m, q in quotas.items() if q}
+
+
+def _fork_tallies(reopen: Callable[[], Iterable[Call]], group: List[CodecTally]) -> Tuple[int, int]:
+    """Fork a process that runs ``group`` over its own read of the trace; returns (pid, read fd)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_fd)
+        return pid, read_fd
+    os.close(read_fd)
+    logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once
+    try:
+        answer: Any = SizePass._tally_only(reopen(), group)
+    except BaseException as e:
+        answer = f"{type(e).__name__}: {e}"
+    with os.fdopen(write_fd, "wb") as out:
+        pickle.dump(answer, out)
+    os._exit(0)
+
+
+def _collect(pid: int, fd: int) -> Any:
+    """Read a forked tally process's answer (before waiting, so a large answer can't block it)."""
+    with os.fdopen(fd, "rb") as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(data) if data else "worker died"

@@ -216,8 +216,16 @@ def load(path: str) -> Suite:
             data = json.load(f)
     except (OSError, ValueError) as e:
         raise BenchError(f"{path}: cannot read results ({e})") from None
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise BenchError(f"{path}: results schema version {data.get('schema_version')}, expected {SCHEMA_VERSION}")
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        raise BenchError(f"{path}: results schema version {version}, expected {SCHEMA_VERSION}")
+    try:
+        return _suite(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BenchError(f"{path}: not a valid results file ({type(e).__name__}: {e})") from None
+
+
+def _suite(data: Dict[str, Any]) -> Suite:
     return Suite(
         schema_version=data["schema_version"],
         created=data["created"],
@@ -233,7 +241,7 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
     def timing(t: Optional[Dict[str, Any]]) -> Optional[Timing]:
         return Timing(tuple(t["rounds_ns"]), t["calls"], t["loops"]) if t else None
 
-    stages = {op: {name: timing(t) for name, t in by_stage.items()} for op, by_stage in r["stages"].items()}
+    stages = {op: {name: timing(t) for name, t in by_stage.items()} for op, by_stage in r.get("stages", {}).items()}
 
     return CodecResult(
         **{k: r[k] for k in ("codec", "config", "library", "library_version", "origin", "calls", "failures",
@@ -243,6 +251,6 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         decode=timing(r["decode"]),
         problems=tuple(Problem(**p) for p in r["problems"]),
         stages=stages,  # type: ignore[arg-type]
-        latency=r["latency"],
-        memory=r["memory"],
+        latency=r.get("latency", {}),
+        memory=r.get("memory", {}),
     )

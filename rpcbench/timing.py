@@ -58,8 +58,8 @@ class TimingJob:
             self.stage_rounds[op] = {name: [] for name, _, _ in chain}
         return out
 
-    def run_round(self, record: bool) -> None:
-        """Encode and decode (and their stages), ``loops`` replays each; kept if ``record``."""
+    def run_round(self, record: bool, stages: bool = True) -> None:
+        """Encode and decode (and, if ``stages``, their stages), ``loops`` replays each; kept if ``record``."""
         per_call = self.loops * len(self.calls)
         if self.codec.per_connection:
             enc = _time_per_connection(self.codec, self.calls, self.loops, "encode", self.gc_enabled)
@@ -72,7 +72,7 @@ class TimingJob:
             return
         self.rounds["encode"].append(enc / per_call)
         self.rounds["decode"].append(dec / per_call)
-        for op, chain in self._stage_inputs.items():
+        for op, chain in (self._stage_inputs.items() if stages else ()):
             for name, func, inputs in chain:
                 self.stage_rounds[op][name].append(time_batch(func, inputs, self.loops, self.gc_enabled) / per_call)
 
@@ -91,12 +91,13 @@ class TimingJob:
             "decode": _percentiles_by_method(_per_call_ns(self.codec.decode, self.payloads, overhead), methods),
         }
 
-    def memory(self) -> Dict[str, Dict[str, float]]:
-        """Allocation figures per call under tracemalloc, encode and decode."""
+    def memory(self, max_calls: int) -> Dict[str, Dict[str, float]]:
+        """Allocation figures per call under tracemalloc, encode and decode, on an even subset of the sample."""
         if self.codec.per_connection:
             return {}
-        return {"encode": _memory_per_call(self.codec.encode, self.calls),
-                "decode": _memory_per_call(self.codec.decode, self.payloads)}
+        step = max(1, math.ceil(len(self.calls) / max_calls))
+        return {"encode": _memory_per_call(self.codec.encode, self.calls[::step]),
+                "decode": _memory_per_call(self.codec.decode, self.payloads[::step])}
 
     def result(self) -> Dict[str, Any]:
         """Plain-JSON result (what a worker process sends back)."""
@@ -236,7 +237,7 @@ def _memory_per_call(func: Callable[[Any], Any], items: List[Any]) -> Dict[str, 
             "kept_bytes_mean": statistics.fmean(kept), "kept_blocks_mean": statistics.fmean(blocks)}
 
 
-def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float,
+def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float, stage_rounds: int,
              progress: Callable[[str], None] = lambda _: None) -> None:
     """In one process: warm up and calibrate every job, then ``repeat`` interleaved rounds.
 
@@ -250,7 +251,7 @@ def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float,
             label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
             progress(f"timing {label}: {job.codec.name} ({i + 1}/{len(live)})")
             try:
-                job.run_round(record=r >= warmup)
+                job.run_round(record=r >= warmup, stages=r - warmup < stage_rounds)
                 if r == warmup - 1:
                     job.calibrate(min_time)
             except Exception as e:  # a codec that breaks under timing is reported, the rest go on

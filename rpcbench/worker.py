@@ -1,12 +1,18 @@
-"""Timing in fresh processes (``--processes N``): one forked child per codec and repetition.
+"""Timing in fresh processes, interleaved: one live forked process per codec, driven round-robin.
 
 The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE -- <the run's options>``.
 The zygote sets up the codecs from the same options as the parent (plugin files, proto
-schemas) and reads the timing sample once; no codec has run in it. For each job it is
-sent (one JSON line on stdin) it forks a child that times one codec and writes one JSON
-line back; the child then exits, taking that codec's heap state, caches and garbage with
-it, so the next codec starts from the same pristine state. Jobs run one at a time: on a
-small machine, parallel timing would measure contention.
+schemas) and reads the timing sample once; no codec has run in it. Then, for each of
+``processes`` generations, it forks one child per codec. Each child warms up and
+calibrates its codec, then waits; the zygote tells the children in turn to run one
+round (the starting codec rotating each round), so machine drift hits every codec alike
+while each codec's heap, caches and garbage stay in its own process. Only one child
+runs at a time: on a small machine, parallel timing would measure contention. At the
+end each child sends its figures (plus tails and allocations, in the first generation)
+and exits, and the next generation starts from the pristine zygote again.
+
+Protocol: the parent sends one JSON line (the plan) on the zygote's stdin; the zygote
+answers ``progress <text>`` lines and finally one JSON line ``{codec: result}``.
 """
 
 from __future__ import annotations
@@ -15,9 +21,8 @@ import json
 import os
 import subprocess
 import sys
-import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from rpc_capture import open_trace
 
@@ -32,95 +37,141 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
-class WorkerPool:
-    """The parent's handle on the zygote: ``run(job)`` returns the child's result."""
+def time_in_processes(sample_path: str, argv: List[str], plan: Dict[str, Any],
+                      progress: Callable[[str], None]) -> List[Dict[str, Dict[str, Any]]]:
+    """Run the plan in a zygote started with the run's options; results by codec name, per process set."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen([sys.executable, "-m", "rpcbench.worker", sample_path, "--", *argv],
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # same cwd: same paths
+    assert proc.stdin and proc.stdout
+    try:
+        proc.stdin.write(json.dumps(plan) + "\n")
+        proc.stdin.close()
+        for line in proc.stdout:
+            if line.startswith("progress "):
+                progress(line[9:].rstrip("\n"))
+            else:
+                return json.loads(line)
+    finally:
+        proc.wait(timeout=60)
+    raise BenchError(f"timing worker exited without results (status {proc.returncode})")
 
-    def __init__(self, sample_path: str, argv: List[str]) -> None:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "rpcbench.worker", sample_path, "--", *argv],
-            cwd=str(REPO), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )
-        ready = self._proc.stdout.readline() if self._proc.stdout else ""
-        if not ready.startswith("ready"):
-            self.close()
-            raise BenchError(f"timing worker failed to start ({ready.strip() or 'no answer'})")
 
-    def run(self, job: Dict[str, Any]) -> Dict[str, Any]:
-        """Send one job, wait for its result."""
-        assert self._proc.stdin and self._proc.stdout
-        self._proc.stdin.write(json.dumps(job) + "\n")
-        self._proc.stdin.flush()
-        line = self._proc.stdout.readline()
-        if not line:
-            raise BenchError("timing worker exited unexpectedly")
-        return json.loads(line)
+class Child:
+    """The zygote's handle on one forked codec process: send a command, read one JSON reply."""
+
+    def __init__(self, job: TimingJob, plan: Dict[str, Any]) -> None:
+        to_child, self._to_child = os.pipe()
+        self._from_child, from_child = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self._to_child)
+            os.close(self._from_child)
+            _child_loop(job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
+            os._exit(0)
+        os.close(to_child)
+        os.close(from_child)
+        self.codec = job.codec.name
+        self._out = os.fdopen(self._to_child, "w")
+        self._in = os.fdopen(self._from_child)
+
+    def ask(self, command: str) -> Dict[str, Any]:
+        """Send a command (warmup, round, finish); a dead child answers with an error."""
+        try:
+            self._out.write(command + "\n")
+            self._out.flush()
+            reply = self._in.readline()
+        except BrokenPipeError:
+            reply = ""
+        return json.loads(reply) if reply else {"error": f"timing process of {self.codec} died"}
 
     def close(self) -> None:
-        """Stop the zygote (end of input is its signal)."""
-        if self._proc.stdin:
-            self._proc.stdin.close()
-        self._proc.wait(timeout=30)
-
-    def __enter__(self) -> "WorkerPool":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        """Let the child exit and reap it."""
+        for f in (self._out, self._in):
+            try:
+                f.close()
+            except BrokenPipeError:
+                pass
+        os.waitpid(self.pid, 0)
 
 
-def run_job(job: Dict[str, Any], codecs: Dict[str, Any], sample: list) -> Dict[str, Any]:
-    """Time one codec as the job says; returns the plain-JSON result (runs in the child)."""
-    timing = TimingJob(codecs[job["codec"]], sample, gc_enabled=job["gc"])
-    if timing.error:
-        return timing.result()
-    for r in range(job["warmup"] + job["repeat"]):
-        timing.run_round(record=r >= job["warmup"])
-        if r == job["warmup"] - 1:
-            timing.calibrate(job["min_time"])
-    result = timing.result()
-    if job.get("tails"):
-        result["latency"] = timing.tails()
-    if job.get("memory"):
-        result["memory"] = timing.memory()
+def _child_loop(job: TimingJob, plan: Dict[str, Any], commands: Any, replies: Any) -> None:
+    """In the child: obey warmup / round / finish until told to finish or the pipe closes."""
+    for command in commands:
+        try:
+            answer = _obey(job, plan, command.strip())
+        except BaseException as e:  # reported as this codec's error; the others carry on
+            answer = {"error": f"timing stopped: {type(e).__name__}: {e}"}
+        replies.write(json.dumps(answer) + "\n")
+        replies.flush()
+        if command.strip() == "finish" or "error" in answer:
+            return
+
+
+def _obey(job: TimingJob, plan: Dict[str, Any], command: str) -> Dict[str, Any]:
+    if job.error:
+        return {"error": job.error}
+    if command == "warmup":
+        for _ in range(plan["warmup"]):
+            job.run_round(record=False)
+        job.calibrate(plan["min_time"])
+        return {"loops": job.loops}
+    if command == "round":
+        job.run_round(record=True, stages=len(job.rounds["encode"]) < plan["stage_rounds"])
+        return {}
+    result = job.result()
+    if plan["first_generation"]:
+        result["latency"] = job.tails() if plan["tails"] else {}
+        result["memory"] = job.memory(plan["memory_calls"]) if plan["memory"] else {}
     return result
 
 
-def _serve(codecs: Dict[str, Any], sample: list) -> None:
-    """The zygote's loop: one forked child per job line, its answer relayed as one line."""
-    print("ready", flush=True)
-    for line in sys.stdin:
-        job = json.loads(line)
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: time, answer, vanish
-            os.close(read_fd)
-            try:
-                answer = run_job(job, codecs, sample)
-            except BaseException as e:  # reported to the parent as this codec's error
-                answer = {"error": f"timing stopped: {type(e).__name__}: {e}", "trace": traceback.format_exc()}
-            with os.fdopen(write_fd, "w") as out:
-                out.write(json.dumps(answer))
-            os._exit(0)
-        os.close(write_fd)
-        with os.fdopen(read_fd) as inp:
-            answer_text = inp.read()
-        _, status = os.waitpid(pid, 0)
-        if not answer_text:
-            answer_text = json.dumps({"error": f"timing worker died (wait status {status})"})
-        print(answer_text, flush=True)
+def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], generation: int) -> Dict[str, Dict]:
+    """One child per codec, warmed up one after another, then ``repeat`` interleaved rounds."""
+    plan = dict(plan, first_generation=generation == 0)
+    children: List[Child] = []
+    answers: Dict[str, Dict[str, Any]] = {}
+    tag = f"process set {generation + 1}/{plan['processes']}"
+    try:
+        for name in plan["codecs"]:
+            print(f"progress timing {tag}: warming up {name}", flush=True)
+            child = Child(TimingJob(codecs[name], sample, gc_enabled=plan["gc"]), plan)
+            reply = child.ask("warmup")
+            if "error" in reply:
+                answers[name] = reply
+                child.close()
+            else:
+                children.append(child)
+        for r in range(plan["repeat"]):
+            start = r % len(children) if children else 0
+            for child in children[start:] + children[:start]:
+                if child.codec not in answers:
+                    print(f"progress timing {tag}, round {r + 1}/{plan['repeat']}: {child.codec}", flush=True)
+                    reply = child.ask("round")
+                    if "error" in reply:
+                        answers[child.codec] = reply
+        for child in children:
+            if child.codec not in answers:
+                print(f"progress timing {tag}: tails and allocations of {child.codec}", flush=True)
+                answers[child.codec] = child.ask("finish")
+    finally:
+        for child in children:
+            child.close()
+    return answers
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point of the zygote process: ``SAMPLE -- OPTIONS``."""
+    """Entry point of the zygote process: ``SAMPLE -- OPTIONS``, then the plan on stdin."""
     argv = list(sys.argv[1:] if argv is None else argv)
     sample_path, options = argv[0], argv[2:]
     from .bench_cmd import build_parser, create_codecs, setup
 
     args = build_parser().parse_args(options)
-    registry = setup(args)
-    codecs = {codec.name: codec for codec in create_codecs(registry, args.codecs, announce=False)}
+    codecs = {codec.name: codec for codec in create_codecs(setup(args), args.codecs, announce=False)}
     sample = list(open_trace(sample_path))
-    _serve(codecs, sample)
+    plan = json.loads(sys.stdin.readline())
+    generations = [_generation(codecs, sample, plan, g) for g in range(plan["processes"])]
+    print(json.dumps(generations), flush=True)
     return 0
 
 

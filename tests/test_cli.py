@@ -87,7 +87,8 @@ def test_end_to_end_writes_results_charts_and_escaped_report(tmp_path):
         for i in range(120):
             w.write(Call("<script>alert(1)</script>" if i % 3 == 0 else "move", {"id": i, "pos": [i / 7, 2.5]}, i, "c2s", i % 4))
     out = tmp_path / "out"
-    result = run_bench("--trace", trace, "--codecs", "json,bson,json+zlib-1,json+zlib-2,json+zlib-3", "--out", out, *FAST)
+    result = run_bench("--trace", trace, "--codecs", "json,bson,json+zlib-1,json+zlib-2,json+zlib-3", "--out", out,
+                       "--processes", "2", *FAST)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     for name in ("results.json", "results.csv", "report.html"):
@@ -103,7 +104,7 @@ def test_end_to_end_writes_results_charts_and_escaped_report(tmp_path):
     assert set(data["environment"]["libraries"]) == {"pymongo"}
     assert data["environment"]["cpu_model"] and data["trace"]["sha256"]
     assert [r["codec"] for r in data["results"]] == ["json", "bson", "json+zlib-1", "json+zlib-2", "json+zlib-3"]
-    assert data["settings"]["processes"] == 2  # default: 2 worker processes x --repeat 1 round each
+    assert data["settings"]["processes"] == 2  # 2 process sets x --repeat 1 round each
     assert all(len(r["encode"]["rounds_ns"]) == 2 and r["encode"]["median_us"] > 0 for r in data["results"])
     zlib1 = data["results"][2]
     assert list(zlib1["stages"]["encode"]) == ["json", "zlib"] and list(zlib1["stages"]["decode"]) == ["zlib", "json"]
@@ -182,3 +183,22 @@ def test_list_codecs():
     assert result.returncode == 0
     for name in ("json", "ujson", "bson", "zlib", "zlibstream"):
         assert f"  {name} " in result.stdout
+
+
+def test_in_process_timing_and_budget(tmp_path):
+    """--processes 0 times in this process; --budget shrinks the plan (here to its floor) and records it."""
+    trace = tmp_path / "t.rpct"
+    with TraceWriter(trace) as w:
+        for i in range(3000):
+            w.write(Call("move" if i % 4 else "snapshot", {"id": i, "units": list(range(i % 50))}, i, "s2c", i % 8))
+    out = tmp_path / "out"
+    result = run_bench("--trace", trace, "--codecs", "json,msgpack+zlib-1", "--out", out, "--no-report", "--quiet",
+                       "--processes", "0", "--repeat", "3", "--sample", "1000", "--budget", "0.001")
+    assert result.returncode == 0, result.stderr
+    data = json.loads((out / "results.json").read_text())
+    settings = data["settings"]
+    assert settings["processes"] == 0 and settings["budget_s"] == 0.001  # cannot fit: the smallest plan, and a warning
+    assert settings["sample"] == 500 and settings["sample_method"] == "stratified by method, seeded"
+    assert settings["sample_by_method"] == {"move": 375, "snapshot": 125}  # 3:1, like the trace
+    assert "warning: --budget leaves" in result.stderr
+    assert all(len(r["encode"]["rounds_ns"]) == 3 for r in data["results"])

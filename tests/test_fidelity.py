@@ -64,3 +64,11 @@ def test_features_of_input():
     value = {"b": b"", 5: (1 << 64, "\udc80"), "x\x00": float("nan")}
     assert F.features_of(value) == {F.BYTES, F.INT_KEYS, F.TUPLES, F.BIG_INTS, F.SURROGATES, F.NUL_KEYS, F.NON_FINITE}
     assert F.features_of({"plain": [1, 2.5, "s", None, True]}) == set()
+
+
+def test_defaults_and_rounded_big_ints_are_named():
+    assert diff({"a": 1}, {"a": 1, "hp": 0}) == F.Difference(F.DEFAULTS, "args.hp", "unexpected key (0)")
+    assert diff({"a": 1}, {"a": 1, "hp": 7}).feature == F.OTHER
+    big = (1 << 60) + 1
+    assert diff({"n": big}, {"n": float(big)}) == F.Difference(
+        F.INT_AS_FLOAT, "args.n", f"{big} -> {float(big)!r} (beyond 2**53, rounded)")

@@ -1,0 +1,78 @@
+"""Repeatability: the same benchmark run several times, how far apart are its figures?
+
+    python bench/repeatability.py [--runs 3] [--codecs LIST] [--trace FILE] [-- RUN_BENCH_OPTIONS]
+
+Runs ``run_bench.py --no-report --quiet`` (default codecs and settings unless given) as
+independent subprocesses, one after the other, on the bundled trace. Per codec it prints
+the encode (and decode) us per call of each run and their max/min:
+
+* absolute: max/min of the codec's median over the runs;
+* relative: per run the codec's figure divided by ``json``'s in the same run (what a
+  reader compares: "msgpack costs 0.15x json"), then max/min of those ratios over the runs.
+  Machine-wide slowdowns cancel in it; what remains is the harness's own repeatability.
+
+The issue's target is relative max/min <= 1.10 for every codec. The worst codec is named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+import _common
+
+TARGET = 1.10
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    p = argparse.ArgumentParser(description="Max/min of each codec's us per call over independent runs.")
+    p.add_argument("--runs", type=int, default=3, help="independent runs (default: 3)")
+    p.add_argument("--codecs", default=_common.DEFAULT_IDS, help="codec ids (default: run_bench.py's default set)")
+    p.add_argument("--trace", default=_common.BUNDLED_TRACE, help="trace (default: the bundled sample)")
+    args = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    ids = args.codecs.split(",")
+    if "json" not in ids:
+        ids = ["json"] + ids  # the per-run reference
+    print(_common.cpu_note())
+    suites = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.runs):
+            suite, wall = _common.run_bench(["--trace", args.trace, "--codecs", ",".join(ids), "--no-report", "--quiet",
+                                             *extra], os.path.join(tmp, f"run{i}"))
+            suites.append(suite)
+            print(f"run {i + 1}/{args.runs}: {wall:.0f} s, json encode {suite.result('json').encode.median_us:.3f} us",
+                  flush=True)
+    rows, worst = [], {}
+    for cid in ids:
+        row = [cid]
+        for op in ("encode", "decode"):
+            t = [getattr(s.result(cid), op) for s in suites]
+            if None in t:
+                row += ["-"] * (args.runs + 2)
+                continue
+            us = [x.median_us for x in t]
+            rel = [x.median_us / getattr(s.result("json"), op).median_us for x, s in zip(t, suites)]
+            spread_rel = max(rel) / min(rel)
+            if cid != "json":
+                worst[f"{cid} {op}"] = spread_rel
+            row += [" ".join(f"{u:.2f}" for u in us), f"{max(us) / min(us):.3f}", f"{spread_rel:.3f}"]
+        rows.append(row)
+    print()
+    print(_common.table(["codec", "encode us per run", "enc abs max/min", "enc rel max/min",
+                         "decode us per run", "dec abs max/min", "dec rel max/min"], rows))
+    print(f"\nrel = max/min over runs of (codec / json in the same run); target <= {TARGET:.2f} (encode)")
+    enc = {k: v for k, v in worst.items() if k.endswith("encode")}
+    if enc:
+        name = max(enc, key=enc.get)
+        print(f"worst codec (encode): {name.rsplit(' ', 1)[0]} {enc[name]:.3f}; "
+              f"worst overall: {max(worst, key=worst.get)} {max(worst.values()):.3f}")
+    over = [k for k, v in enc.items() if v > TARGET]
+    print("encode outside target: " + (", ".join(over) if over else "none"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""``protobuf`` (typed messages from the .proto schemas) and ``protobuf-struct`` (schema-less).
+
+The machinery (protoc, method table, converters) is in :mod:`rpcbench.protoschema`;
+docs/protobuf.md explains schemas, mapping, the envelope and the declared changes.
+"""
+
+from google.protobuf import struct_pb2
+from google.protobuf.internal import api_implementation
+
+from rpc_capture import Call
+from rpcbench import protoschema
+from rpcbench.codec import Codec
+from rpcbench.fidelity import BYTES, DEFAULTS, FLOAT32, INT_AS_FLOAT, INT_KEYS, NULLS, SURROGATES, TUPLES
+
+
+class Protobuf(Codec):
+    """Each call as its method's request message from the schemas, inside a ``oneof`` envelope.
+
+    Encode converts the args dict to the message and serializes it; decode parses and
+    converts back to the same Python values, so both timings are end to end.
+    """
+
+    id = "protobuf"
+    library = "protobuf"
+    changes = {
+        NULLS: "None in a field that is not a wrapper is sent unset: comes back missing, [] or {} "
+               "(repeated, map) or the default (proto3 field without presence)",
+        FLOAT32: "float (32-bit) fields round the value",
+        INT_AS_FLOAT: "an int in a double/float field or in a Struct/Value comes back as float",
+        TUPLES: "tuple -> list",
+        SURROGATES: "fails to encode (string fields must be valid UTF-8)",
+        DEFAULTS: "a proto3 field without presence that the call left out comes back as 0, \"\" or false",
+    }
+
+    def __init__(self) -> None:
+        schema = protoschema.load()
+        self.backend = api_implementation.Type()
+        self.schemas = list(schema.files)
+        self.proto_path = list(protoschema.settings.include)
+        self.mapping = protoschema.settings.mapping
+        self.methods = len(schema.methods)
+        self.envelope = "oneof: varint(method id << 3 | 2) + varint(length) + message"
+        self._encode = schema.encode
+        self._decode = schema.decode
+
+    def encode(self, call: Call) -> bytes:
+        return self._encode(call.method, call.args)
+
+    def decode(self, data: bytes) -> Call:
+        return Call(*self._decode(data))
+
+
+class ProtobufStruct(Codec):
+    """No schema: ``message Call { string method = 1; google.protobuf.Value args = 2; }``.
+
+    Args go through ``google.protobuf.Value`` (a Struct for dicts), protobuf's JSON-like
+    model: every number is a double, bytes travel as base64 text, keys as str.
+    """
+
+    id = "protobuf-struct"
+    library = "protobuf"
+    changes = {
+        INT_AS_FLOAT: "every number becomes a double (int -> float; beyond 2**53 digits are lost)",
+        BYTES: "bytes -> base64 str",
+        INT_KEYS: "int key -> str key",
+        TUPLES: "tuple -> list",
+        SURROGATES: "fails to encode (string fields must be valid UTF-8)",
+    }
+
+    def __init__(self) -> None:
+        self.backend = api_implementation.Type()
+        self.envelope = "message Call { string method = 1; google.protobuf.Value args = 2; }"
+        self._value = struct_pb2.Value
+
+    def encode(self, call: Call) -> bytes:
+        method = call.method.encode("utf-8")
+        try:
+            args = self._value(**protoschema.value_kwargs(call.args))
+        except (TypeError, ValueError):  # bytes, tuples or int keys somewhere: make it JSON-like first
+            args = self._value(**protoschema.value_kwargs(protoschema.jsonlike(call.args)))
+        payload = args.SerializeToString()
+        return b"".join((b"\x0a", protoschema.varint(len(method)), method,
+                         b"\x12", protoschema.varint(len(payload)), payload))
+
+    def decode(self, data: bytes) -> Call:
+        method, pos = protoschema.read_field(data, 0, 1)
+        args, end = protoschema.read_field(data, pos, 2)
+        if end != len(data):
+            raise ValueError(f"{len(data) - end} bytes after the call")
+        return Call(method.decode("utf-8"), protoschema.value_to_python(self._value.FromString(args)))

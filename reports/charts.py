@@ -1,0 +1,310 @@
+"""PNG charts of a Suite: bytes per call, encode/decode time, size vs time, compression levels,
+per-call latency tails and the stage split of multi-step codecs.
+
+Each chart is drawn only from codecs that have the figures it needs; a chart with no
+data is skipped. matplotlib runs headless (Agg backend), and every figure is closed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import defaultdict
+from typing import Callable, Dict, List, Optional, Tuple
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: must come before pyplot is imported
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.text import Annotation  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
+
+from rpcbench.results import CodecResult, Suite, Timing  # noqa: E402
+
+from .table import fmt_ratio, fmt_us, json_sizes, latency_us  # noqa: E402
+
+DPI = 120
+WIDTH_IN = 10.5
+COLORS = {"bytes": "#4c72b0", "encode": "#dd8452", "decode": "#55a868"}
+STAGE_COLORS = ("#4c72b0", "#dd8452", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")
+#: per-call percentile -> (marker, size, colour) in the tails chart
+TAIL_MARKS = {"p90": ("|", 140, "black"), "p99": ("D", 30, "#c44e52"), "max": ("x", 30, "#555555")}
+_LEVEL_ID = re.compile(r"^(?P<series>.+\+[a-z0-9_]+)-(?P<level>-?\d+)$")
+
+plt.rcParams.update({"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold",
+                     "axes.spines.top": False, "axes.spines.right": False})
+
+
+def write_charts(suite: Suite, folder: str) -> Dict[str, str]:
+    """Write every chart that has data into ``folder``; return chart name -> PNG file name."""
+    written = {}
+    for name, (filename, draw) in CHARTS.items():
+        fig = draw(suite)
+        if fig is None:
+            continue
+        try:
+            fig.savefig(os.path.join(folder, filename), dpi=DPI, bbox_inches="tight", pad_inches=0.15)
+        finally:
+            plt.close(fig)
+        written[name] = filename
+    return written
+
+
+def bytes_chart(suite: Suite) -> Optional[Figure]:
+    """Mean bytes per call as bars, p50 and p99 as marks, each bar labelled with its mean (and x json)."""
+    rows = [r for r in suite.results if r.sizes]
+    if not rows:
+        return None
+    fig, ax = _bar_figure([r.codec for r in rows])
+    y = range(len(rows))
+    ax.barh(y, [r.sizes.mean for r in rows], color=COLORS["bytes"], height=0.6, label="mean")
+    ax.hlines(y, [r.sizes.p50 for r in rows], [r.sizes.p99 for r in rows], color="#888888", lw=1, zorder=2)
+    ax.scatter([r.sizes.p50 for r in rows], y, marker="|", s=260, linewidths=2, color="black", label="p50", zorder=3)
+    ax.scatter([r.sizes.p99 for r in rows], y, marker="|", s=260, linewidths=2, color="#c44e52", label="p99", zorder=3)
+    json_mean = json_sizes(suite)
+    right = max(r.sizes.p99 for r in rows)
+    for i, r in enumerate(rows):
+        text = f"mean {r.sizes.mean:.0f} B" + (f" = {fmt_ratio(r.sizes.mean / json_mean)} json" if json_mean else "")
+        _note_right(ax, (max(r.sizes.mean, r.sizes.p99), i), text, fontsize=9)
+    _frame(ax, (0, right * 1.3), "bytes per call (bar = mean; line from p50 to p99)", "Bytes on the wire per RPC call")
+    ax.legend(loc="lower right", frameon=False)
+    return fig
+
+
+def timing_chart(suite: Suite) -> Optional[Figure]:
+    """Encode and decode µs per call side by side; error bars span the fastest to the slowest round."""
+    rows = [r for r in suite.results if r.encode or r.decode]
+    if not rows:
+        return None
+    fig, ax = _bar_figure([r.codec for r in rows], per_row=0.5)
+    longest = max(max(t.rounds_ns) / 1000 for r in rows for t in (r.encode, r.decode) if t)
+    for offset, kind in ((-0.2, "encode"), (0.2, "decode")):
+        timings: List[Optional[Timing]] = [getattr(r, kind) for r in rows]
+        ys = [i + offset for i in range(len(rows))]
+        errors = list(zip(*(_round_range(t) if t else (0.0, 0.0) for t in timings)))
+        ax.barh(ys, [t.median_us if t else float("nan") for t in timings], height=0.38, color=COLORS[kind],
+                xerr=errors, error_kw={"elinewidth": 1, "capsize": 2}, label=kind)
+        for y, t in zip(ys, timings):
+            _note_right(ax, (max(t.rounds_ns) / 1000 if t else 0, y), fmt_us(t.median_us) if t else f"{kind}: n/a")
+    _frame(ax, (0, longest * 1.15), "µs per call (bar = median round; whiskers span the fastest to the slowest round)",
+           "Encode and decode CPU time per RPC call")
+    ax.legend(loc="lower right", frameon=False)
+    return fig
+
+
+def scatter_chart(suite: Suite) -> Optional[Figure]:
+    """Each codec a point at (encode µs, mean bytes); a compression-level series is one colour, numbered by level."""
+    rows = [r for r in suite.results if r.sizes and r.encode]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.5), layout="constrained")
+    ax.set_xlim(0, max(r.encode.median_us for r in rows) * 1.2)
+    ax.set_ylim(0, max(r.sizes.mean for r in rows) * 1.15)
+    labels: List[Tuple[CodecResult, str, Dict[str, object]]] = []
+    in_series = set()
+    for name, points in _level_series(rows).items():
+        dots = ax.scatter([r.encode.median_us for _, r in points], [r.sizes.mean for _, r in points], s=30, zorder=3,
+                          label=f"{name} (number = level)")
+        labels += [(r, str(level), {"fontsize": 8, "color": dots.get_facecolor()[0]}) for level, r in points]
+        in_series.update(r.codec for _, r in points)
+    singles = [r for r in rows if r.codec not in in_series]
+    ax.scatter([r.encode.median_us for r in singles], [r.sizes.mean for r in singles], s=30, color="#333333", zorder=3)
+    labels += [(r, r.codec, {"fontsize": 9}) for r in singles]
+    _place_labels(ax, labels)
+    ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
+            color="#555555", style="italic")
+    ax.set_xlabel("encode µs per call (median)")
+    ax.set_ylabel("bytes per call (mean)")
+    ax.set_title("Size vs encode time")
+    ax.grid(alpha=0.3)
+    if in_series:
+        ax.legend(loc="upper right", fontsize=9)
+    return fig
+
+
+def levels_chart(suite: Suite) -> Optional[Figure]:
+    """One row per codec+compressor run at two or more levels: bytes (left) and encode µs (right) by level."""
+    series = _level_series([r for r in suite.results if r.sizes and r.encode])
+    if not series:
+        return None
+    fig, axes = plt.subplots(len(series), 2, figsize=(WIDTH_IN + 1, 0.8 + 3.6 * len(series)), layout="constrained",
+                             squeeze=False)
+    for (name, points), (left, right) in zip(series.items(), axes):
+        base = _base_result(suite, name)
+        _level_panel(left, points, lambda r: r.sizes.mean, None, "{:.0f}", COLORS["bytes"],
+                     base.sizes.mean if base else None, f"{name}: bytes per call (mean)")
+        _level_panel(right, points, lambda r: r.encode.median_us, lambda r: _round_range(r.encode), "{:.1f}",
+                     COLORS["encode"], base.encode.median_us if base else None, f"{name}: encode µs per call (median)")
+        if base:
+            left.legend(loc="lower right", fontsize=8)
+    fig.suptitle("Compression level: bytes vs encode time", fontweight="bold")
+    return fig
+
+
+def tails_chart(suite: Suite) -> Optional[Figure]:
+    """Per-call encode and decode time over all calls: bar to p50, marks at p90, p99 and max, log scale."""
+    rows = [r for r in suite.results if latency_us(r, "encode", "p50") or latency_us(r, "decode", "p50")]
+    if not rows:
+        return None
+    fig, ax = _bar_figure([r.codec for r in rows], per_row=0.6)
+    values = {(r.codec, op, pct): latency_us(r, op, pct) for r in rows for op in ("encode", "decode")
+              for pct in ("p50", *TAIL_MARKS)}
+    known = [v for v in values.values() if v]
+    floor, top = min(known) / 2, max(known)
+    for offset, op in ((-0.2, "encode"), (0.2, "decode")):
+        ys = [i + offset for i in range(len(rows))]
+        pcts = {pct: [values[r.codec, op, pct] or float("nan") for r in rows] for pct in ("p50", *TAIL_MARKS)}
+        ax.barh(ys, [p - floor for p in pcts["p50"]], left=floor, height=0.36, color=COLORS[op], label=f"{op} p50")
+        ax.hlines(ys, pcts["p50"], pcts["max"], color="#999999", lw=1, zorder=2)
+        for pct, (marker, size, color) in TAIL_MARKS.items():
+            ax.scatter(pcts[pct], ys, marker=marker, s=size, color=color, zorder=3,
+                       label=pct if op == "encode" else None)
+        for y, p50, p99, high in zip(ys, pcts["p50"], pcts["p99"], pcts["max"]):
+            text = f"{op}: n/a" if math.isnan(p50) else f"p50 {fmt_us(p50)} · p99 {fmt_us(p99)} µs"
+            _note_right(ax, (floor if math.isnan(high) else high, y), text)
+    ax.set_xscale("log")
+    _frame(ax, (floor, top * 8), "µs per call, log scale (bar = median call; marks at p90, p99 and the slowest call)",
+           "Per-call latency tails: encode and decode, all calls")
+    fig.legend(loc="outside lower center", frameon=False, fontsize=9, ncols=5)
+    return fig
+
+
+def stages_chart(suite: Suite) -> Optional[Figure]:
+    """Stacked bars of stage medians for each multi-step codec's encode and decode; tick = whole op timed alone."""
+    rows = [(r, op) for r in suite.results for op in ("encode", "decode") if r.stages.get(op)]
+    if not rows:
+        return None
+    fig, ax = _bar_figure([f"{r.codec} {op}" for r, op in rows], per_row=0.5)
+    colors = _stage_colors(rows)
+    right = max(max(sum(t.median_us for t in r.stages[op].values()),
+                    getattr(r, op).median_us if getattr(r, op) else 0) for r, op in rows)
+    for y, (r, op) in enumerate(rows):
+        left = 0.0
+        for name, t in r.stages[op].items():
+            ax.barh(y, t.median_us, left=left, height=0.6, color=colors[name], edgecolor="white")
+            if t.median_us > right * 0.07:
+                ax.text(left + t.median_us / 2, y, f"{name} {fmt_us(t.median_us)}", ha="center", va="center",
+                        fontsize=8, color="white", fontweight="bold")
+            left += t.median_us
+        whole = getattr(r, op)
+        _note_right(ax, (max(left, whole.median_us if whole else 0), y),
+                    f"{fmt_us(left)} µs" + (f" (whole {fmt_us(whole.median_us)})" if whole else ""))
+        if whole:
+            ax.scatter([whole.median_us], [y], marker="|", s=400, linewidths=2, color="black", zorder=3)
+    _frame(ax, (0, right * 1.3), "µs per call (segments = median of each stage timed on its own; black tick = whole "
+           "op's median)", "Where the time goes: stages of multi-step codecs")
+    ax.legend(handles=[Patch(color=c, label=name) for name, c in colors.items()], loc="lower right", fontsize=8)
+    return fig
+
+
+def _frame(ax: Axes, xlim: Tuple[float, float], xlabel: str, title: str) -> None:
+    """The x range, x label and title of a bar chart."""
+    ax.set_xlim(*xlim)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+
+
+def _stage_colors(rows: List[Tuple[CodecResult, str]]) -> Dict[str, str]:
+    """One colour per stage name, the same in every codec, in order of first appearance."""
+    names = dict.fromkeys(name for r, op in rows for name in r.stages[op])
+    return {name: STAGE_COLORS[i % len(STAGE_COLORS)] for i, name in enumerate(names)}
+
+
+def _level_panel(ax: Axes, points: List[Tuple[int, CodecResult]], value: Callable[[CodecResult], float],
+                 spread: Optional[Callable[[CodecResult], Tuple[float, float]]], fmt: str, color: str,
+                 baseline: Optional[float], title: str) -> None:
+    """One figure against level, values annotated, whiskers if ``spread``, the uncompressed codec dashed."""
+    levels, values = [lvl for lvl, _ in points], [value(r) for _, r in points]
+    errors = list(zip(*(spread(r) for _, r in points))) if spread else None
+    ax.errorbar(levels, values, yerr=errors, fmt="o-", color=color, capsize=3, elinewidth=1, label="compressed")
+    for lvl, v in zip(levels, values):
+        ax.annotate(fmt.format(v), (lvl, v), xytext=(5, 5), textcoords="offset points", fontsize=8,
+                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none"})
+    if baseline is not None:
+        ax.axhline(baseline, ls="--", lw=1, color="#555555", label="uncompressed")
+    ax.set_xticks(levels)
+    ax.set_xlim(levels[0] - 0.5, levels[-1] + 0.8)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
+    ax.set_xlabel("compression level")
+    ax.set_title(title, fontsize=10.5)
+    ax.grid(alpha=0.3)
+
+
+#: where a point's label may go, tried in order: (dx, dy) in points, horizontal and vertical alignment
+_LABEL_SPOTS = ((6, 3, "left", "bottom"), (6, -3, "left", "top"), (-6, 3, "right", "bottom"),
+                (-6, -3, "right", "top"), (0, 7, "center", "bottom"), (0, -7, "center", "top"),
+                (6, 12, "left", "bottom"), (6, -12, "left", "top"), (-6, 12, "right", "bottom"), (-6, -12, "right", "top"))
+
+
+def _place_labels(ax: Axes, labels: List[Tuple[CodecResult, str, Dict[str, object]]]) -> None:
+    """Label each (encode, bytes) point at the first spot that overlaps no point and no earlier label."""
+    ax.figure.draw_without_rendering()  # settle the layout so display coordinates are final
+    renderer = ax.figure.canvas.get_renderer()
+    xy = [(r.encode.median_us, r.sizes.mean) for r, _, _ in labels]
+    taken = [Bbox.from_bounds(px - 4, py - 4, 8, 8) for px, py in ax.transData.transform(xy)]
+    for point, (_, text, style) in zip(xy, labels):
+        for spot in _LABEL_SPOTS:
+            note = _annotate(ax, point, text, spot, style)
+            if not any(note.get_window_extent(renderer).overlaps(box) for box in taken):
+                break
+            note.remove()
+        else:  # crowded everywhere: the first spot it is
+            note = _annotate(ax, point, text, _LABEL_SPOTS[0], style)
+        taken.append(note.get_window_extent(renderer))
+
+
+def _annotate(ax: Axes, point: Tuple[float, float], text: str, spot: Tuple[float, float, str, str],
+              style: Dict[str, object]) -> Annotation:
+    dx, dy, ha, va = spot
+    return ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, **style)
+
+
+def _note_right(ax: Axes, point: Tuple[float, float], text: str, fontsize: float = 8) -> None:
+    """A label just right of a bar's end or mark, vertically centred on it."""
+    _annotate(ax, point, text, (6, 0, "left", "center"), {"fontsize": fontsize})
+
+
+def _bar_figure(labels: List[str], per_row: float = 0.42) -> Tuple[Figure, Axes]:
+    """A horizontal-bar figure tall enough for one readable row per label, first on top."""
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + per_row * len(labels)), layout="constrained")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    return fig, ax
+
+
+def _level_series(rows: List[CodecResult]) -> Dict[str, List[Tuple[int, CodecResult]]]:
+    """``json+zlib`` -> [(level, result), ...] by level, for series run at two or more levels."""
+    series: Dict[str, List[Tuple[int, CodecResult]]] = defaultdict(list)
+    for r in rows:
+        m = _LEVEL_ID.match(r.codec)
+        if m:
+            series[m["series"]].append((int(m["level"]), r))
+    return {name: sorted(points, key=lambda p: p[0]) for name, points in series.items() if len(points) >= 2}
+
+
+def _round_range(t: Timing) -> Tuple[float, float]:
+    """How far the fastest and the slowest round lie below and above the median, in µs."""
+    return t.median_us - min(t.rounds_ns) / 1000, max(t.rounds_ns) / 1000 - t.median_us
+
+
+def _base_result(suite: Suite, series: str) -> Optional[CodecResult]:
+    """The uncompressed codec of a series (``json`` for ``json+zlib``), if measured."""
+    base = next((r for r in suite.results if r.codec == series.split("+")[0]), None)
+    return base if base and base.sizes and base.encode else None
+
+
+#: chart name -> (file name, drawing function)
+CHARTS: Dict[str, Tuple[str, Callable[[Suite], Optional[Figure]]]] = {
+    "bytes": ("bytes_per_call.png", bytes_chart),
+    "timing": ("encode_decode_us.png", timing_chart),
+    "size_vs_encode": ("size_vs_encode.png", scatter_chart),
+    "levels": ("compression_levels.png", levels_chart),
+    "tails": ("latency_tails.png", tails_chart),
+    "stages": ("stages.png", stages_chart),
+}

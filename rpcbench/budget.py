@@ -1,0 +1,69 @@
+"""``--budget SECONDS``: fit the timing phase into what is left of a time budget.
+
+The size and fidelity pass covers every call of the trace and is never cut short (exact
+byte counts are the product). It also measures what one call costs each codec, and
+from that a simple cost model predicts the timing phase for a given plan: sample size,
+shortest batch, rounds and processes. The plan gives way in that order of preference,
+keeping the most rounds and the most processes for as long as possible:
+
+1. fewer calls in the timing sample (down to 2,000; still stratified by method),
+2. shorter batches (down to 10 ms),
+3. fewer processes (down to 1), then fewer rounds (down to 3),
+4. a smaller sample again (down to 500).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Iterable, Tuple
+
+#: wall seconds the model adds per worker process (fork, sample set-up) and for the report
+PROCESS_OVERHEAD_S = 0.15
+REPORT_S = 6.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the timing phase will run."""
+
+    sample: int
+    min_time: float
+    repeat: int
+    processes: int
+    warmup: int
+
+    def cost_s(self, per_call_ns: Iterable[Tuple[float, bool]], memory_calls: int) -> float:
+        """Predicted seconds for codecs with these per-call costs (encode+decode ns, has stages)."""
+        total = 0.0
+        for ns, staged in per_call_ns:
+            replay = self.sample * ns / 1e9
+            loops = max(1, math.ceil(self.min_time / max(replay / 2, 1e-9)))
+            rounds = self.repeat * loops * replay * (2 if staged else 1)
+            processes = max(1, self.processes)
+            total += processes * (self.warmup * replay + rounds + PROCESS_OVERHEAD_S)
+            total += replay + min(self.sample, memory_calls) * ns / 1e9 * 6  # tails, tracemalloc pass
+        return total
+
+
+def fit(plan: Plan, per_call_ns: list, seconds_left: float, memory_calls: int) -> Plan:
+    """The best plan, in the order of the module docstring, whose predicted cost fits ``seconds_left``."""
+    budget = seconds_left - REPORT_S
+
+    def fits(p: Plan) -> bool:
+        return p.cost_s(per_call_ns, memory_calls) <= budget
+
+    steps = [
+        lambda p: replace(p, sample=max(2000, p.sample * 3 // 4)) if p.sample > 2000 else None,
+        lambda p: replace(p, min_time=max(0.01, p.min_time / 2)) if p.min_time > 0.01 else None,
+        lambda p: replace(p, processes=p.processes - 1) if p.processes > 1 else None,
+        lambda p: replace(p, repeat=p.repeat - 1) if p.repeat > 3 else None,
+        lambda p: replace(p, sample=max(500, p.sample * 3 // 4)) if p.sample > 500 else None,
+    ]
+    for step in steps:
+        while not fits(plan):
+            smaller = step(plan)
+            if smaller is None:
+                break
+            plan = smaller
+    return plan

@@ -1,0 +1,392 @@
+"""``run_bench.py proto``: infer a .proto from a trace, and compile schemas to show the method table.
+
+``proto infer --trace FILE > proto/mygame.proto`` writes one message per method with field
+types inferred from every value seen, so a team can try protobuf on its own traffic before
+writing a schema by hand. Where the values left a choice open, the field says so in a
+``// guess:`` comment (docs/protobuf.md lists the rules).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from rpc_capture import open_trace
+
+from . import protoschema
+from .errors import BenchError
+
+MAX_FIELDS = 64  #: a dict position with more distinct keys than this is a map, not a message
+MAP_MIN_KEYS = 8  #: ...and so is one with at least this many keys, values all alike and each dict holding
+MAP_MAX_FILL = 0.75  #: ...less than this share of them (names that vary by call: player ids, slots)
+_KINDS = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes", list: "list", tuple: "list", dict: "dict"}
+_WRAPPERS = {"double": "DoubleValue", "int32": "Int32Value", "sint32": "Int32Value", "int64": "Int64Value",
+             "sint64": "Int64Value", "uint64": "UInt64Value", "bool": "BoolValue", "string": "StringValue",
+             "bytes": "BytesValue"}
+_VALUE = "google.protobuf.Value"
+_IMPORTS = {"google.protobuf.Value": "struct", "google.protobuf.ListValue": "struct", "google.protobuf.Struct": "struct"}
+
+
+def is_identifier(name: Any) -> bool:
+    """Whether ``name`` can be a protobuf field, message or rpc name (ASCII letter or _, then letters, digits, _)."""
+    return type(name) is str and name.isascii() and name.isidentifier()
+
+
+class Shape:
+    """Everything seen at one place of the args (the values of one key, or the items of lists)."""
+
+    def __init__(self) -> None:
+        self.count = 0  #: values seen, None included
+        self.none = 0
+        self.kinds: Counter = Counter()  #: non-None values by kind: bool int float str bytes list dict other
+        self.lo = self.hi = 0  #: int range
+        self.items: Optional[Shape] = None  #: list items
+        self.fields: Optional[Dict[str, Shape]] = {}  #: dict values by key; None once the dicts look like a map
+        self.values: Optional[Shape] = None  #: all dict values, once the dicts look like a map
+        self.key_kinds: Counter = Counter()  #: dict keys: "name", "int", "str" (not a field name), "other"
+        self.key_lo = self.key_hi = 0
+        self.map_reason = ""
+
+    def add(self, value: Any) -> None:
+        """Record one value."""
+        self.count += 1
+        if value is None:
+            self.none += 1
+            return
+        kind = _KINDS.get(type(value), "other")
+        self.kinds[kind] += 1
+        if kind == "int":
+            self.lo, self.hi = (value, value) if self.kinds["int"] == 1 else (min(self.lo, value), max(self.hi, value))
+        elif kind == "list":
+            self.items = self.items or Shape()
+            for item in value:
+                self.items.add(item)
+        elif kind == "dict":
+            self._add_dict(value)
+
+    def _add_dict(self, d: dict) -> None:
+        for key in d:
+            kind = "name" if is_identifier(key) else "str" if type(key) is str else "int" if type(key) is int else "other"
+            self.key_kinds[kind] += 1
+            if kind == "int":
+                self.key_lo, self.key_hi = min(self.key_lo, key), max(self.key_hi, key)
+        if self.fields is not None:
+            odd = [k for k, n in self.key_kinds.items() if k != "name" and n]
+            if odd or len(self.fields.keys() | d.keys()) > MAX_FIELDS:
+                self.become_map("keys that are not field names" if odd else f"more than {MAX_FIELDS} distinct keys")
+        if self.fields is not None:
+            for key, value in d.items():
+                self.fields.setdefault(key, Shape()).add(value)
+        else:
+            for value in d.values():
+                self.values.add(value)  # type: ignore[union-attr]
+
+    def become_map(self, reason: str) -> None:
+        """Stop telling keys apart: their values merge into one shape, the map's values."""
+        self.map_reason, self.values = reason, Shape()
+        for shape in (self.fields or {}).values():
+            self.values.merge(shape)
+        self.fields = None
+
+    def merge(self, other: "Shape") -> None:
+        """Add everything ``other`` saw (used when a dict position turns out to be a map)."""
+        if other.kinds["int"]:
+            self.lo, self.hi = ((other.lo, other.hi) if not self.kinds["int"]
+                                else (min(self.lo, other.lo), max(self.hi, other.hi)))
+        self.count += other.count
+        self.none += other.none
+        self.kinds.update(other.kinds)
+        self.key_kinds.update(other.key_kinds)
+        self.key_lo, self.key_hi = min(self.key_lo, other.key_lo), max(self.key_hi, other.key_hi)
+        if other.items:
+            self.items = self.items or Shape()
+            self.items.merge(other.items)
+        if other.fields is None and self.fields is not None:
+            self.become_map(other.map_reason)
+        if self.fields is not None:
+            for key, shape in (other.fields or {}).items():
+                self.fields.setdefault(key, Shape()).merge(shape)
+        elif other.fields is not None:
+            for shape in other.fields.values():
+                self.values.merge(shape)  # type: ignore[union-attr]
+        else:
+            self.values.merge(other.values)  # type: ignore[union-attr, arg-type]
+
+
+class Field:
+    """One field line: ``label type name = number; // comment``, and nested definitions it needs."""
+
+    def __init__(self, type_: str, label: str = "", notes: Iterable[str] = (), nested: Iterable[str] = ()) -> None:
+        self.type, self.label, self.notes, self.nested = type_, label, list(notes), list(nested)
+
+
+class SchemaWriter:
+    """Turns the shapes of each method's args into .proto source."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+        self.imports: Set[str] = {"empty"}
+
+    def source(self, trace: str, calls: int, methods: List[Tuple[str, str, Shape]]) -> str:
+        """The whole file: header, service (methods by frequency), then one message per method."""
+        body: List[str] = []
+        for _, message, shape in methods:
+            body += [""] + self.message(message, shape, "")
+        names = {rpc for rpc, _, _ in methods}  # inside the service an rpc name hides a message of that name
+        rpcs = [f"  rpc {rpc}({f'.{self.package}.{message}' if message in names else message}) returns "
+                "(google.protobuf.Empty);" for rpc, message, _ in methods]
+        head = [f"// Inferred by `run_bench.py proto infer` from {trace} ({calls:,} calls, {len(methods)} methods).",
+                "// Field types come from the values seen; review the `guess:` comments before relying on it.",
+                'syntax = "proto3";', "", f"package {self.package};", ""]
+        head += [f'import "google/protobuf/{name}.proto";' for name in sorted(self.imports)]
+        head += ["", "// rpc order is call frequency: the busiest methods get the one-byte envelope tags.",
+                 "service Game {", *rpcs, "}"]
+        return "\n".join(head + body) + "\n"
+
+    def message(self, name: str, shape: Shape, indent: str) -> List[str]:
+        """``message name {...}`` for a dict shape; fields numbered by how often they are set."""
+        total = shape.kinds["dict"]
+        fields = [(k, s) for k, s in (shape.fields or {}).items() if is_identifier(k)]
+        fields.sort(key=lambda pair: -(pair[1].count - pair[1].none))  # stable: first seen first among equals
+        taken = {k for k, _ in fields} | {name}
+        lines, nested = [f"{indent}message {name} {{"], []
+        if shape.fields is None or len(fields) < len(shape.fields or {}):
+            lines.append(f"{indent}  // guess: keys that are not field names were seen; calls with them will not encode")
+        if shape.kinds.keys() - {"dict"}:
+            lines.append(f"{indent}  // guess: args that are not a dict or list were seen; calls with them will not encode")
+        clashes = Counter(_json_name(k) for k, _ in fields)
+        if max(clashes.values(), default=0) > 1:  # protoc refuses them unless told (binary wire unaffected)
+            lines.append(f"{indent}  option deprecated_legacy_json_field_conflicts = true;  // keys with the same JSON name")
+        for number, (key, s) in enumerate(fields, 1):
+            field = self.field(key, s, total, taken, indent + "  ")
+            notes = f"  // guess: {'; '.join(field.notes)}" if field.notes else ""
+            label = f"{field.label} " if field.label else ""
+            lines.append(f"{indent}  {label}{field.type} {key} = {number};{notes}")
+            nested += field.nested
+        return lines[:1] + nested + lines[1:] + [f"{indent}}}"]
+
+    def field(self, key: str, s: Shape, total: int, taken: Set[str], indent: str) -> Field:
+        """The field for one key: type from its values, label and notes from None and absence."""
+        f = self.value_type(s, key, taken, indent)
+        always, nullable = s.count == total, s.none > 0
+        if f.label == "repeated" or f.type.startswith("map<"):
+            empty = "[]" if f.label else "{}"
+            f.notes += [f"None comes back as {empty}"] * nullable
+            f.notes += [f"missing in some calls: comes back as {empty}"] * (not always)
+        elif f.type in _WRAPPERS and always and nullable:
+            f.type = f"google.protobuf.{_WRAPPERS[f.type]}"
+            self.imports.add("wrappers")
+        elif f.type in _WRAPPERS and not always:
+            f.label = "optional"
+            f.notes += ["None and missing both seen: None comes back missing"] * nullable
+        elif nullable and f.type != _VALUE:
+            f.notes.append("None comes back as a missing key")
+        return f
+
+    def value_type(self, s: Shape, key: str, taken: Set[str], indent: str) -> Field:
+        """The type for the non-None values of a shape (a nested message if they are dicts)."""
+        kinds = set(s.kinds)
+        if not kinds:
+            return self.value_field("only None seen, type unknown")
+        if len(kinds) > 1 and kinds != {"int", "float"}:
+            bytes_note = "; bytes will not encode" if "bytes" in kinds else ""
+            return self.value_field(f"mixed types ({', '.join(sorted(kinds))}){bytes_note}")
+        kind = kinds.pop()
+        if kind in ("int", "float"):
+            name, notes = _number_type(s)
+            return Field(name, notes=notes)
+        if kind in ("bool", "str", "bytes"):
+            return Field({"bool": "bool", "str": "string", "bytes": "bytes"}[kind])
+        if kind == "list":
+            return self.list_type(s.items, key, taken, indent)
+        if kind == "dict":
+            return self.dict_type(s, key, taken, indent)
+        return self.value_field("values of a type protobuf has no field for; they will not encode")
+
+    def list_type(self, items: Optional[Shape], key: str, taken: Set[str], indent: str) -> Field:
+        """A repeated field; items a repeated field cannot hold make it ``repeated Value``."""
+        if items is None or not items.kinds:
+            return self.value_field("only empty lists seen, item type unknown" if not items or not items.none
+                                    else "lists of None", "repeated")
+        if items.none or "list" in items.kinds:
+            return self.value_field("None in lists" if items.none else "lists of lists", "repeated")
+        if "dict" in items.kinds and items.fields is None:
+            return self.struct_field(f"lists of dicts with {items.map_reason}", "repeated")
+        f = self.value_type(items, _singular(key), taken, indent)
+        f.label = "repeated"
+        return f
+
+    def dict_type(self, s: Shape, key: str, taken: Set[str], indent: str) -> Field:
+        """A nested message, or a ``map<>`` (or Struct) when the keys are data rather than names."""
+        if s.fields is not None and _varying_keys(s):
+            s.become_map(f"{len(s.fields)} keys that vary by call, values alike")
+        if s.fields is not None:
+            name = _unique(_camel(key), taken)
+            return Field(name, nested=self.message(name, s, indent))
+        keys = set(k for k, n in s.key_kinds.items() if n)
+        if not keys <= {"name", "str"} and keys != {"int"}:
+            return self.struct_field("dicts with keys of mixed types (int keys will not encode)")
+        values = s.values or Shape()
+        if values.none or values.kinds.keys() & {"list"} or (values.kinds["dict"] and values.fields is None):
+            return self.struct_field(f"dicts with {s.map_reason} and values a map cannot hold")
+        key_type = "string" if keys != {"int"} else _number_type(_range_shape(s.key_lo, s.key_hi))[0]
+        value = self.value_type(values, key + "_value", taken, indent)
+        return Field(f"map<{key_type}, {value.type}>", notes=[f"dicts with {s.map_reason}: map<>", *value.notes],
+                     nested=value.nested)
+
+    def value_field(self, note: str, label: str = "") -> Field:
+        """google.protobuf.Value: holds anything JSON can, numbers as double."""
+        self.imports.add("struct")
+        return Field(_VALUE, label, [note + ": google.protobuf.Value, numbers come back as float"])
+
+    def struct_field(self, note: str, label: str = "") -> Field:
+        """google.protobuf.Struct: a dict with str keys and JSON-like values."""
+        self.imports.add("struct")
+        return Field("google.protobuf.Struct", label, [note + ": google.protobuf.Struct, numbers come back as float"])
+
+
+def _varying_keys(s: Shape) -> bool:
+    """Whether a dict position that could be a message looks more like a map (see MAP_MIN_KEYS)."""
+    fields = list((s.fields or {}).values())
+    if len(fields) < MAP_MIN_KEYS:
+        return False
+    kinds = {(frozenset(f.kinds), frozenset(f.fields or ()) if f.kinds["dict"] else None) for f in fields}
+    fill = sum(f.count for f in fields) / max(s.kinds["dict"], 1) / len(fields)
+    return len(kinds) == 1 and fill < MAP_MAX_FILL
+
+
+def _number_type(s: Shape) -> Tuple[str, List[str]]:
+    """double for floats; for ints the smallest fitting varint type (zigzag sint when negative)."""
+    if s.kinds["float"]:
+        return "double", ["ints and floats seen: ints come back as float"] if s.kinds["int"] else []
+    lo, hi = s.lo, s.hi
+    if lo >= 0:
+        for name, limit in (("int32", 1 << 31), ("int64", 1 << 63), ("uint64", 1 << 64)):
+            if hi < limit:
+                return name, []
+        return "uint64", ["ints beyond 64 bits seen: those calls will not encode"]
+    if lo >= -(1 << 31) and hi < 1 << 31:
+        return "sint32", []
+    if lo >= -(1 << 63) and hi < 1 << 63:
+        return "sint64", []
+    return "sint64", ["ints beyond 64 bits seen: those calls will not encode"]
+
+
+def _range_shape(lo: int, hi: int) -> Shape:
+    s = Shape()
+    s.add(lo)
+    s.add(hi)
+    return s
+
+
+def _json_name(name: str) -> str:
+    """protoc's default JSON name of a field: underscores dropped, the letter after each upper-cased."""
+    return re.sub(r"_+(.?)", lambda m: m[1].upper(), name)
+
+
+def _camel(name: str) -> str:
+    """``sync_position`` -> ``SyncPosition`` (a valid message name for any string)."""
+    parts = re.split(r"[^0-9A-Za-z]+", name)
+    camel = "".join(p[:1].upper() + p[1:] for p in parts if p) or "Message"
+    return camel if not camel[0].isdigit() else f"M{camel}"
+
+
+def _singular(name: str) -> str:
+    """A guess at the singular for an item message: entities -> entity, buffs -> buff."""
+    if name.endswith("ies") and len(name) > 4:
+        return name[:-3] + "y"
+    if name.endswith("s") and not name.endswith(("ss", "us", "is")) and len(name) > 3:
+        return name[:-1]
+    return name + "_item"
+
+
+def _unique(name: str, taken: Set[str]) -> str:
+    """``name`` or ``name2``, ``name3``...: not yet in ``taken`` (then added), never a map's ``...Entry``."""
+    base = name + "Msg" if name.endswith("Entry") else name
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}{n}"
+    taken.add(candidate)
+    return candidate
+
+
+def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
+    """The .proto source for a trace, and the mapping needed for methods that are not rpc names."""
+    shapes: Dict[str, Shape] = {}
+    calls = 0
+    for call in open_trace(trace):
+        args = call.args
+        if type(args) is list or type(args) is tuple:  # positional: fields arg0, arg1, ...
+            args = {f"arg{i}": v for i, v in enumerate(args)}
+        shapes.setdefault(call.method, Shape()).add(args)
+        calls += 1
+    if not calls:
+        raise BenchError(f"{trace}: the trace holds no calls")
+    taken: Set[str] = {"Game"}  # the service's name
+    methods, mapping, rpcs = [], {}, set()
+    for method, shape in sorted(shapes.items(), key=lambda pair: -pair[1].count):
+        message = _unique(_camel(method), taken)
+        sanitized = re.sub(r"\W|^(?=\d)", "_", method, flags=re.ASCII) or "call"
+        rpc = method if is_identifier(method) else _unique(sanitized, rpcs)
+        rpcs.add(rpc)
+        if rpc != method:
+            mapping[method] = f"{package}.{message}"
+        methods.append((rpc, message, shape))
+    return SchemaWriter(package).source(Path(trace).name, calls, methods), mapping
+
+
+def main(argv: List[str]) -> int:
+    """``run_bench.py proto infer|compile``."""
+    args = _parser().parse_args(argv)
+    if args.command == "infer":
+        return _infer(args)
+    return _compile(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="run_bench.py proto", description="Protobuf schemas for the protobuf codecs "
+                                "(docs/protobuf.md).", allow_abbrev=False)
+    sub = p.add_subparsers(dest="command", required=True)
+    inf = sub.add_parser("infer", help="print a .proto inferred from a trace "
+                         "(run_bench.py proto infer --trace F > proto/x.proto)")
+    inf.add_argument("--trace", required=True, help="trace to learn from (binary or JSON Lines)")
+    inf.add_argument("--package", help="protobuf package (default: from the trace's file name)")
+    inf.add_argument("--mapping-out", metavar="FILE", help="write the method -> message mapping (JSON) needed for "
+                     "methods whose names cannot be rpc names; use it with --proto-map")
+    comp = sub.add_parser("compile", help="compile the schemas (cached) and print which message carries each method")
+    comp.add_argument("--proto", action="append", default=[], metavar="FILE",
+                      help="schema (default: every .proto in proto/)")
+    comp.add_argument("--proto-path", action="append", default=[], metavar="DIR", help="protoc include path (repeatable)")
+    comp.add_argument("--proto-map", metavar="FILE", help="JSON mapping of methods to messages")
+    return p
+
+
+def _infer(args: argparse.Namespace) -> int:
+    stem = re.sub(r"\W", "_", Path(args.trace).name.split(".")[0].lower(), flags=re.ASCII)
+    package = args.package or (stem if is_identifier(stem) else "inferred")
+    if not all(is_identifier(part) for part in package.split(".")):
+        raise BenchError(f"--package {package!r} is not a protobuf package name (letters, digits, _ and dots)")
+    source, mapping = infer(args.trace, package)
+    sys.stdout.write(source)
+    if mapping and args.mapping_out:
+        Path(args.mapping_out).write_text(json.dumps(mapping, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    elif mapping:
+        print(f"note: {len(mapping)} method names are not rpc names ({', '.join(sorted(mapping)[:3])}...); "
+              "pass --mapping-out FILE and then --proto-map FILE", file=sys.stderr)
+    return 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+    chosen = protoschema.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map)
+    schema = protoschema.load(chosen)
+    print(f"schemas: {', '.join(schema.files)}; {len(schema.methods)} methods")
+    print(f"{'id':>5}  {'method':<24} message")
+    for entry in sorted(schema.methods.values(), key=lambda e: e.id):
+        print(f"{entry.id:>5}  {entry.name:<24} {entry.message}")
+    return 0

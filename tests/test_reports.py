@@ -1,0 +1,411 @@
+"""Tests of the terminal table, the charts, report.html and the ``report`` subcommand.
+
+The fixture is a hand-built Suite with realistic figures for a battle-RPC trace: json,
+ujson, bson, json+zlib-1..9, bson+zlib-6, json+zlibstream-6 and a protobuf codec whose
+timing could not run (error, no sizes, no timings). Codecs have per-call latency tails
+by method (battle.sync_state, the big one, is the tail) and allocation figures; the
+"+zlib" codecs have stage timings; the streaming codec has neither, as in real runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import pytest
+
+from reports import build
+from reports.charts import write_charts
+from reports.html import write_report
+from reports.table import fmt_us, format_table
+from rpcbench.results import CodecResult, Problem, Sizes, Suite, Timing, load
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE_METHOD = "<script>alert(1)</script>"
+HOSTILE_VALUE = '"><img src=x onerror=alert(1)>'
+LIBRARIES = {"bson": ("pymongo", "4.6.1"), "ujson": ("ujson", "5.9.0"), "protobuf": ("protobuf", "4.25.2")}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CALLS = 20_000
+METHODS = {"battle.move": 10_400, "battle.cast_skill": 4_100, "battle.hit": 3_600,
+           "battle.sync_state": 1_500, "chat.say": 400}
+# method -> mean json bytes per call, so bytes shares differ from call shares
+JSON_BYTES = {"battle.move": 118, "battle.cast_skill": 176, "battle.hit": 142, "battle.sync_state": 1_190, "chat.say": 240}
+
+
+def timing(median_us: float, wobble_pct: float = 2.0) -> Timing:
+    """Five rounds around ``median_us`` (per call), spread by about ``wobble_pct``."""
+    steps = (-1.0, -0.4, 0.0, 0.5, 1.0)
+    return Timing(tuple(median_us * 1000 * (1 + s * wobble_pct / 100) for s in steps), calls=5000, loops=4)
+
+
+def tails(median_us: float) -> Dict[str, Dict[str, float]]:
+    """Per-call percentiles (ns) by method, scaled by each method's size, so battle.sync_state is the tail."""
+    out = {}
+    for method, calls in METHODS.items():
+        p50 = median_us * 1000 * JSON_BYTES[method] / 195
+        out[method] = {"n": calls // 4, "p50": p50, "p90": p50 * 1.3, "p99": p50 * 1.9, "max": p50 * 6}
+    big = out["battle.sync_state"]
+    out["*"] = {"n": 5000, "p50": median_us * 800, "p90": median_us * 1500, "p99": big["p90"], "max": big["max"]}
+    return out
+
+
+def allocations(mean: float, compressed: bool) -> Dict[str, Dict[str, float]]:
+    """tracemalloc figures per call: a compressor allocates its state (~300 kB) for every call."""
+    peak = 301_112.2 if compressed else mean * 11.2
+    return {"encode": {"peak_bytes_mean": peak, "peak_bytes_max": peak * 1.01 if compressed else mean * 150,
+                       "kept_bytes_mean": mean + 33, "kept_blocks_mean": 1.05},
+            "decode": {"peak_bytes_mean": mean * 4.4, "peak_bytes_max": mean * 66, "kept_bytes_mean": mean * 3.5,
+                       "kept_blocks_mean": 12.43}}
+
+
+def problem(kind: str, feature: str, declared: bool, count: int, path: str, detail: str,
+            method: str = "battle.hit") -> Problem:
+    return Problem(kind, feature, declared, count, 1234, method, path, detail)
+
+
+def codec(name: str, mean: float, enc: Optional[float], dec: Optional[float], problems: Tuple[Problem, ...] = (),
+          error: Optional[str] = None, enc_wobble: float = 2.0) -> CodecResult:
+    """One codec's result; sizes and timings None when ``mean`` / ``enc`` / ``dec`` are None."""
+    failures = sum(p.count for p in problems if p.kind == "encode")
+    mismatches = sum(p.count for p in problems if p.kind != "encode")
+    ratio = mean / 195.0 if mean else 0
+    base, _, comp = name.partition("+")
+    config = {"separators": [",", ":"], "ensure_ascii": False}
+    if comp:
+        config.update(compressor=comp.split("-")[0], level=int(comp.split("-")[1]))
+    streaming, timed = "stream" in comp, bool(enc and dec)
+    extra: Dict[str, Any] = {}
+    if timed and comp and not streaming:
+        extra["stages"] = {"encode": {base: timing(enc * 0.45), "zlib": timing(enc * 0.52)},
+                           "decode": {"zlib": timing(dec * 0.31), base: timing(dec * 0.66)}}
+    if timed and not streaming:
+        extra.update(latency={"encode": tails(enc), "decode": tails(dec)}, memory=allocations(mean, bool(comp)))
+    return CodecResult(
+        codec=name, config=config, library=LIBRARIES.get(base, (None, None))[0],
+        library_version=LIBRARIES.get(base, (None, None))[1], origin=f"codecs/{base}.py", calls=CALLS,
+        failures=failures, mismatches=mismatches,
+        sizes=Sizes(total=int(mean * CALLS), mean=mean, p50=int(mean * 0.82), p99=int(mean * 4.2),
+                    min=int(mean * 0.3), max=int(mean * 9)) if mean else None,
+        encode=timing(enc, enc_wobble) if enc else None, decode=timing(dec) if dec else None,
+        problems=problems,
+        by_method={m: {"calls": n, "bytes": int(n * JSON_BYTES[m] * ratio)} for m, n in METHODS.items()} if mean else {},
+        error=error, **extra,
+    )
+
+
+def make_suite(hostile: bool = False, zlib_levels: bool = True) -> Suite:
+    """A realistic suite; ``hostile`` adds a script-tag method name and an attribute-breaking metadata value."""
+    int_keys = problem("mismatch", "int keys", True, 312, "args.buffs{7}", "int key -> str key", "battle.cast_skill")
+    zlib = [(1, 148.2, 9.8), (2, 147.0, 10.0), (3, 146.1, 10.3), (4, 144.0, 10.9), (5, 143.2, 11.4),
+            (6, 142.5, 12.0), (7, 142.3, 12.4), (8, 142.1, 13.5), (9, 142.0, 14.1)]
+    if not zlib_levels:
+        zlib = [z for z in zlib if z[0] == 6]
+    results = [
+        codec("json", 195.3, 4.12, 3.61, (int_keys,)),
+        codec("ujson", 193.8, 2.21, 2.43, (int_keys, problem("mismatch", "float precision", False, 41,
+              "args.units[3].pos", "0.30000000000000004 -> 0.3", "battle.move"))),
+        codec("bson", 316.4, 3.02, 2.08, (problem("encode", "int keys", True, 312, "args.buffs",
+              "documents must have only string keys, key was 7", "battle.cast_skill"),)),
+        *[codec(f"json+zlib-{lvl}", mean, enc, 5.9 + lvl * 0.03, (int_keys,), enc_wobble=28.0 if lvl == 9 else 2.0)
+          for lvl, mean, enc in zlib],
+        codec("bson+zlib-6", 170.1, 11.5, 5.02, (problem("encode", "int keys", True, 312, "args.buffs",
+              "documents must have only string keys, key was 7", "battle.cast_skill"),)),
+        codec("json+zlibstream-6", 61.7, 8.52, 5.48, (int_keys,)),
+        codec("protobuf", None, None, None, (problem("encode", "other", False, CALLS, "args",
+              "KeyError: 'battle.sync_state'", "battle.sync_state"),),
+              error="no message type for method 'battle.sync_state' in proto/battle.proto"),
+    ]
+    methods = dict(METHODS)
+    metadata = {"game": "Starfall Arena", "build": "2024.06.1-b3811", "capture_start": "2024-06-12T19:03:11Z",
+                "seed": 8812}
+    if hostile:
+        methods[HOSTILE_METHOD] = 7
+        metadata["note"] = HOSTILE_VALUE
+        latency = {op: {**by_method, HOSTILE_METHOD: {"n": 2, "p50": 9e5, "p90": 9e5, "p99": 9e5, "max": 9e5}}
+                   for op, by_method in results[0].latency.items()}
+        results[0] = dataclasses.replace(results[0], by_method={**results[0].by_method,
+                                                                HOSTILE_METHOD: {"calls": 7, "bytes": 900}},
+                                         latency=latency)
+    trace = {"path": "traces/battle-0612.rpctrace", "format": "rpctrace v1", "calls": CALLS,
+             "sha256": "9f2c" * 16, "file_bytes": 4_822_113, "metadata": metadata, "methods": methods,
+             "directions": {"c2s": 7_300, "s2c": 12_700}, "connections": 10, "duration_s": 612.4,
+             "truncated_bytes": 0,
+             "recorder": {"offered": 20_013, "recorded": 20_000, "dropped_queue_full": 13, "flushes": 311},
+             "bytes_reference": "json"}
+    settings = {"codecs": [r.codec for r in results], "repeat": 5, "warmup": 1, "processes": 2, "jobs": 2,
+                "sample": 5000, "sample_seed": 1, "sample_method": "stratified by method, seeded",
+                "sample_by_method": {m: n // 4 for m, n in METHODS.items()}, "min_time_s": 0.2,
+                "gc": "off inside timed loops", "timer": "perf_counter_ns", "tails": True, "memory": True}
+    environment = {"python": "3.11.7", "implementation": "CPython", "build": "main, Dec  8 2023 14:22:03",
+                   "compiler": "GCC 12.2.0", "platform": "Linux-6.1.0-18-amd64-x86_64-with-glibc2.36",
+                   "cpu_model": "AMD EPYC 7B13", "cpu_count": 8,
+                   "libraries": {"pymongo": "4.6.1", "ujson": "5.9.0"}, "rpcbench": "0.1.0"}
+    return Suite(schema_version=1, created="2024-06-13T10:00:00Z", command=["run_bench.py", "traces/battle-0612.rpctrace"],
+                 environment=environment, settings=settings, trace=trace, results=tuple(results))
+
+
+@pytest.fixture(scope="module")
+def suite() -> Suite:
+    return make_suite(hostile=True)
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("report")
+
+
+@pytest.fixture(scope="module")
+def report(report_dir: Path, suite: Suite) -> Tuple[str, Dict[str, str]]:
+    """report.html's text and the charts written beside it (built once: drawing takes a second)."""
+    charts = write_charts(suite, str(report_dir))
+    path = write_report(suite, str(report_dir), charts)
+    assert path == str(report_dir / "report.html")
+    return Path(path).read_text(encoding="utf-8"), charts
+
+
+def png_size(path: Path) -> Tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk, after checking the signature."""
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC, f"{path.name} is not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_charts_are_readable_pngs(tmp_path: Path, suite: Suite) -> None:
+    import matplotlib.pyplot as plt
+
+    charts = write_charts(suite, str(tmp_path))
+    assert set(charts) == {"bytes", "timing", "size_vs_encode", "levels", "tails", "stages"}
+    for filename in charts.values():
+        path = tmp_path / filename
+        width, height = png_size(path)
+        assert path.stat().st_size > 15_000, f"{filename} is suspiciously small"
+        assert width >= 900 and height >= 400, (filename, width, height)
+    assert plt.get_fignums() == [], "figures left open"
+
+
+def test_levels_chart_skipped_without_zlib_levels(tmp_path: Path) -> None:
+    charts = write_charts(make_suite(zlib_levels=False), str(tmp_path))
+    assert "levels" not in charts and set(charts) == {"bytes", "timing", "size_vs_encode", "tails", "stages"}
+    assert not (tmp_path / "compression_levels.png").exists()
+
+
+def test_report_shows_every_codecs_figures(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
+    text, _ = report
+    for r in suite.results:
+        assert f">{html.escape(r.codec)}</td>" in text
+        if r.sizes:
+            assert f">{r.sizes.mean:.1f}</td>" in text and f">{r.sizes.p99}</td>" in text
+    for cell in ("9.80", "5.93", "0.76x", "14.1", "28.0%", "353 (41 UNDECLARED)", "312 declared", "unstable (enc)"):
+        assert f">{cell}</td>" in text, cell
+
+
+def test_report_links_every_chart_and_nothing_remote(report: Tuple[str, Dict[str, str]], report_dir: Path) -> None:
+    text, charts = report
+    assert len(charts) == 6
+    for filename in charts.values():
+        assert (report_dir / filename).is_file()
+        assert f"<img src='{filename}'" in text
+    assert not re.search(r"""(src|href)\s*=\s*['"]?(https?:)?//""", text), "report must open without network"
+    assert "<script" not in text and "<link" not in text
+
+
+def test_report_escapes_trace_and_codec_strings(report: Tuple[str, Dict[str, str]]) -> None:
+    text, _ = report
+    assert "<script>alert(1)" not in text
+    assert html.escape(HOSTILE_METHOD, quote=True) in text
+    assert "<img src=x" not in text and '"><img' not in text
+    assert html.escape(HOSTILE_VALUE, quote=True) in text
+
+
+def test_summary_is_computed_from_the_data(tmp_path: Path, suite: Suite) -> None:
+    text = Path(write_report(suite, str(tmp_path), {})).read_text(encoding="utf-8")
+    assert "<b>Smallest:</b> <b>json+zlibstream-6</b>, 61.7 B/call" in text
+    assert "<b>Fastest encode:</b> <b>ujson</b>, 2.21 µs/call" in text and "but 41 calls" in text
+    assert "<b>Fastest decode:</b> <b>bson</b>, 2.08 µs/call" in text
+    assert "json+zlibstream-6: 0.32x json bytes at 2.07x json encode CPU (1.52x decode); 0.20x bson bytes" in text
+    # make bson the smallest and the summary must follow
+    smaller = dataclasses.replace(suite.result("bson"), sizes=Sizes(1000, 50.0, 40, 90, 20, 120))
+    changed = dataclasses.replace(suite, results=tuple(smaller if r.codec == "bson" else r for r in suite.results))
+    text = Path(write_report(changed, str(tmp_path), {})).read_text(encoding="utf-8")
+    assert "<b>Smallest:</b> <b>bson</b>, 50.0 B/call" in text
+
+
+def test_codec_with_error_and_no_figures_renders(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
+    text, _ = report
+    error = suite.result("protobuf").error
+    assert html.escape(error, quote=True) in text
+    line = next(row for row in format_table(suite).splitlines() if row.startswith("protobuf "))
+    assert line.count(" - ") >= 8 and line.endswith("error") and "20,000 UNDECLARED" in line
+
+
+def test_suite_where_nothing_was_measured_still_reports(tmp_path: Path, suite: Suite) -> None:
+    empty = dataclasses.replace(suite, results=tuple(
+        dataclasses.replace(r, sizes=None, encode=None, decode=None, error="boom", stages={}, latency={}, memory={})
+        for r in suite.results))
+    path = build(empty, str(tmp_path / "out"))
+    assert os.listdir(tmp_path / "out") == ["report.html"]
+    text = Path(path).read_text(encoding="utf-8")
+    assert "No chart had data to draw." in text
+    assert text.count("Not measured for") == 2 and "several stages timed separately (not measured)" in text
+
+
+def test_format_table_lists_every_codec_in_order(suite: Suite) -> None:
+    lines = format_table(suite).splitlines()
+    header = lines[0].split()
+    assert header[:4] == ["codec", "calls", "failures", "mismatches"] and "x" in header and "json" in header
+    rows = [line.split()[0] for line in lines[2:2 + len(suite.results)]]
+    assert rows == [r.codec for r in suite.results]
+    zlib9 = lines[2 + [r.codec for r in suite.results].index("json+zlib-9")]
+    assert "14.1" in zlib9 and "28.0%" in zlib9 and zlib9.endswith("unstable (enc)")
+    assert any(line.startswith("* unstable: 1 of 28 timings") and "worst: json+zlib-9 encode 21.6%" in line
+               for line in lines)
+
+
+def test_format_table_without_json_has_no_ratio_column(suite: Suite) -> None:
+    no_json = dataclasses.replace(suite, results=tuple(r for r in suite.results if r.codec != "json"))
+    assert "x json" not in format_table(no_json)
+    assert "x json" in format_table(suite)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "MPLBACKEND": ""})
+
+
+def test_report_subcommand_end_to_end(tmp_path: Path, suite: Suite) -> None:
+    suite.save(str(tmp_path))
+    assert load(str(tmp_path)) == suite
+    out = tmp_path / "out"
+    done = run_cli("report", str(tmp_path / "results.json"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "json+zlibstream-6" in done.stdout and f"report: {out / 'report.html'}" in done.stdout
+    text = (out / "report.html").read_text(encoding="utf-8")
+    assert "<b>Smallest:</b> <b>json+zlibstream-6</b>" in text
+    for name in ("bytes_per_call.png", "encode_decode_us.png", "size_vs_encode.png", "compression_levels.png",
+                 "latency_tails.png", "stages.png"):
+        png_size(out / name)
+        assert f"<img src='{name}'" in text
+    # without --out the report goes next to results.json
+    assert run_cli("report", str(tmp_path)).returncode == 0 and (tmp_path / "report.html").is_file()
+
+
+def test_report_subcommand_reports_a_missing_file(tmp_path: Path) -> None:
+    done = run_cli("report", str(tmp_path / "nope.json"))
+    assert done.returncode == 2 and "cannot read results" in done.stderr
+
+
+def section(text: str, title: str) -> str:
+    """The HTML from the ``<h2>`` titled ``title`` to the next ``<h2>``."""
+    start = text.index(f"<h2>{title}</h2>")
+    end = text.find("<h2>", start + 1)
+    return text[start:end if end > 0 else len(text)]
+
+
+def test_latency_section_shows_tails_and_the_slowest_method(report: Tuple[str, Dict[str, str]],
+                                                            suite: Suite) -> None:
+    text = section(report[0], "Latency tails")
+    assert "<img src='latency_tails.png'" in text
+    bson = suite.result("bson").latency
+    for op in ("encode", "decode"):  # all-calls p50/p90/p99/max in µs
+        for pct in ("p50", "p90", "p99", "max"):
+            assert f">{fmt_us(bson[op]['*'][pct] / 1000)}</td>" in text, (op, pct)
+    encode = text[text.index("<h3>Encode p99 by method"):text.index("<h3>Decode p99 by method")]
+    rows = re.findall(r"<tr class=''><td class=''>([^<]*)</td>", encode)
+    # slowest first: the hostile method (2 calls, greyed) and then the big call, the real tail
+    assert rows[:3] == [html.escape(HOSTILE_METHOD), "battle.sync_state", "chat.say"], rows
+    sync_row = encode[encode.index(">battle.sync_state<"):].split("</tr>")[0]
+    assert sync_row.count("num hot") == len([r for r in suite.results if r.latency])
+    assert f">{fmt_us(bson['encode']['battle.sync_state']['p99'] / 1000)}</td>" in sync_row
+    assert "Not measured for json+zlibstream-6, protobuf" in text
+
+
+def test_latency_tables_escape_method_names(report: Tuple[str, Dict[str, str]]) -> None:
+    text = section(report[0], "Latency tails")
+    assert f"<td class=''>{html.escape(HOSTILE_METHOD, quote=True)}</td>" in text
+    assert "<script" not in text
+    # two calls timed: its p99 is one call, greyed and never shaded as the tail
+    hostile_row = text[text.index(html.escape(HOSTILE_METHOD, quote=True)):].split("</tr>")[0]
+    assert "num muted" in hostile_row and "hot" not in hostile_row
+
+
+def test_allocations_section(report: Tuple[str, Dict[str, str]]) -> None:
+    text = section(report[0], "Allocations")
+    for cell in ("301.1 kB", "304.1 kB", "228 B", "2.2 kB", "12.4", "1.1"):  # json+zlib peak; json kept, peak...
+        assert f">{cell}</td>" in text, cell
+    assert "<th colspan='4' class='group'>encode</th>" in text
+    assert "Not measured for json+zlibstream-6, protobuf" in text
+
+
+def test_stages_section(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
+    text = section(report[0], "Where the time goes")
+    assert "<img src='stages.png'" in text
+    zlib1 = suite.result("json+zlib-1")
+    row = text[text.index("<td class=''>json+zlib-1</td><td class=''>encode</td>"):].split("</tr>")[0]
+    stages = zlib1.stages["encode"]
+    assert re.findall(r">([^<]+)</td>", row) == [  # 0.45 and 0.52 of encode, as shares of their sum
+        "json+zlib-1", "encode", f"json {fmt_us(stages['json'].median_us)} µs · 46.4%",
+        f"zlib {fmt_us(stages['zlib'].median_us)} µs · 53.6%",
+        fmt_us(stages["json"].median_us + stages["zlib"].median_us), fmt_us(zlib1.encode.median_us)]
+    assert "No stage split for json, ujson, bson, json+zlibstream-6, protobuf" in text
+
+
+def test_timing_detail_shows_confidence_intervals(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
+    text = section(report[0], "Results")
+    t = suite.result("json").encode
+    lo, hi, confidence = t.ci_us
+    assert f">{fmt_us(t.median_us)} [{fmt_us(lo)}–{fmt_us(hi)}]</td>" in text and f">{confidence:.0%}</td>" in text
+    shaky = text[text.index(">json+zlib-9</td><td class=''>encode"):].split("</tr>")[0]
+    assert "<td class='alarm'>unstable</td>" in shaky
+
+
+def test_settings_show_isolation_and_sample(report: Tuple[str, Dict[str, str]]) -> None:
+    text = section(report[0], "Codecs, settings and environment")
+    assert "each codec timed in 2 fresh worker process(es)" in text
+    assert "5,000 calls, stratified by method, seeded" in text and "off inside timed loops" in text
+    assert "2 process(es) share the size and fidelity pass" in text
+    move = text[text.index("<h3>Timing sample vs trace</h3>"):].split(">battle.move<")[1].split("</tr>")[0]
+    assert re.findall(r">([^<]+)</td>", move) == ["10,400", "52.0%", "2,600", "52.0%", "0.0"]
+    reading = section(report[0], "How to read the numbers")
+    assert "fresh worker process" in reading and "timer itself is subtracted" in reading
+    assert "tracemalloc" in reading and "every method gets its share" in reading
+
+
+def test_missing_tails_memory_and_stages_render_and_load(tmp_path: Path, suite: Suite) -> None:
+    bare = dataclasses.replace(suite, settings={k: v for k, v in suite.settings.items() if k != "sample_by_method"},
+                               results=tuple(dataclasses.replace(r, stages={}, latency={}, memory={})
+                                             for r in suite.results))
+    suite.save(str(tmp_path))
+    data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    for r in data["results"]:
+        del r["stages"], r["latency"], r["memory"]
+    del data["settings"]["sample_by_method"]
+    (tmp_path / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    assert load(str(tmp_path)) == bare  # older results.json files still load
+    text = Path(build(bare, str(tmp_path / "out"))).read_text(encoding="utf-8")
+    assert not (tmp_path / "out" / "latency_tails.png").exists() and not (tmp_path / "out" / "stages.png").exists()
+    assert "Not measured for json, ujson" in section(text, "Latency tails")
+    assert "Not measured for json, ujson" in section(text, "Allocations")
+    assert "(not measured)" in section(text, "Where the time goes")
+    assert "sample's methods were not recorded (not measured)" in text
+    assert "Tails and allocations" not in format_table(bare)
+
+
+def test_format_table_adds_tails_and_allocations(suite: Suite) -> None:
+    lines = format_table(suite).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Tails and allocations"))
+    assert lines[start + 1].split()[:5] == ["codec", "enc", "p50", "enc", "p99"]
+    bson = next(line for line in lines[start:] if line.startswith("bson "))
+    latency = suite.result("bson").latency
+    p99 = fmt_us(latency["encode"]["*"]["p99"] / 1000)
+    assert p99 in bson.split() and "battle.sync_state" in bson and bson.split()[-2:] == ["3.5", "1.4"]
+    stream = next(line for line in lines[start:] if line.startswith("json+zlibstream-6 "))
+    assert stream.split()[1:] == ["-"] * 7
+    assert lines[-1].startswith("-: not measured")
+    assert max(len(line) for line in lines[start:]) <= 150
