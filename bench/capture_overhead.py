@@ -41,22 +41,12 @@ sys.path.insert(0, str(REPO))
 
 from rpc_capture import Call, Recorder, TraceWriter, open_trace  # noqa: E402
 from rpc_capture.jsonl import json_line  # noqa: E402
+from rpcbench.timing import timer_overhead_ns  # noqa: E402
 
 Emit = Callable[[str, object, str, object], None]
 
 
 # ----------------------------------------------------------------------------- 1. caller cost
-
-
-def timer_overhead(n: int = 200_000) -> float:
-    """Median ns of an empty ``perf_counter_ns`` pair (subtracted from every timed call)."""
-    pc = time.perf_counter_ns
-    samples = []
-    for _ in range(n):
-        t0 = pc()
-        t1 = pc()
-        samples.append(t1 - t0)
-    return statistics.median(samples)
 
 
 def paced(total: int, rate: int) -> Iterator[int]:
@@ -150,7 +140,7 @@ CONTENDERS = ("record()", "record(copy_args)", "off (NullRecorder)", "logging Qu
 
 
 def caller_cost(calls: Sequence[Call], rates: Sequence[int], rounds: int, per_round: int, tmp: str) -> Dict[int, Dict[str, Tuple[float, float]]]:
-    overhead = timer_overhead()
+    overhead = timer_overhead_ns()
     print(f"\n1. cost on the calling thread per call, ns (timer overhead {overhead:.0f} ns subtracted); "
           f"median of {rounds} interleaved rounds of {per_round:,} calls each")
     results: Dict[int, Dict[str, Tuple[float, float]]] = {}

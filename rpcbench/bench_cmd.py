@@ -16,6 +16,7 @@ from rpc_capture import TraceWriter, open_trace
 
 from . import budget, protoschema, worker
 from .budget import Plan
+from .cli import whole_number
 from .codec import Codec
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
@@ -52,12 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: a new folder under results/)")
-    p.add_argument("--repeat", type=_positive, default=5,
+    p.add_argument("--repeat", type=whole_number(1), default=5,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 5)")
-    p.add_argument("--warmup", type=_positive, default=1, help="untimed warm-up rounds before them (default: 1)")
+    p.add_argument("--warmup", type=whole_number(1), default=1, help="untimed warm-up rounds before them (default: 1)")
     p.add_argument("--min-time", type=float, default=0.1, metavar="SECONDS",
                    help="shortest timed batch: the sample is replayed as often as needed to last this long (default: 0.1)")
-    p.add_argument("--sample", type=_positive, default=5000, metavar="N",
+    p.add_argument("--sample", type=whole_number(1), default=5000, metavar="N",
                    help="calls timed: a seeded sample, stratified by method, of the trace (sizes and fidelity always "
                    "cover every call; default: 5000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
                    "round; N sets run one after another and their rounds are pooled. 0 times every codec in this "
                    "process instead (default: 1)")
-    p.add_argument("--jobs", type=_positive, default=min(2, os.cpu_count() or 1), metavar="N",
+    p.add_argument("--jobs", type=whole_number(1), default=min(2, os.cpu_count() or 1), metavar="N",
                    help="processes sharing the size and fidelity pass over the whole trace (default: %(default)s)")
     p.add_argument("--gc", choices=("off", "on"), default="off",
                    help="garbage collector inside timed loops: off (default, as timeit: one codec's garbage is not "
@@ -86,16 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def main(argv: List[str]) -> int:

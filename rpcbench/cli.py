@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import logging
 import sys
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from rpc_capture import TraceError
 
@@ -18,6 +19,21 @@ SUBCOMMANDS = {
     "proto": "rpcbench.proto_tools",
     "report": "reports",
 }
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` accepting whole numbers of at least ``minimum``, with a one-line error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -37,7 +37,7 @@ from .errors import BenchError
 
 REPO = Path(__file__).resolve().parent.parent
 PROTO_DIR = REPO / "proto"
-CACHE_DIR = REPO / ".cache" / "proto"
+CACHE_DIR = Path(os.environ.get("RPCBENCH_CACHE") or REPO / ".cache") / "proto"  #: compiled schemas
 
 WRAPPERS = frozenset(f"google.protobuf.{n}Value" for n in
                      ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes"))

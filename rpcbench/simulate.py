@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from rpc_capture import C2S, S2C, Call, TraceWriter, write_jsonl
 
+from .cli import whole_number
 from .errors import BenchError
 
 SIM_VERSION = "battle-sim 1"  #: bump when the traffic changes; then regenerate samples/battle.rpct
@@ -500,24 +501,13 @@ def json_size(call: Call) -> int:
     return len(text.encode("utf-8"))
 
 
-def _count(text: str) -> int:
-    """argparse type for --calls: a whole number, 0 or more."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
-    return n
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     """``run_bench.py simulate``: write a simulated battle trace and print a one-line summary."""
     parser = argparse.ArgumentParser(
         prog="run_bench.py simulate",
         description="Write a trace of simulated real-time battle RPC traffic (5v5 heroes, creeps and towers "
                     "on a 10 Hz server tick). The same --calls and --seed always give the same bytes.")
-    parser.add_argument("--calls", type=_count, default=20000, help="number of calls to write (default 20000)")
+    parser.add_argument("--calls", type=whole_number(0), default=20000, help="number of calls to write (default 20000)")
     parser.add_argument("--seed", type=int, default=1, help="random seed: players, fights, start time (default 1)")
     parser.add_argument("--out", default="battle.rpct",
                         help="file to write (default battle.rpct); a name ending in .jsonl implies --jsonl")

@@ -25,6 +25,7 @@ from rpc_capture import DIRECTIONS, Call, JsonlReader, TraceReader, TraceWriter,
 from rpc_capture.jsonl import json_line
 from rpc_capture.recorder import MethodFilter
 
+from .cli import whole_number
 from .errors import BenchError
 
 PROG = "run_bench.py trace"
@@ -45,13 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Summarize traces: calls, duration and rate, methods with counts and share, "
                           "directions, connections, the recorder's counters (drops), file size and format.")
     info.add_argument("files", nargs="+", metavar="FILE", help="trace files (e.g. all parts of a rotated recording)")
-    info.add_argument("--top", type=_count, default=30, metavar="N", help="methods and connections listed (default: 30)")
+    info.add_argument("--top", type=whole_number(1), default=30, metavar="N", help="methods and connections listed (default: 30)")
 
     cat = sub.add_parser("cat", help="print calls", description="Print calls, one per line: time since the first "
                          "call, direction, connection, method, args. Takes the same selections as 'slice'.")
     cat.add_argument("file", metavar="FILE")
     cat.add_argument("--jsonl", action="store_true", help="print JSON Lines (the rpcbench JSON Lines trace format) instead")
-    cat.add_argument("--limit", type=_count, metavar="N", help="stop after N calls")
+    cat.add_argument("--limit", type=whole_number(1), metavar="N", help="stop after N calls")
     _selection_args(cat)
 
     conv = sub.add_parser("convert", help="convert between binary and JSON Lines",
@@ -88,16 +89,6 @@ def _output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compress", type=int, choices=range(0, 10), metavar="LEVEL",
                    help="gzip level 1-9 for binary output, 0 for none (default: 6 if OUT ends in .gz, else none)")
     p.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
-    return n
 
 
 def main(argv: List[str]) -> int:

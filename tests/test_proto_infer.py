@@ -23,13 +23,6 @@ REPO = Path(__file__).resolve().parent.parent
 REGISTRY = Registry.default()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_cache(tmp_path_factory):
-    """Compile into a temporary cache, not the repository's .cache/proto."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(protoschema, "CACHE_DIR", tmp_path_factory.mktemp("proto-cache"))
-        yield
-
 
 def unseen_calls(n=400, seed=3):
     """A trade/guild game's traffic: nothing like the battle sample, with every shape infer must handle."""
