@@ -1,12 +1,13 @@
 """Agreement: rpcbench's encode/decode us per call against pyperf's, same codec, same calls.
 
-    python bench/agreement.py [--trace FILE] [--calls N] [--codecs LIST] [--pyperf "OPTIONS"]
+    python bench/agreement.py [--trace FILE] [--calls N] [--codecs LIST] [--pyperf="OPTIONS"] [--harness="OPTIONS"]
 
 The first N calls of the trace (default 5,000 of the bundled sample) are written to a
 temporary trace, so both tools replay exactly the same calls in the same order:
 
-1. harness: ``run_bench.py --trace T --sample N --no-tails --no-memory`` (its defaults
-   otherwise: fresh worker processes, calibrated batches, median of the rounds);
+1. harness: ``run_bench.py --trace T --sample N --no-tails --no-memory`` plus ``--harness``
+   options (its defaults otherwise: fresh worker processes, calibrated batches, median of
+   the rounds);
 2. pyperf: ``bench/_pyperf_codec.py`` run by pyperf's own Runner (worker processes,
    loop calibration, warm-ups; ``--pyperf`` options, default ``--processes 3 --values 3``),
    timing a bare ``for m in msgs: enc(m)`` loop over the calls the codec can encode;
@@ -37,17 +38,18 @@ TARGET = 5.0
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description="rpcbench timings vs pyperf on the same calls.")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trace", default=_common.BUNDLED_TRACE, help="trace (default: the bundled sample)")
     p.add_argument("--calls", type=int, default=5000, help="first N calls of the trace (default: 5000)")
     p.add_argument("--codecs", default=_common.DEFAULT_IDS, help="codec ids (default: run_bench.py's default set)")
     p.add_argument("--pyperf", default="--processes 3 --values 3", help="options for pyperf (default: %(default)s)")
+    p.add_argument("--harness", default="", help="extra run_bench.py options, e.g. --harness='--repeat 40'")
     args = p.parse_args()
     print(f"{_common.cpu_note()}; pyperf {pyperf.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
         trace = _common.write_trace(_common.first_calls(args.trace, args.calls), os.path.join(tmp, "calls.rpct"))
         harness_args = ["--trace", trace, "--codecs", args.codecs, "--sample", str(args.calls),
-                        "--no-tails", "--no-memory", "--no-report", "--quiet"]
+                        "--no-tails", "--no-memory", "--no-report", "--quiet", *shlex.split(args.harness)]
         t0 = time.perf_counter()
         first, wall1 = _common.run_bench(harness_args, os.path.join(tmp, "h1"))
         print(f"harness run 1: {wall1:.0f} s", flush=True)
@@ -74,6 +76,7 @@ def main() -> None:
             worst = max(worst, (abs(diff), f"{cid} {op} {diff:+.1f} %"))
             row += [f"{harness:.3f}", f"{ref:.3f}", f"{diff:+.1f}", f"{(t2.median_us / t1.median_us - 1) * 100:+.1f}"]
         rows.append(row)
+    print(f"harness options: {args.harness or 'defaults'}; pyperf options: {args.pyperf}")
     print(f"same {args.calls:,} calls for both (first calls of {args.trace}); us per call")
     print(_common.table(["codec", "calls", "enc harness", "enc pyperf", "enc diff %", "enc drift %",
                          "dec harness", "dec pyperf", "dec diff %", "dec drift %"], rows))

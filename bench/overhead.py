@@ -71,7 +71,7 @@ def measure(codec, calls, repeat: int, warmup: int, min_time: float) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description="Harness encode/decode us per call divided by a bare loop's.")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trace", default=_common.BUNDLED_TRACE, help="trace (default: the bundled sample)")
     p.add_argument("--calls", type=int, default=20000, help="first N calls of the trace (default: 20000)")
     p.add_argument("--codecs", default=_common.DEFAULT_IDS, help="codec ids (default: run_bench.py's default set)")

@@ -29,7 +29,7 @@ TARGET = 1.10
 def main() -> None:
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    p = argparse.ArgumentParser(description="Max/min of each codec's us per call over independent runs.")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=3, help="independent runs (default: 3)")
     p.add_argument("--codecs", default=_common.DEFAULT_IDS, help="codec ids (default: run_bench.py's default set)")
     p.add_argument("--trace", default=_common.BUNDLED_TRACE, help="trace (default: the bundled sample)")

@@ -104,7 +104,7 @@ def run_one(trace: Path, codecs: str, extra: list, out: str) -> dict:
 def main() -> None:
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    p = argparse.ArgumentParser(description="Wall time and peak memory of run_bench.py by trace size.")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="100000,1000000,5000000", help="calls per trace (default: %(default)s)")
     p.add_argument("--cache", default="/tmp/rpcbench-scale", help="trace cache folder (default: %(default)s)")
     p.add_argument("--seed", type=int, default=7, help="simulator seed (default: 7)")

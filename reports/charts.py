@@ -71,7 +71,7 @@ def bytes_chart(suite: Suite) -> Optional[Figure]:
         text = f"mean {r.sizes.mean:.0f} B" + (f" = {fmt_ratio(r.sizes.mean / json_mean)} json" if json_mean else "")
         _note_right(ax, (max(r.sizes.mean, r.sizes.p99), i), text, fontsize=9)
     _frame(ax, (0, right * 1.3), "bytes per call (bar = mean; line from p50 to p99)", "Bytes on the wire per RPC call")
-    ax.legend(loc="lower right", frameon=False)
+    _legend_below(fig)
     return fig
 
 
@@ -92,8 +92,13 @@ def timing_chart(suite: Suite) -> Optional[Figure]:
             _note_right(ax, (max(t.rounds_ns) / 1000 if t else 0, y), fmt_us(t.median_us) if t else f"{kind}: n/a")
     _frame(ax, (0, longest * 1.15), "µs per call (bar = median round; whiskers span the fastest to the slowest round)",
            "Encode and decode CPU time per RPC call")
-    ax.legend(loc="lower right", frameon=False)
+    _legend_below(fig)
     return fig
+
+
+def _legend_below(fig: Figure) -> None:
+    """One legend row under the plot, where it can't cover a bar's label."""
+    fig.legend(loc="outside lower center", frameon=False, fontsize=9, ncols=4)
 
 
 def scatter_chart(suite: Suite) -> Optional[Figure]:
