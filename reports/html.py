@@ -377,9 +377,9 @@ def _comparisons(suite: Suite, notable: Sequence[CodecResult]) -> List[str]:
 def _relative(r: CodecResult, ref: CodecResult) -> str:
     """``0.76x json bytes at 2.38x json encode CPU (1.70x decode)``."""
     text = (f"{fmt_ratio(r.sizes.mean / ref.sizes.mean)} {ref.codec} bytes at "
-            f"{fmt_ratio(r.encode.median_us / ref.encode.median_us)} {ref.codec} encode CPU")
+            f"{fmt_ratio(r.encode.ratio_to(ref.encode))} {ref.codec} encode CPU")
     if r.decode and ref.decode:
-        text += f" ({fmt_ratio(r.decode.median_us / ref.decode.median_us)} decode)"
+        text += f" ({fmt_ratio(r.decode.ratio_to(ref.decode))} decode)"
     return text
 
 

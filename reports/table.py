@@ -90,7 +90,9 @@ def unstable_summary(suite: Suite) -> Optional[str]:
     timed = sum(1 for r in suite.results for k in ("encode", "decode") if _timing(r, k))
     return (f"{len(shaky)} of {timed} timings have rounds whose standard deviation exceeds "
             f"{UNSTABLE_STDEV_PCT:.0f}% of their mean (pyperf's threshold; worst: {shaky[0][1]} "
-            f"{shaky[0][0]:.1f}%). Rerun with more rounds on an idle machine before comparing them.")
+            f"{shaky[0][0]:.1f}%): absolute µs move with the machine's speed. The enc/json and dec/json ratios pair "
+            f"each round with json's round of the same turn, which cancels that drift; compare codecs with them, "
+            f"or rerun on an idle machine.")
 
 
 def json_sizes(suite: Suite) -> Optional[float]:
@@ -115,13 +117,22 @@ def columns(suite: Suite) -> List[Column]:
     ]
     if json_mean:
         cols.append(Column("x json", True, lambda r: fmt_ratio(r.sizes.mean / json_mean) if r.sizes else MISSING))
+    json_result = next((r for r in suite.results if r.codec == "json" and r.encode and r.decode), None)
     for kind in ("encode", "decode"):
         cols += [
             Column(f"{kind} µs", True, lambda r, k=kind: fmt_us(_timing(r, k).median_us) if _timing(r, k) else MISSING),
-            Column("±", True, lambda r, k=kind: f"{_timing(r, k).spread_pct:.1f}%" if _timing(r, k) else MISSING),
+            Column("±", True, lambda r, k=kind: _pct(_timing(r, k).spread_pct) if _timing(r, k) else MISSING),
         ]
+        if json_result:
+            cols.append(Column(f"{kind[:3]}/json", True, lambda r, k=kind: cpu_ratio(r, json_result, k)))
     cols.append(Column("note", False, _note, lambda r: bool(r.error or unstable(r))))
     return cols
+
+
+def cpu_ratio(r: CodecResult, ref: CodecResult, kind: str) -> str:
+    """CPU time relative to ``ref``, paired round by round (see Timing.ratio_to)."""
+    mine, theirs = _timing(r, kind), _timing(ref, kind)
+    return fmt_ratio(mine.ratio_to(theirs)) if mine and theirs else MISSING
 
 
 def footnotes(suite: Suite) -> List[str]:
@@ -182,6 +193,10 @@ def shown(value: Optional[float], fmt: Callable[[float], str]) -> str:
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _pct(value: float) -> str:
+    return f"{value:.1f}%" if value < 10 else f"{value:.0f}%"
 
 
 def _kb(value: float) -> str:

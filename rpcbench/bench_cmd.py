@@ -53,14 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: a new folder under results/)")
-    p.add_argument("--repeat", type=whole_number(1), default=5,
-                   help="timed rounds per codec in each process set; the median of all is reported (default: 5)")
+    p.add_argument("--repeat", type=whole_number(1), default=40,
+                   help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
     p.add_argument("--warmup", type=whole_number(1), default=1, help="untimed warm-up rounds before them (default: 1)")
-    p.add_argument("--min-time", type=float, default=0.1, metavar="SECONDS",
-                   help="shortest timed batch: the sample is replayed as often as needed to last this long (default: 0.1)")
-    p.add_argument("--sample", type=whole_number(1), default=5000, metavar="N",
+    p.add_argument("--min-time", type=float, default=0.01, metavar="SECONDS",
+                   help="shortest timed batch: the sample is replayed as often as needed to last this long "
+                   "(default: 0.01; many short interleaved rounds beat a few long ones on machines whose speed drifts)")
+    p.add_argument("--sample", type=whole_number(1), default=1000, metavar="N",
                    help="calls timed: a seeded sample, stratified by method, of the trace (sizes and fidelity always "
-                   "cover every call; default: 5000)")
+                   "cover every call; default: 1000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
     p.add_argument("--processes", type=int, default=1, metavar="N",
                    help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
@@ -198,13 +199,16 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
     size_pass.run_split(reader, lambda: open_trace(args.trace), args.jobs, progress)
     if not size_pass.calls:
         raise BenchError(f"{args.trace}: the trace holds no calls")
+    size_pass_s = time.perf_counter() - started
     plan = Plan(args.sample, args.min_time, args.repeat, args.processes if worker.available() else 0, args.warmup)
     if args.budget:
         plan = _fit_budget(plan, size_pass, args.budget - (time.perf_counter() - started))
         size_pass.sample_size = plan.sample
     progress("drawing the timing sample")
     sample = size_pass.sample(lambda: open_trace(args.trace))
+    timing_started = time.perf_counter()
     timings = time_sample(args, argv, plan, codecs, sample, progress)
+    durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
     return Suite(
         schema_version=SCHEMA_VERSION,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -216,7 +220,7 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
             "sample_method": "all calls" if len(sample) == size_pass.calls else "stratified by method, seeded",
             "sample_by_method": dict(Counter(call.method for call in sample).most_common()), "jobs": args.jobs,
             "gc": f"{args.gc} inside timed loops", "timer": "perf_counter_ns around whole batches",
-            "tails": not args.no_tails, "memory": not args.no_memory,
+            "tails": not args.no_tails, "memory": not args.no_memory, **durations,
         },
         trace=_trace_info(args.trace, reader, size_pass, codecs),
         results=tuple(_codec_result(t, timings[t.codec.name], registry) for t in size_pass.tallies),

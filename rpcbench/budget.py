@@ -6,10 +6,10 @@ from that a simple cost model predicts the timing phase for a given plan: sample
 shortest batch, rounds and processes. The plan gives way in that order of preference,
 keeping the most rounds and the most processes for as long as possible:
 
-1. fewer calls in the timing sample (down to 2,000; still stratified by method),
-2. shorter batches (down to 10 ms),
-3. fewer processes (down to 1), then fewer rounds (down to 3),
-4. a smaller sample again (down to 500).
+1. fewer calls in the timing sample (down to 500; still stratified by method),
+2. shorter batches (down to 5 ms),
+3. fewer processes (down to 1), then fewer rounds (down to 5),
+4. a smaller sample again (down to 200).
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ def fit(plan: Plan, per_call_ns: list, seconds_left: float, memory_calls: int) -
         return p.cost_s(per_call_ns, memory_calls) <= budget
 
     steps = [
-        lambda p: replace(p, sample=max(2000, p.sample * 3 // 4)) if p.sample > 2000 else None,
-        lambda p: replace(p, min_time=max(0.01, p.min_time / 2)) if p.min_time > 0.01 else None,
-        lambda p: replace(p, processes=p.processes - 1) if p.processes > 1 else None,
-        lambda p: replace(p, repeat=p.repeat - 1) if p.repeat > 3 else None,
         lambda p: replace(p, sample=max(500, p.sample * 3 // 4)) if p.sample > 500 else None,
+        lambda p: replace(p, min_time=max(0.005, p.min_time / 2)) if p.min_time > 0.005 else None,
+        lambda p: replace(p, processes=p.processes - 1) if p.processes > 1 else None,
+        lambda p: replace(p, repeat=max(5, p.repeat * 3 // 4)) if p.repeat > 5 else None,
+        lambda p: replace(p, sample=max(200, p.sample * 3 // 4)) if p.sample > 200 else None,
     ]
     for step in steps:
         while not fits(plan):

@@ -84,6 +84,16 @@ class Timing:
                 return lo / 1000, hi / 1000, cover
         raise AssertionError("unreachable")
 
+    def ratio_to(self, reference: "Timing") -> float:
+        """This timing relative to another measured in the same run: the median of round-by-round ratios.
+
+        Codecs take turns round by round, so round i of both ran at nearly the same moment;
+        pairing them cancels the machine's drift, which a ratio of two medians does not.
+        """
+        if len(self.rounds_ns) != len(reference.rounds_ns):
+            return self.median_us / reference.median_us
+        return statistics.median(a / b for a, b in zip(self.rounds_ns, reference.rounds_ns))
+
     @property
     def unstable(self) -> bool:
         """pyperf's rule: standard deviation over 10 % of the mean."""

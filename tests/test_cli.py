@@ -198,7 +198,7 @@ def test_in_process_timing_and_budget(tmp_path):
     data = json.loads((out / "results.json").read_text())
     settings = data["settings"]
     assert settings["processes"] == 0 and settings["budget_s"] == 0.001  # cannot fit: the smallest plan, and a warning
-    assert settings["sample"] == 500 and settings["sample_method"] == "stratified by method, seeded"
-    assert settings["sample_by_method"] == {"move": 375, "snapshot": 125}  # 3:1, like the trace
+    assert settings["sample"] == 200 and settings["sample_method"] == "stratified by method, seeded"
+    assert settings["sample_by_method"] == {"move": 150, "snapshot": 50}  # 3:1, like the trace
     assert "warning: --budget leaves" in result.stderr
     assert all(len(r["encode"]["rounds_ns"]) == 3 for r in data["results"])
