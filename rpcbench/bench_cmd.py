@@ -291,11 +291,10 @@ def _codec_result(tally: CodecTally, timing: Dict[str, Any], registry: Registry)
     def as_timing(values: Optional[List[float]]) -> Optional[Timing]:
         return Timing(tuple(values), timing["calls"], timing["loops"]) if values else None
 
-    base_id = codec.inner.id if hasattr(codec, "inner") else codec.id
     return CodecResult(
         codec=codec.name, config=_jsonable(codec.config()), library=codec.library,
         library_version=library_version(codec.library) if codec.library else None,
-        origin=registry.origin(base_id) or "", calls=sum(tally.sizes.values()), failures=tally.failures,
+        origin=registry.origin(codec.base.id) or "", calls=sum(tally.sizes.values()), failures=tally.failures,
         mismatches=tally.mismatches, sizes=tally.size_stats(),
         encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
         problems=tally.problem_list(),

@@ -84,6 +84,11 @@ class Codec:
         """The id as given on the command line (wrappers add their compressor)."""
         return self.id
 
+    @property
+    def base(self) -> "Codec":
+        """The codec under any compression wrapper (itself for a plain codec)."""
+        return self
+
     def config(self) -> Dict[str, Any]:
         """Public configuration attributes, recorded with each result."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
@@ -136,6 +141,10 @@ class Compressed(Codec):
     @property
     def name(self) -> str:
         return f"{self.inner.name}+{self.compressor.name}-{self.compressor.level}"
+
+    @property
+    def base(self) -> Codec:
+        return self.inner.base
 
     def encode(self, call: Call) -> bytes:
         return self.compressor.compress(self.inner.encode(call))

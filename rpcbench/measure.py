@@ -298,8 +298,7 @@ def split_tallies(tallies: List[CodecTally], parts: int) -> List[List[CodecTally
     """
     families: Dict[str, List[CodecTally]] = {}
     for tally in tallies:
-        inner = tally.codec.inner if isinstance(tally.codec, Compressed) else tally.codec
-        families.setdefault(inner.name, []).append(tally)
+        families.setdefault(tally.codec.base.name, []).append(tally)
 
     def weight(family: List[CodecTally]) -> int:
         return 2 + len(family)

@@ -15,7 +15,6 @@ libm call, atan2 for the facing, is rounded to 0.1 degree), so traces are byte-i
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import math
 import os
@@ -28,6 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from rpc_capture import C2S, S2C, Call, TraceWriter, write_jsonl
 
 from .cli import whole_number
+from .codec import base64_default
 from .errors import BenchError
 
 SIM_VERSION = "battle-sim 1"  #: bump when the traffic changes; then regenerate samples/battle.rpct
@@ -497,7 +497,7 @@ def simulate(calls: int, seed: int) -> Iterator[Call]:
 def json_size(call: Call) -> int:
     """Bytes of ``{"method": m, "args": a}`` as compact UTF-8 JSON, bytes as base64: the study's yardstick."""
     doc = {"method": call.method, "args": call.args}
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=lambda b: base64.b64encode(b).decode())
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=base64_default)
     return len(text.encode("utf-8"))
 
 

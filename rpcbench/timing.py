@@ -22,7 +22,8 @@ import statistics
 import sys
 import time
 import tracemalloc
-from typing import Any, Callable, Dict, List, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from rpc_capture import Call
 
@@ -110,7 +111,9 @@ def _encodable(codec: Codec, sample: List[Call]) -> tuple:
     calls, payloads = [], []
     sessions: Dict[Any, Codec] = {}
     for call in sample:
-        session = sessions.setdefault(call.conn, codec.connection()) if codec.per_connection else codec
+        session = codec
+        if codec.per_connection:
+            session = sessions.get(call.conn) or sessions.setdefault(call.conn, codec.connection())
         try:
             data = session.encode(call)
         except Exception:
@@ -121,21 +124,28 @@ def _encodable(codec: Codec, sample: List[Call]) -> tuple:
     return calls, payloads
 
 
+@contextmanager
+def _gc_paused(keep_gc: bool = False) -> Iterator[None]:
+    """The garbage collector off for a timed region (unless ``keep_gc``), as it was afterwards."""
+    was_on = gc.isenabled()
+    if not keep_gc:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def time_batch(func: Callable[[Any], Any], items: List[Any], loops: int, gc_enabled: bool = False) -> int:
     """ns for ``loops`` replays of ``func`` over ``items``: one timer pair around the lot."""
     timer = time.perf_counter_ns
-    gc_was_on = gc.isenabled()
-    if not gc_enabled:
-        gc.disable()
-    try:
+    with _gc_paused(gc_enabled):
         t0 = timer()
         for _ in range(loops):
             for item in items:
                 func(item)
         return timer() - t0
-    finally:
-        if gc_was_on:
-            gc.enable()
 
 
 def _time_per_connection(codec: Codec, items: List[Any], loops: int, op: str, gc_enabled: bool) -> int:
@@ -144,26 +154,20 @@ def _time_per_connection(codec: Codec, items: List[Any], loops: int, op: str, gc
     ``items`` are calls (encode) or ``(conn, data)`` pairs (decode), in trace order.
     """
     timer = time.perf_counter_ns
+    conns = list(dict.fromkeys(item.conn if op == "encode" else item[0] for item in items))
     total = 0
-    gc_was_on = gc.isenabled()
-    if not gc_enabled:
-        gc.disable()
-    try:
+    with _gc_paused(gc_enabled):
         for _ in range(loops):
+            funcs = {conn: getattr(codec.connection(), op) for conn in conns}
             if op == "encode":
-                funcs = {conn: codec.connection().encode for conn in dict.fromkeys(call.conn for call in items)}
                 t0 = timer()
                 for call in items:
                     funcs[call.conn](call)
             else:
-                funcs = {conn: codec.connection().decode for conn, _ in items}
                 t0 = timer()
                 for conn, data in items:
                     funcs[conn](data)
             total += timer() - t0
-    finally:
-        if gc_was_on:
-            gc.enable()
     return total
 
 
@@ -182,17 +186,12 @@ def _per_call_ns(func: Callable[[Any], Any], items: List[Any], overhead: float) 
     timer = time.perf_counter_ns
     out = []
     append = out.append
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
+    with _gc_paused():
         for item in items:
             t0 = timer()
             func(item)
             t1 = timer()
             append(max(t1 - t0 - overhead, 0.0))
-    finally:
-        if gc_was_on:
-            gc.enable()
     return out
 
 
