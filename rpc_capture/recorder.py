@@ -530,13 +530,8 @@ class Recorder:
                 if n:
                     if n > self._queue_peak:
                         self._queue_peak = n
-                    k = n if n < _BATCH else _BATCH
-                    self._in_flight = k
-                    batch = [popleft() for _ in range(k)]
-                    self._write_batch(batch)
+                    k = self._write_next(popleft)
                     dirty = True
-                    if self._rotating and self._error is None and self._should_rotate():
-                        self._rotate()
                     if self._error is not None:
                         return
                     if k == _BATCH and not self._flush_waiters and monotonic() < next_flush:
@@ -579,13 +574,17 @@ class Recorder:
 
     def _drain(self, popleft: Callable[[], tuple]) -> None:
         """Write everything queued now (used by flush() and close())."""
-        q = self._queue
-        while q and self._error is None:
-            k = min(len(q), _BATCH)
-            self._in_flight = k
-            self._write_batch([popleft() for _ in range(k)])
-            if self._rotating and self._error is None and self._should_rotate():
-                self._rotate()
+        while self._queue and self._error is None:
+            self._write_next(popleft)
+
+    def _write_next(self, popleft: Callable[[], tuple]) -> int:
+        """Write up to one batch of what is queued, rotating the file when due; returns the calls taken."""
+        k = min(len(self._queue), _BATCH)
+        self._in_flight = k
+        self._write_batch([popleft() for _ in range(k)])
+        if self._rotating and self._error is None and self._should_rotate():
+            self._rotate()
+        return k
 
     def _write_batch(self, batch: List[tuple]) -> None:
         out = bytearray()
