@@ -300,7 +300,7 @@ def _round_range(t: Timing) -> Tuple[float, float]:
 
 def _base_result(suite: Suite, series: str) -> Optional[CodecResult]:
     """The uncompressed codec of a series (``json`` for ``json+zlib``), if measured."""
-    base = next((r for r in suite.results if r.codec == series.split("+")[0]), None)
+    base = suite.find(series.split("+")[0])
     return base if base and base.sizes and base.encode else None
 
 

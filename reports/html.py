@@ -364,7 +364,7 @@ def _winners(suite: Suite) -> Dict[str, Tuple[CodecResult, str]]:
 
 def _comparisons(suite: Suite, notable: Sequence[CodecResult]) -> List[str]:
     """One plain sentence per notable codec (and json, bson): bytes and CPU relative to json and bson."""
-    refs = [r for r in (_find(suite, "json"), _find(suite, "bson")) if r and r.sizes and r.encode]
+    refs = [r for r in (suite.find("json"), suite.find("bson")) if r and r.sizes and r.encode]
     shown = {r.codec: r for r in (*notable, *refs) if r.sizes and r.encode}
     lines = []
     for r in shown.values():
@@ -424,7 +424,7 @@ def _methods_table(suite: Suite) -> str:
     """Each method's calls and share of calls, plus its share of bytes under the reference codec."""
     methods: Dict[str, int] = suite.trace.get("methods") or {}
     total_calls = sum(methods.values()) or 1
-    ref = _find(suite, suite.trace.get("bytes_reference") or "")
+    ref = suite.find(suite.trace.get("bytes_reference") or "")
     by_method = ref.by_method if ref else {}
     total_bytes = sum(m.get("bytes", 0) for m in by_method.values()) or 1
     head = ["method", "calls", "% of calls"]
@@ -582,6 +582,3 @@ def _bytes(n: Optional[int]) -> Optional[str]:
 def _classes(numeric: bool, alarm: bool) -> str:
     return " ".join(c for c, on in (("num", numeric), ("alarm", alarm)) if on)
 
-
-def _find(suite: Suite, codec: str) -> Optional[CodecResult]:
-    return next((r for r in suite.results if r.codec == codec), None)

@@ -97,7 +97,7 @@ def unstable_summary(suite: Suite) -> Optional[str]:
 
 def json_sizes(suite: Suite) -> Optional[float]:
     """Mean bytes per call of the ``json`` codec, the usual baseline, if it was measured."""
-    ref = next((r for r in suite.results if r.codec == "json"), None)
+    ref = suite.find("json")
     return ref.sizes.mean if ref and ref.sizes else None
 
 
@@ -117,13 +117,13 @@ def columns(suite: Suite) -> List[Column]:
     ]
     if json_mean:
         cols.append(Column("x json", True, lambda r: fmt_ratio(r.sizes.mean / json_mean) if r.sizes else MISSING))
-    json_result = next((r for r in suite.results if r.codec == "json" and r.encode and r.decode), None)
+    json_result = suite.find("json")
     for kind in ("encode", "decode"):
         cols += [
             Column(f"{kind} µs", True, lambda r, k=kind: fmt_us(_timing(r, k).median_us) if _timing(r, k) else MISSING),
             Column("±", True, lambda r, k=kind: _pct(_timing(r, k).spread_pct) if _timing(r, k) else MISSING),
         ]
-        if json_result:
+        if json_result and json_result.encode and json_result.decode:
             cols.append(Column(f"{kind[:3]}/json", True, lambda r, k=kind: cpu_ratio(r, json_result, k)))
     cols.append(Column("note", False, _note, lambda r: bool(r.error or unstable(r))))
     return cols

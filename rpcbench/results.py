@@ -171,12 +171,16 @@ class Suite:
     trace: Dict[str, Any]
     results: Tuple[CodecResult, ...]
 
+    def find(self, codec: str) -> Optional[CodecResult]:
+        """The result for a codec id, or None if it wasn't run."""
+        return next((r for r in self.results if r.codec == codec), None)
+
     def result(self, codec: str) -> CodecResult:
         """The result for a codec id (KeyError if it wasn't run)."""
-        for r in self.results:
-            if r.codec == codec:
-                return r
-        raise KeyError(codec)
+        found = self.find(codec)
+        if found is None:
+            raise KeyError(codec)
+        return found
 
     def to_json(self) -> Dict[str, Any]:
         """Plain JSON data, with the derived headline figures added for other tools."""
