@@ -581,4 +581,3 @@ def _bytes(n: Optional[int]) -> Optional[str]:
 
 def _classes(numeric: bool, alarm: bool) -> str:
     return " ".join(c for c, on in (("num", numeric), ("alarm", alarm)) if on)
-
