@@ -1,8 +1,9 @@
 """Record a live server's RPC calls into trace files without slowing the server down.
 
 The calling (game) thread only takes a timestamp and appends a tuple to a bounded
-queue; one background writer thread encodes the calls in batches and writes them, one
-write per batch, flushing at least every ``flush_interval`` seconds. A full queue drops
+queue; one background writer thread encodes the calls in batches of up to 128 (one
+``marshal`` call each, in C) and writes them, one write per batch, flushing at least
+every ``flush_interval`` seconds. A full queue drops
 the call and counts it, it never blocks and never grows. Nothing raises into the game
 code (only bad options, from the constructor): a file that cannot be created or written
 (disk full...) stops recording with one logged error and every lost call counted. See
@@ -42,10 +43,10 @@ import sys
 import threading
 import time
 import zlib
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from .call import C2S, DIRECTIONS
-from .trace import TraceWriter, encode_call_into
+from .trace import BATCH_CALLS, TraceWriter, encode_batch, recordable
 
 log = logging.getLogger("rpc_capture")
 
@@ -64,7 +65,6 @@ COUNTERS = (
     "dropped_write_error",  # lost because writing failed (in the failed batch, queued, or offered afterwards)
 )
 
-_BATCH = 512  #: most calls encoded per batch: ~2 ms of work, so the game thread gets the GIL back soon
 _ATOMIC = frozenset((int, float, str, bytes, bool, type(None)))  #: immutable leaves copy_args shares
 _LOGGED_UNRECORDABLE = 5  #: unrecordable calls logged individually, then only counted
 
@@ -534,7 +534,7 @@ class Recorder:
                     dirty = True
                     if self._error is not None:
                         return
-                    if k == _BATCH and not self._flush_waiters and monotonic() < next_flush:
+                    if k == BATCH_CALLS and not self._flush_waiters and monotonic() < next_flush:
                         continue
                 if self._flush_waiters:
                     with self._lock:
@@ -579,7 +579,7 @@ class Recorder:
 
     def _write_next(self, popleft: Callable[[], tuple]) -> int:
         """Write up to one batch of what is queued, rotating the file when due; returns the calls taken."""
-        k = min(len(self._queue), _BATCH)
+        k = min(len(self._queue), BATCH_CALLS)
         self._in_flight = k
         self._write_batch([popleft() for _ in range(k)])
         if self._rotating and self._error is None and self._should_rotate():
@@ -587,20 +587,10 @@ class Recorder:
         return k
 
     def _write_batch(self, batch: List[tuple]) -> None:
-        out = bytearray()
-        ok = 0
-        for item in batch:
-            try:
-                encode_call_into(out, item)
-                ok += 1
-            except Exception as e:  # noqa: BLE001 - any user object may fail to encode
-                self._unrecordable += 1
-                if self._unrecordable <= _LOGGED_UNRECORDABLE:
-                    log.warning("rpc_capture: call %r not recorded: %s%s", item[0], e,
-                                " (further unrecordable calls are only counted)" if self._unrecordable == _LOGGED_UNRECORDABLE else "")
+        data, ok = self._encode(batch)
         try:
             if ok:
-                self._writer.write_records(out, ok)  # type: ignore[union-attr]
+                self._writer.write_records(data, ok)  # type: ignore[union-attr]
         except BaseException as e:  # noqa: BLE001
             self._in_flight = 0
             self._write_lost += ok
@@ -608,8 +598,27 @@ class Recorder:
             return
         self._in_flight = 0
         self._recorded += ok
-        self._bytes += len(out)
-        self._file_bytes += len(out)
+        self._bytes += len(data)
+        self._file_bytes += len(data)
+
+    def _encode(self, batch: List[tuple]) -> Tuple[bytes, int]:
+        """The records for a batch and how many calls they hold: one ``marshal`` call when
+        every value is of an exact builtin type, else call by call (subclasses such as
+        ``IntEnum`` converted, calls that can't be recorded counted and skipped)."""
+        try:
+            return encode_batch(batch), len(batch)
+        except Exception:  # noqa: BLE001 - a user object may fail in any way
+            pass
+        good = []
+        for call in batch:
+            try:
+                good.append(recordable(call))
+            except Exception as e:  # noqa: BLE001
+                self._unrecordable += 1
+                if self._unrecordable <= _LOGGED_UNRECORDABLE:
+                    log.warning("rpc_capture: call %r not recorded: %s%s", call[0], e,
+                                " (further unrecordable calls are only counted)" if self._unrecordable == _LOGGED_UNRECORDABLE else "")
+        return (encode_batch(good) if good else b""), len(good)
 
     def _should_rotate(self) -> bool:
         return (self.rotate_bytes is not None and self._file_bytes >= self.rotate_bytes) or (

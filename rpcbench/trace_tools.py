@@ -349,7 +349,10 @@ def write_selection(args: argparse.Namespace) -> int:
             n = 0
             with open(tmp, "w", encoding="utf-8") as f:
                 for call in calls:
-                    f.write(json_line(call))
+                    try:
+                        f.write(json_line(call))
+                    except (TypeError, ValueError) as e:
+                        raise BenchError(f"{args.input}: call {n + 1} ({call.method!r}) has no JSON Lines form: {e}") from None
                     n += 1
         else:
             level = args.compress if args.compress is not None else (6 if args.output.endswith(".gz") else None)

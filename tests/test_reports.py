@@ -133,7 +133,7 @@ def make_suite(hostile: bool = False, zlib_levels: bool = True) -> Suite:
         results[0] = dataclasses.replace(results[0], by_method={**results[0].by_method,
                                                                 HOSTILE_METHOD: {"calls": 7, "bytes": 900}},
                                          latency=latency)
-    trace = {"path": "traces/battle-0612.rpctrace", "format": "rpctrace v1", "calls": CALLS,
+    trace = {"path": "traces/battle-0612.rpctrace", "format": "rpctrace v2", "calls": CALLS,
              "sha256": "9f2c" * 16, "file_bytes": 4_822_113, "metadata": metadata, "methods": methods,
              "directions": {"c2s": 7_300, "s2c": 12_700}, "connections": 10, "duration_s": 612.4,
              "truncated_bytes": 0,

@@ -1,0 +1,230 @@
+"""How a trace stores values: CPython's ``marshal`` format, version 4, data types only.
+
+Writers use ``marshal.dumps(value, 4)``, which runs in C: that is what lets the
+recorder's writer thread keep up with a busy server (a pure-Python encoder cost about
+6 us per call, ``marshal`` about 0.6). Readers never call ``marshal.loads``, which is
+not safe on untrusted input; :func:`load` is a small pure-Python decoder for the data
+subset that checks every length against the bytes present, refuses code objects,
+back-references that would make a cycle and nesting beyond :data:`MAX_DEPTH`. The
+byte-level description is in ``docs/trace-format.md``.
+
+The values: None, bool, int (any size), float, complex, str (lone surrogates kept),
+bytes, tuple, list, dict (any hashable keys), set, frozenset, and marshal's two
+singletons Ellipsis and StopIteration. :func:`plain` turns subclasses (``IntEnum``,
+named tuples, ``OrderedDict``...) and bytes-like objects into those exact types.
+"""
+
+from __future__ import annotations
+
+import marshal
+import struct
+from typing import Any, List, Tuple
+
+VERSION = 4  #: the marshal format version written and read
+MAX_DEPTH = 2000  #: deepest nesting of containers: what marshal itself writes at most
+
+_I32 = struct.Struct("<i")
+_F64 = struct.Struct("<d")
+_C128 = struct.Struct("<dd")
+_unpack_i32 = _I32.unpack_from
+_unpack_f64 = _F64.unpack_from
+
+FLAG_REF = 0x80  #: set on a type code: the value gets the next back-reference index
+# type codes (ASCII characters, as in CPython's Python/marshal.c)
+NULL, NONE, FALSE, TRUE, ELLIPSIS, STOPITER = b"0NFT.S"
+INT, LONG, BINARY_FLOAT, BINARY_COMPLEX = b"ilgy"
+BYTES, UNICODE, INTERNED, ASCII, ASCII_INTERNED, SHORT_ASCII, SHORT_ASCII_INTERNED = b"sutaAzZ"
+TUPLE, SMALL_TUPLE, LIST, DICT, SET, FROZENSET, REF = b"()[{<>r"
+
+_UNFINISHED = object()  #: marks the back-reference slot of a container still being read
+
+
+def dump(value: Any) -> bytes:
+    """Encode ``value``; ValueError if it holds a type marshal cannot write (see :func:`plain`)."""
+    return marshal.dumps(value, VERSION)
+
+
+def load(buf: bytes, pos: int = 0) -> Tuple[Any, int]:
+    """Decode one value from ``buf`` at ``pos``; return ``(value, next_pos)``.
+
+    Raises ValueError on anything malformed, never allocates more than ``buf`` can hold.
+    Iterative, so any depth marshal writes is read without deep recursion.
+    """
+    try:
+        return _load(buf, pos)
+    except (IndexError, struct.error):
+        raise ValueError("value runs past the end of the record") from None
+    except TypeError as e:  # an unhashable dict key or set item
+        raise ValueError(str(e)) from None
+
+
+def _size(buf: bytes, pos: int) -> int:
+    n = _unpack_i32(buf, pos)[0]
+    if n < 0:
+        raise ValueError(f"negative length {n}")
+    return n
+
+
+def _load(buf: bytes, pos: int) -> Tuple[Any, int]:  # noqa: C901 - one flat loop, for speed
+    refs: List[Any] = []  # back-reference targets, in the order marshal numbered them
+    stack: List[list] = []  # open containers: [code, items, items left (a dict: its pending key), ref slot]
+    while True:
+        slot = -1
+        top = stack[-1] if stack else None
+        if top is not None and top[0] == DICT and top[2] is _NO_KEY and buf[pos] == NULL:
+            stack.pop()
+            value, slot, pos = top[1], top[3], pos + 1
+        else:
+            code = buf[pos]
+            pos += 1
+            if code & FLAG_REF:
+                code &= 0x7F
+                if code == REF:
+                    raise ValueError("back-reference with the reference flag set")
+                slot = len(refs)
+                refs.append(_UNFINISHED)
+            if code == REF:
+                value, pos = _back_reference(refs, buf, pos)
+            elif code == SHORT_ASCII or code == SHORT_ASCII_INTERNED:
+                end = pos + 1 + buf[pos]
+                if end > len(buf):
+                    raise ValueError("string runs past the end of the record")
+                value, pos = buf[pos + 1:end].decode("ascii"), end
+            elif code == INT:
+                value, pos = _unpack_i32(buf, pos)[0], pos + 4
+            elif code == BINARY_FLOAT:
+                value, pos = _unpack_f64(buf, pos)[0], pos + 8
+            elif code in _CONTAINERS:
+                if len(stack) >= MAX_DEPTH:
+                    raise ValueError(f"value nested deeper than {MAX_DEPTH} levels")
+                if code == DICT:
+                    stack.append([DICT, {}, _NO_KEY, slot])
+                    continue
+                n, pos = (buf[pos], pos + 1) if code == SMALL_TUPLE else (_size(buf, pos), pos + 4)
+                if n > len(buf) - pos:  # every item takes a byte at least: refused before allocating
+                    raise ValueError(f"container claims {n} items but the record has {len(buf) - pos} bytes left")
+                if n:
+                    stack.append([code, [], n, slot])
+                    continue
+                value = _finish(code, [])
+            else:
+                value, pos = _rare_atom(code, buf, pos)
+        while True:  # the value is complete: hand it to its container, closing those it completes
+            if slot >= 0:
+                refs[slot] = value
+            if not stack:
+                return value, pos
+            top = stack[-1]
+            if top[0] == DICT:
+                if top[2] is _NO_KEY:
+                    top[2] = value
+                else:
+                    top[1][top[2]] = value
+                    top[2] = _NO_KEY
+                break
+            top[1].append(value)
+            top[2] -= 1
+            if top[2]:
+                break
+            stack.pop()
+            value, slot = _finish(top[0], top[1]), top[3]
+
+
+_CONTAINERS = frozenset((DICT, LIST, TUPLE, SMALL_TUPLE, SET, FROZENSET))
+_NO_KEY = object()  #: an open dict's pending key when the next value read is a key
+
+
+def _finish(code: int, items: list) -> Any:
+    if code == LIST:
+        return items
+    if code == TUPLE or code == SMALL_TUPLE:
+        return tuple(items)
+    return set(items) if code == SET else frozenset(items)
+
+
+def _back_reference(refs: List[Any], buf: bytes, pos: int) -> Tuple[Any, int]:
+    i = _size(buf, pos)
+    if i >= len(refs) or refs[i] is _UNFINISHED:
+        raise ValueError(f"back-reference {i} to a value not read yet, or to a container from inside it")
+    return refs[i], pos + 4
+
+
+def _rare_atom(code: int, buf: bytes, pos: int) -> Tuple[Any, int]:
+    """The less frequent scalar codes: returns ``(value, next_pos)``."""
+    if code == NONE:
+        return None, pos
+    if code == TRUE or code == FALSE:
+        return code == TRUE, pos
+    if code == LONG:
+        return _load_long(buf, pos)
+    if code in _SIZED:
+        end = pos + 4 + _size(buf, pos)
+        if end > len(buf):
+            raise ValueError("string runs past the end of the record")
+        raw = buf[pos + 4:end]
+        if code == BYTES:
+            return bytes(raw), end
+        return raw.decode("utf-8" if code == UNICODE or code == INTERNED else "ascii", "surrogatepass"), end
+    if code == BINARY_COMPLEX:
+        return complex(*_C128.unpack_from(buf, pos)), pos + 16
+    if code == ELLIPSIS or code == STOPITER:
+        return (... if code == ELLIPSIS else StopIteration), pos
+    raise ValueError(f"unsupported marshal type code 0x{code:02x}")
+
+
+_SIZED = frozenset((UNICODE, INTERNED, ASCII, ASCII_INTERNED, BYTES))
+
+
+def _load_long(buf: bytes, pos: int) -> Tuple[int, int]:
+    """An int as marshal writes it beyond 32 bits: signed digit count, base-2**15 digits, least first."""
+    n = _unpack_i32(buf, pos)[0]
+    size = abs(n)
+    pos += 4
+    if size > (len(buf) - pos) // 2:
+        raise ValueError(f"int claims {size} digits but the record has {len(buf) - pos} bytes left")
+    digits = struct.unpack_from(f"<{size}H", buf, pos)
+    if size and not digits[-1]:
+        raise ValueError("int with a leading zero digit")
+    value = 0
+    for d in reversed(digits):
+        if d >> 15:
+            raise ValueError(f"int digit {d} out of range")
+        value = value << 15 | d
+    return (-value if n < 0 else value), pos + 2 * size
+
+
+_ATOMS = frozenset((type(None), bool, int, float, complex, str, bytes))
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every part an exact type :func:`dump` writes: subclasses become their
+    base type (``IntEnum`` -> int, named tuple -> tuple, ``OrderedDict`` -> dict), bytearray
+    and memoryview become bytes. TypeError for anything else, ValueError if nested too deep."""
+    try:
+        return _plain(value)
+    except RecursionError:
+        raise ValueError("value nested too deeply to record") from None
+
+
+def _plain(value: Any) -> Any:
+    t = type(value)
+    if t in _ATOMS or value is ... or value is StopIteration:
+        return value
+    atoms = _ATOMS  # exact-type items are taken as they are, without a call: most of the speed
+    if t is dict:
+        return {k if type(k) in atoms else _plain(k): v if type(v) in atoms else _plain(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in atoms else _plain(v) for v in value]
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    for base in (list, tuple, set, frozenset):
+        if isinstance(value, base):
+            return base(_plain(v) for v in value)
+    for base in (int, float, str):  # exact copies, whatever __str__ and friends were overridden to say
+        if isinstance(value, base):
+            return getattr(base, f"__{base.__name__}__")(value)
+    if isinstance(value, complex):
+        return complex(float(value.real), float(value.imag))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"cannot record a value of type {t.__name__}")
