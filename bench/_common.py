@@ -4,6 +4,7 @@
   two ``perf_counter_ns`` reads, GC off) that overhead.py and agreement.py hold the
   harness against;
 * :func:`run_bench`: one ``run_bench.py`` run in a subprocess, its results loaded;
+* :func:`host_states`: timings split into the host's fast and slow state (see there);
 * :func:`table`: a plain aligned text table.
 """
 
@@ -91,6 +92,24 @@ def run_bench(args: List[str], out: str, capture: bool = True) -> Tuple[Any, flo
     if proc.returncode:
         raise SystemExit(f"run_bench.py {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     return results.load(out), wall
+
+
+#: A timing more than this factor above the fastest of its pool ran in the host's slow state. On the shared
+#: 2-vCPU KVM this was built on, the host switches between a fast and a slow state in phases of a second or
+#: more (nothing inside the VM causes it: both vCPUs idle, no steal time, thread CPU time = wall time). The slow
+#: state costs every codec 1.4-2.1x, and not by the same factor: msgpack 2.0x, json 1.7x, msgpack+zlib-1 1.5x,
+#: so msgpack/json is 0.14 in one state and 0.17 in the other. Every timing lands clearly on one side of 1.25.
+SLOW_STATE_FACTOR = 1.25
+
+
+def host_states(values: Sequence[float], floor: float) -> Tuple[List[float], List[float]]:
+    """``values`` split into (fast, slow): fast ones within :data:`SLOW_STATE_FACTOR` of ``floor``.
+
+    ``floor`` is the fastest value of everything being compared (both tools, every run),
+    so that all sides are split at the same absolute threshold.
+    """
+    limit = floor * SLOW_STATE_FACTOR
+    return [v for v in values if v <= limit], [v for v in values if v > limit]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
