@@ -24,6 +24,7 @@ sys.path.insert(0, str(REPO))
 from rpc_capture import TraceWriter, open_trace  # noqa: E402
 from rpcbench import results  # noqa: E402
 from rpcbench.bench_cmd import DEFAULT_CODECS  # noqa: E402
+from rpcbench.results import SLOW_STATE_FACTOR  # noqa: E402
 
 BUNDLED_TRACE = str(REPO / "samples" / "battle.rpct")
 DEFAULT_IDS = ",".join(DEFAULT_CODECS)
@@ -94,16 +95,9 @@ def run_bench(args: List[str], out: str, capture: bool = True) -> Tuple[Any, flo
     return results.load(out), wall
 
 
-#: A timing more than this factor above the fastest of its pool ran in the host's slow state. On the shared
-#: 2-vCPU KVM this was built on, the host switches between a fast and a slow state in phases of a second or
-#: more (nothing inside the VM causes it: both vCPUs idle, no steal time, thread CPU time = wall time). The slow
-#: state costs every codec 1.4-2.1x, and not by the same factor: msgpack 2.0x, json 1.7x, msgpack+zlib-1 1.5x,
-#: so msgpack/json is 0.14 in one state and 0.17 in the other. Every timing lands clearly on one side of 1.25.
-SLOW_STATE_FACTOR = 1.25
-
-
 def host_states(values: Sequence[float], floor: float) -> Tuple[List[float], List[float]]:
-    """``values`` split into (fast, slow): fast ones within :data:`SLOW_STATE_FACTOR` of ``floor``.
+    """``values`` split into (fast, slow): fast ones within ``SLOW_STATE_FACTOR`` of ``floor``
+    (the harness's own threshold, :data:`rpcbench.results.SLOW_STATE_FACTOR`, which says why).
 
     ``floor`` is the fastest value of everything being compared (both tools, every run),
     so that all sides are split at the same absolute threshold.

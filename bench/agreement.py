@@ -19,7 +19,7 @@ reference, the plain medians over everything (harness rounds of both runs, pyper
 values of all its processes) and their difference.
 
 Why state-matched: on a host that switches between a fast and a slow state in phases of
-a second or more (``_common.SLOW_STATE_FACTOR``), each pyperf worker process, and each
+a second or more (``rpcbench.results.SLOW_STATE_FACTOR``), each pyperf worker process, and each
 stretch of harness rounds, lands in one state or the other, and the slow state is 1.4-2.1x
 slower depending on the codec. A plain median over all values then reports whichever
 state had the larger share of that tool's time, and the two tools, run at different

@@ -14,7 +14,7 @@ the encode (and decode) us per call of each run and their max/min:
 
 The issue's target is relative max/min <= 1.10 for every codec. The worst codec is named.
 
-Host state: a host that switches between a fast and a slow state (``_common.SLOW_STATE_FACTOR``)
+Host state: a host that switches between a fast and a slow state (``rpcbench.results.SLOW_STATE_FACTOR``)
 slows codecs by different factors (msgpack 2.0x, json 1.7x), so the relative figure of a
 run depends on the share of its rounds each state got, and runs with different shares
 disagree although nothing in the harness changed. Each run's line shows the share of
@@ -35,6 +35,7 @@ import sys
 import tempfile
 
 import _common
+from rpcbench.results import SLOW_STATE_FACTOR
 
 TARGET = 1.10
 
@@ -105,7 +106,7 @@ def state_matched(cid: str, suites: list, op: str) -> str:
     ref = [getattr(s.result("json"), op).rounds_ns for s in suites]
     if any(len(a) != len(b) for a, b in zip(mine, ref)):
         return "-"
-    floors = min(min(r) for r in mine) * _common.SLOW_STATE_FACTOR, min(min(r) for r in ref) * _common.SLOW_STATE_FACTOR
+    floors = min(min(r) for r in mine) * SLOW_STATE_FACTOR, min(min(r) for r in ref) * SLOW_STATE_FACTOR
     best = None
     for label, fast in (("F", True), ("S", False)):
         per_run = [[x / y for x, y in zip(a, b) if (x <= floors[0]) == fast and (y <= floors[1]) == fast]

@@ -34,13 +34,14 @@ import time
 from pathlib import Path
 
 import _common
+from rpc_capture.trace import VERSION as TRACE_VERSION
 
 TIME = "/usr/bin/time"
 
 
 def trace_for(calls: int, cache: Path, seed: int) -> Path:
-    """The cached trace of ``calls`` calls, generated on first use."""
-    path = cache / f"battle-{calls}-s{seed}.rpct"
+    """The cached trace of ``calls`` calls, generated on first use (and again after a trace format change)."""
+    path = cache / f"battle-{calls}-s{seed}-v{TRACE_VERSION}.rpct"
     if not path.exists():
         cache.mkdir(parents=True, exist_ok=True)
         part = path.with_name(path.stem + ".part.rpct")

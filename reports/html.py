@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from rpcbench.results import CodecResult, Suite
 
 from .table import (MISSING, UNSTABLE_STDEV_PCT, Column, columns, fmt_bytes, fmt_count, fmt_ratio, fmt_us, footnotes,
-                    latency_column, latency_us, memory_column, shown, undeclared, unstable_summary)
+                    latency_column, latency_us, memory_column, shown, state_summary, undeclared, unstable_summary)
 
 CHART_CAPTIONS = {
     "bytes": "Bytes per call: bar = mean over every call of the trace; the grey line runs from the median (p50, "
@@ -411,6 +411,9 @@ def _warnings(suite: Suite) -> List[str]:
     shaky = unstable_summary(suite)
     if shaky:
         notes.append(f"Unstable timings: {shaky}")
+    states = state_summary(suite)
+    if states:
+        notes.append(f"Speed states: {states[0].upper()}{states[1:]}")
     recorder = suite.trace.get("recorder") or {}
     dropped = sum(v for k, v in recorder.items() if k.startswith("dropped") and isinstance(v, int))
     if dropped:

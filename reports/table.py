@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
-from rpcbench.results import CodecResult, Suite, Timing
+from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
 #: pyperf warns that a result "may be unstable" above this standard deviation (% of mean)
 UNSTABLE_STDEV_PCT = 10.0
@@ -95,6 +95,36 @@ def unstable_summary(suite: Suite) -> Optional[str]:
             f"or rerun on an idle machine.")
 
 
+STATE_GAP = 1.05  #: ratios to json this far apart between the machine's two speed states are worth a warning
+
+
+def state_summary(suite: Suite) -> Optional[str]:
+    """When the machine switched speed state during the run and codec ratios differ between
+    the states (see ``SLOW_STATE_FACTOR``): how often, and the codec most affected; else None."""
+    ref = suite.find("json")
+    if ref is None or ref.encode is None:
+        return None
+    gaps = []
+    for r in suite.results:
+        for kind in ("encode", "decode"):
+            mine, theirs = _timing(r, kind), _timing(ref, kind)
+            by_state = mine.ratio_by_state(theirs) if mine and theirs and r is not ref else {}
+            if by_state:
+                fast, slow = by_state["fast"][0], by_state["slow"][0]
+                gaps.append((max(fast, slow) / min(fast, slow), f"{r.codec} {kind}", fast, slow))
+    wide = [g for g in gaps if g[0] >= STATE_GAP]
+    if not wide:
+        return None
+    gap, name, fast, slow = max(wide)
+    slow_rounds = sum(ref.encode.slow_rounds)
+    return (f"the machine changed speed state during the run: {slow_rounds} of {len(ref.encode.rounds_ns)} json encode "
+            f"rounds ran over {SLOW_STATE_FACTOR:g}x slower than its fastest. Codecs do not slow down alike, so their "
+            f"ratios to json differ between the states by {STATE_GAP:g}x or more for {len(wide)} timings, most for {name}: "
+            f"{fmt_ratio(fast)} in fast rounds, {fmt_ratio(slow)} in slow ones ({gap:.2f}x apart). The table's ratios mix "
+            f"the states as this run happened to; compare runs made in the same state (results.json keeps every round), "
+            f"or rerun on an idle machine.")
+
+
 def json_sizes(suite: Suite) -> Optional[float]:
     """Mean bytes per call of the ``json`` codec, the usual baseline, if it was measured."""
     ref = suite.find("json")
@@ -144,6 +174,9 @@ def footnotes(suite: Suite) -> List[str]:
     shaky = unstable_summary(suite)
     if shaky:
         notes.append(f"unstable: {shaky}")
+    states = state_summary(suite)
+    if states:
+        notes.append(f"speed states: {states}")
     notes += [f"error: {r.codec}: {r.error}" for r in suite.results if r.error]
     return notes
 

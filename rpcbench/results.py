@@ -20,6 +20,15 @@ from .errors import BenchError
 
 SCHEMA_VERSION = 1
 
+#: A round more than this factor above the fastest round of its timing ran while the machine
+#: was in a slow state. Shared VMs switch between a fast and a slow state for a second or
+#: more at a time (on the 2-vCPU KVM rpcbench was built on: invisible from inside, no steal
+#: time, thread CPU time = wall time), and the slow state costs codecs 1.4-2.1x, not alike
+#: (msgpack 2.0x, json 1.7x), so a ratio between codecs differs between the states. Rounds
+#: fall clearly on one side of 1.25.
+SLOW_STATE_FACTOR = 1.25
+MIN_STATE_PAIRS = 5  #: round pairs needed in a state before a ratio is given for it
+
 CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
     "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only",
@@ -98,6 +107,32 @@ class Timing:
     def unstable(self) -> bool:
         """pyperf's rule: standard deviation over 10 % of the mean."""
         return self.stdev_pct > 10
+
+    @property
+    def slow_rounds(self) -> Tuple[bool, ...]:
+        """Per round: did it run in a slow state of the machine (over SLOW_STATE_FACTOR x the fastest)?
+
+        Only a run that saw both states tells them apart: in a run spent all in one, the
+        rounds sit together and none is slow.
+        """
+        limit = min(self.rounds_ns, default=0) * SLOW_STATE_FACTOR
+        return tuple(x > limit for x in self.rounds_ns)
+
+    def ratio_by_state(self, reference: "Timing") -> Dict[str, Tuple[float, int]]:
+        """:meth:`ratio_to` apart for the two machine states: ``{"fast": (ratio, pairs), "slow": ...}``.
+
+        A pair counts where both rounds of a turn ran in the same state; a state with fewer
+        than MIN_STATE_PAIRS such pairs is left out (so an empty dict: the run saw one state).
+        """
+        if len(self.rounds_ns) != len(reference.rounds_ns):
+            return {}
+        out = {}
+        pairs = list(zip(self.rounds_ns, reference.rounds_ns, self.slow_rounds, reference.slow_rounds))
+        for state, slow in (("fast", False), ("slow", True)):
+            ratios = [a / b for a, b, sa, sb in pairs if sa is slow and sb is slow]
+            if len(ratios) >= MIN_STATE_PAIRS:
+                out[state] = (statistics.median(ratios), len(ratios))
+        return out if len(out) == 2 else {}
 
 
 @dataclass(frozen=True)

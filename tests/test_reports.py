@@ -24,7 +24,7 @@ import pytest
 from reports import build
 from reports.charts import write_charts
 from reports.html import write_report
-from reports.table import fmt_us, format_table
+from reports.table import fmt_us, footnotes, format_table
 from rpcbench.results import CodecResult, Problem, Sizes, Suite, Timing, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -409,3 +409,37 @@ def test_format_table_adds_tails_and_allocations(suite: Suite) -> None:
     assert stream.split()[1:] == ["-"] * 7
     assert lines[-1].startswith("-: not measured")
     assert max(len(line) for line in lines[start:]) <= 150
+
+
+# ---------------------------------------------------------------------------------- machine speed states
+
+
+def two_state_timings(fast_ratio: float, slow_ratio: float):
+    """json and msgpack over 40 turns, the machine slow (json 1.7x) in turns 10-29; msgpack's ratio per state as given."""
+    slow = [10 <= i < 30 for i in range(40)]
+    ref = Timing(tuple(8_500.0 if s else 5_000.0 for s in slow), calls=1000, loops=1)
+    mine = Timing(tuple(8_500.0 * slow_ratio if s else 5_000.0 * fast_ratio for s in slow), calls=1000, loops=1)
+    return ref, mine
+
+
+def test_rounds_in_the_slow_state_and_the_ratio_in_each_state():
+    ref, mine = two_state_timings(0.147, 0.176)
+    assert sum(ref.slow_rounds) == 20 and ref.slow_rounds[10] and not ref.slow_rounds[9]
+    by_state = mine.ratio_by_state(ref)
+    assert by_state["fast"] == (pytest.approx(0.147), 20) and by_state["slow"] == (pytest.approx(0.176), 20)
+    one_state = Timing(tuple(5_000.0 * (1 + i % 3 / 100) for i in range(40)), calls=1000, loops=1)
+    assert not any(one_state.slow_rounds) and one_state.ratio_by_state(one_state) == {}
+
+
+def test_the_table_warns_when_ratios_differ_between_speed_states():
+    def suite_of(json_timing: Timing, msgpack_timing: Timing) -> Suite:
+        json = dataclasses.replace(make_suite().results[0], encode=json_timing, decode=None)
+        return dataclasses.replace(make_suite(), results=(json, dataclasses.replace(json, codec="msgpack", encode=msgpack_timing)))
+
+    def state_notes(suite: Suite) -> list:
+        return [n for n in footnotes(suite) if n.startswith("speed states:")]
+
+    [note] = state_notes(suite_of(*two_state_timings(0.147, 0.176)))
+    assert "20 of 40 json encode rounds ran over 1.25x slower" in note
+    assert "most for msgpack encode: 0.15x in fast rounds, 0.18x in slow ones (1.20x apart)" in note
+    assert state_notes(suite_of(*two_state_timings(0.15, 0.15))) == []
