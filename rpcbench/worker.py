@@ -3,13 +3,14 @@
 The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE -- <the run's options>``.
 The zygote sets up the codecs from the same options as the parent (plugin files, proto
 schemas) and reads the timing sample once; no codec has run in it. Then, for each of
-``processes`` generations, it forks one child per codec. Each child warms up and
-calibrates its codec, then waits; the zygote tells the children in turn to run one
-round (the starting codec rotating each round), so machine drift hits every codec alike
-while each codec's heap, caches and garbage stay in its own process. Only one child
-runs at a time: on a small machine, parallel timing would measure contention. At the
-end each child sends its figures (plus tails and allocations, in the first generation)
-and exits, and the next generation starts from the pristine zygote again.
+``processes`` generations, it forks one child per codec. Each child encodes the sample
+with its codec, warms up and calibrates it, then waits; the zygote tells the children
+in turn to run one round (the starting codec rotating each round), so machine drift
+hits every codec alike while each codec's heap, caches and garbage stay in its own
+process. Only one child runs at a time: on a small machine, parallel timing would
+measure contention. At the end each child sends its figures (plus tails and
+allocations, in the first generation) and exits, and the next generation starts from
+the pristine zygote again.
 
 Protocol: the parent sends one JSON line (the plan) on the zygote's stdin; the zygote
 answers ``progress <text>`` lines and finally one JSON line ``{codec: result}``.
@@ -17,6 +18,7 @@ answers ``progress <text>`` lines and finally one JSON line ``{codec: result}``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -60,18 +62,18 @@ def time_in_processes(sample_path: str, argv: List[str], plan: Dict[str, Any],
 class Child:
     """The zygote's handle on one forked codec process: send a command, read one JSON reply."""
 
-    def __init__(self, job: TimingJob, plan: Dict[str, Any]) -> None:
+    def __init__(self, codec: str, make_job: Callable[[], TimingJob], plan: Dict[str, Any]) -> None:
         to_child, self._to_child = os.pipe()
         self._from_child, from_child = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
             os.close(self._to_child)
             os.close(self._from_child)
-            _child_loop(job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
+            _child_loop(make_job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
             os._exit(0)
         os.close(to_child)
         os.close(from_child)
-        self.codec = job.codec.name
+        self.codec = codec
         self._out = os.fdopen(self._to_child, "w")
         self._in = os.fdopen(self._from_child)
 
@@ -95,10 +97,13 @@ class Child:
         os.waitpid(self.pid, 0)
 
 
-def _child_loop(job: TimingJob, plan: Dict[str, Any], commands: Any, replies: Any) -> None:
-    """In the child: obey warmup / round / finish until told to finish or the pipe closes."""
+def _child_loop(make_job: Callable[[], TimingJob], plan: Dict[str, Any], commands: Any, replies: Any) -> None:
+    """In the child: build the codec's timing job (encoding the sample here, not in the
+    zygote), then obey warmup / round / finish until told to finish or the pipe closes."""
+    job: Optional[TimingJob] = None
     for command in commands:
         try:
+            job = job or make_job()
             answer = _obey(job, plan, command.strip())
         except BaseException as e:  # reported as this codec's error; the others carry on
             answer = {"error": f"timing stopped: {type(e).__name__}: {e}"}
@@ -135,7 +140,7 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
     try:
         for name in plan["codecs"]:
             print(f"progress timing {tag}: warming up {name}", flush=True)
-            child = Child(TimingJob(codecs[name], sample, gc_enabled=plan["gc"]), plan)
+            child = Child(name, functools.partial(TimingJob, codecs[name], sample, gc_enabled=plan["gc"]), plan)
             reply = child.ask("warmup")
             if "error" in reply:
                 answers[name] = reply
