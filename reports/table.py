@@ -91,7 +91,7 @@ def unstable_summary(suite: Suite) -> Optional[str]:
     return (f"{len(shaky)} of {timed} timings have rounds whose standard deviation exceeds "
             f"{UNSTABLE_STDEV_PCT:.0f}% of their mean (pyperf's threshold; worst: {shaky[0][1]} "
             f"{shaky[0][0]:.1f}%): absolute µs move with the machine's speed. The enc/json and dec/json ratios pair "
-            f"each round with json's round of the same turn, which cancels that drift; compare codecs with them, "
+            f"each round with json's round of the same turn, which cancels drift that slows every codec alike; compare codecs with them, "
             f"or rerun on an idle machine.")
 
 
@@ -119,7 +119,8 @@ def state_summary(suite: Suite) -> Optional[str]:
     slow_rounds = sum(ref.encode.slow_rounds)
     return (f"the machine changed speed state during the run: {slow_rounds} of {len(ref.encode.rounds_ns)} json encode "
             f"rounds ran over {SLOW_STATE_FACTOR:g}x slower than its fastest. Codecs do not slow down alike, so their "
-            f"ratios to json differ between the states by {STATE_GAP:g}x or more for {len(wide)} timings, most for {name}: "
+            f"ratios to json differ between the states by {STATE_GAP:g}x or more for {len(wide)} "
+            f"timing{'s' if len(wide) > 1 else ''}, most for {name}: "
             f"{fmt_ratio(fast)} in fast rounds, {fmt_ratio(slow)} in slow ones ({gap:.2f}x apart). The table's ratios mix "
             f"the states as this run happened to; compare runs made in the same state (results.json keeps every round), "
             f"or rerun on an idle machine.")
