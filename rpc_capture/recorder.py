@@ -3,11 +3,10 @@
 The calling (game) thread only takes a timestamp and appends a tuple to a bounded
 queue; one background writer thread encodes the calls in batches of up to 128 (one
 ``marshal`` call each, in C) and writes them, one write per batch, flushing at least
-every ``flush_interval`` seconds. A full queue drops
-the call and counts it, it never blocks and never grows. Nothing raises into the game
-code (only bad options, from the constructor): a file that cannot be created or written
-(disk full...) stops recording with one logged error and every lost call counted. See
-``docs/capture.md``.
+every ``flush_interval`` seconds. A full queue drops the call and counts it, it never
+blocks and never grows. Nothing raises into the game code (only bad options, from the
+constructor): a file that cannot be created or written (disk full...) stops recording
+with one logged error and every lost call counted. See ``docs/capture.md``.
 
 Quick start::
 
