@@ -153,10 +153,12 @@ class TraceWriter:
         Raises TypeError/ValueError, and writes nothing, if it can't be recorded.
         """
         item = tuple(call)
-        try:  # the fast check; the slow one is for odd types, and explains a failure
+        try:  # the fast check; the slow one converts odd types, or explains a failure
             _check_types((item,))
-            values.dump(item)
+            fits = len(values.dump([item])) <= MAX_RECORD
         except (TypeError, ValueError):
+            fits = False
+        if not fits:  # a call too big for any record must fail here, not later with the whole part batch
             item = recordable(item)
         self._pending.append(item)
         self.calls += 1

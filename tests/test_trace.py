@@ -235,6 +235,17 @@ def test_writer_refuses_an_unrecordable_call_and_keeps_the_rest(tmp_path):
     assert list(TraceReader(path)) == [Call("a", 1), Call("c", {"k": b"x"})]
 
 
+def test_writer_refuses_a_call_too_big_for_a_record_when_it_is_written(tmp_path):
+    """Refused by write() itself: not later, by the batch write, with the calls pending beside it."""
+    path = tmp_path / "t.rpct"
+    with TraceWriter(path) as w:
+        w.write(Call("a", 1))
+        with pytest.raises(ValueError, match="exceeds the 16777216-byte record limit"):
+            w.write(Call("huge", b"x" * T.MAX_RECORD))
+        w.write(Call("c", 2))
+    assert list(TraceReader(path)) == [Call("a", 1), Call("c", 2)]
+
+
 def test_streaming_does_not_hold_the_trace(tmp_path):
     """Reading is lazy: the reader yields before it has seen the end of the file."""
     path = tmp_path / "t.rpct"
