@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from rpcbench.results import CodecResult, Suite
 
 from .table import (MISSING, UNSTABLE_STDEV_PCT, Column, columns, fmt_bytes, fmt_count, fmt_ratio, fmt_us, footnotes,
-                    latency_column, latency_us, memory_column, shown, state_summary, undeclared, unstable_summary)
+                    latency_column, latency_us, memory_column, shown, timing_notes, undeclared)
 
 CHART_CAPTIONS = {
     "bytes": "Bytes per call: bar = mean over every call of the trace; the grey line runs from the median (p50, "
@@ -408,12 +408,8 @@ def _warnings(suite: Suite) -> List[str]:
             [f"{bad:,} calls failed or came back different, undeclared (see Fidelity)"] if bad else [])
         if reasons:
             notes.append(f"{r.codec}: {'; '.join(reasons)}.")
-    shaky = unstable_summary(suite)
-    if shaky:
-        notes.append(f"Unstable timings: {shaky}")
-    states = state_summary(suite)
-    if states:
-        notes.append(f"Speed states: {states[0].upper()}{states[1:]}")
+    titles = {"unstable": "Unstable timings", "speed states": "Speed states"}
+    notes += [f"{titles[name]}: {text[0].upper()}{text[1:]}" for name, text in timing_notes(suite)]
     recorder = suite.trace.get("recorder") or {}
     dropped = sum(v for k, v in recorder.items() if k.startswith("dropped") and isinstance(v, int))
     if dropped:

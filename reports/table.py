@@ -4,7 +4,7 @@ columns the HTML report renders, so both always show the same figures."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
@@ -172,14 +172,15 @@ def footnotes(suite: Suite) -> List[str]:
     if any(r.problems for r in suite.results):
         notes.append("declared: the codec documents this difference (a property of the format, e.g. bytes -> "
                      "base64 str); UNDECLARED: a call failed or came back different without the codec saying so.")
-    shaky = unstable_summary(suite)
-    if shaky:
-        notes.append(f"unstable: {shaky}")
-    states = state_summary(suite)
-    if states:
-        notes.append(f"speed states: {states}")
+    notes += [f"{name}: {text}" for name, text in timing_notes(suite)]
     notes += [f"error: {r.codec}: {r.error}" for r in suite.results if r.error]
     return notes
+
+
+def timing_notes(suite: Suite) -> List[Tuple[str, str]]:
+    """The reasons to read the timings with care, as (name, text): unstable rounds, speed states."""
+    notes = [("unstable", unstable_summary(suite)), ("speed states", state_summary(suite))]
+    return [(name, text) for name, text in notes if text]
 
 
 def tail_columns() -> List[Column]:
