@@ -34,8 +34,8 @@ moments, get different shares: their medians can differ by 50 % while both loops
 same. So the values of both tools (per codec and op) are split at one common threshold,
 1.25x the fastest value of either tool; the state with the most values on the side that
 has fewer ("n" in the table: F = fast, S = slow, with that count) is compared, medians
-against medians. When no state has 5 values on both sides, the plain medians are
-compared and the state column says "-".
+against medians. When no state has 5 values (``MIN_STATE_PAIRS``) on both sides, the
+plain medians are compared and the state column says "-".
 "drift" is run 2 / run 1 - 1 of the harness (plain medians): when it is large, the
 machine, not the tool, decides the difference.
 """
@@ -54,9 +54,9 @@ import time
 import pyperf
 
 import _common
+from rpcbench.results import MIN_STATE_PAIRS
 
 TARGET = 5.0
-MIN_VALUES = 5  #: values a host state needs on both sides to be compared
 
 
 def main() -> None:
@@ -126,9 +126,10 @@ def compare_in_state(mine: list, ref: list) -> tuple:
     (mine_f, mine_s), (ref_f, ref_s) = _common.host_states(mine, floor), _common.host_states(ref, floor)
     options = [(min(len(mine_f), len(ref_f)), "F", mine_f, ref_f), (min(len(mine_s), len(ref_s)), "S", mine_s, ref_s)]
     n, label, a, b = max(options, key=lambda o: o[0])
-    if n < MIN_VALUES:
+    if n < MIN_STATE_PAIRS:
         return statistics.median(mine), statistics.median(ref), "-"
     return statistics.median(a), statistics.median(b), f"{label}{n}"
+
 
 if __name__ == "__main__":
     main()

@@ -35,7 +35,7 @@ import sys
 import tempfile
 
 import _common
-from rpcbench.results import SLOW_STATE_FACTOR
+from rpcbench.results import MIN_STATE_PAIRS, SLOW_STATE_FACTOR
 
 TARGET = 1.10
 
@@ -115,7 +115,7 @@ def state_matched(cid: str, suites: list, op: str) -> str:
         if best is None or n > best[0]:
             best = (n, label, per_run)
     n, label, per_run = best
-    if n < 5:
+    if n < MIN_STATE_PAIRS:
         return "-"
     rel = [statistics.median(p) for p in per_run]
     return f"{max(rel) / min(rel):.3f} {label}{n}"
