@@ -85,7 +85,7 @@ def _map(fd: Any) -> bool:
 
 
 def _required(fd: Any) -> bool:
-    return fd.label == fd.LABEL_REQUIRED
+    return fd.is_required
 
 
 def _synthetic(oneof: Any) -> bool:
