@@ -45,8 +45,10 @@ class CallMaker:
                     continue
             elif fd.has_presence and not _required(fd) and self.rng.random() < 0.3 and protoschema._kind(fd) != "wrapper":
                 continue  # (a wrapper field comes back None when unset: it is always given, maybe as None)
-            if fd.message_type is not None and level >= self.depth and not _required(fd) and not _map(fd):
-                continue  # recursive or deep types stop here
+            if fd.message_type is not None and level >= self.depth and not _required(fd):
+                if fd.is_repeated:  # recursive or deep types stop here (a repeated field comes back [] or {})
+                    out[fd.name] = {} if _map(fd) else []
+                continue
             out[fd.name] = self.field(fd, level)
         return out
 
