@@ -9,6 +9,7 @@ writing a schema by hand. Where the values left a choice open, the field says so
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import sys
@@ -382,10 +383,17 @@ def _infer(args: argparse.Namespace) -> int:
     sys.stdout.write(source)
     if mapping and args.mapping_out:
         Path(args.mapping_out).write_text(json.dumps(mapping, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"note: save it as {protoschema.PROTO_DIR / (package + '.proto')} to be used by default (with every other "
+    print(f"note: save it as {_free_path(package)} to be used by default (with every other "
           ".proto there; if one of them defines the same methods, the run names both: then pass --proto FILE)",
           file=sys.stderr)
     return 0
+
+
+def _free_path(package: str) -> Path:
+    """``proto/<package>.proto``, or with a suffix when a schema of that name is already there."""
+    stem = package.replace(".", "_")
+    names = itertools.chain([stem], (f"{stem}_inferred{'' if n == 1 else n}" for n in itertools.count(1)))
+    return next(path for name in names for path in [protoschema.PROTO_DIR / f"{name}.proto"] if not path.exists())
 
 
 def _compile(args: argparse.Namespace) -> int:

@@ -165,3 +165,5 @@ def test_an_inferred_schema_alone_maps_dotted_method_names_and_infer_says_where_
     assert (tally.failures, tally.mismatches) == (0, 0), tally.problem_list()
     schema = protoschema.load(protoschema.Settings((str(tmp_path / "dotted.proto"),)))
     assert {"player.move", "player.chat", "guild/join", "ping"} == schema.methods.keys()
+    assert cli_main(["proto", "infer", "--trace", str(REPO / "samples" / "battle.rpct")]) == 0
+    assert f"save it as {protoschema.PROTO_DIR / 'battle_inferred.proto'} " in capsys.readouterr().err  # never over battle.proto
