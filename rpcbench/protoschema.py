@@ -332,11 +332,21 @@ class Schema:
         try:
             return self.serialize(self.message_of(method, args))
         except Exception as e:  # TypeError, ValueError, protobuf's EncodeError: told apart by find_limit
-            entry = self.methods.get(method)
-            limit = entry and find_limit(entry.converter.cls.DESCRIPTOR, args, "args")
+            limit = self._limit(method, args)
             if limit:
                 raise limit from e
             raise
+
+    def _limit(self, method: str, args: Any) -> Optional[Limit]:
+        """The format limit that explains a failed encode, if one does (see :func:`find_limit`)."""
+        entry = self.methods.get(method)
+        if entry is None:
+            return None
+        try:
+            fields = entry.converter.named(args)
+        except TypeError:
+            return None
+        return find_limit(entry.converter.cls.DESCRIPTOR, fields, "args")
 
     def message_of(self, method: str, args: Any) -> Tuple["Method", Any]:
         """Encode's first stage: the method's table entry and the message built from the args."""
@@ -454,11 +464,16 @@ class MessageConverter:
 
     def to_message(self, args: Any) -> Any:
         """The message for a call's args (TypeError/ValueError when the args don't fit it)."""
+        args = self.named(args)
+        return self.cls(**self.kwargs(args)) if self.writers else self.cls(**args)
+
+    def named(self, args: Any) -> Any:
+        """A positional message's list of args as the dict of its fields ``arg0``...; anything else as it is."""
         if self.positional and (type(args) is list or type(args) is tuple):
             if len(args) > len(self.positional):
                 raise TypeError(f"{len(args)} positional args, {self.cls.DESCRIPTOR.name} has {len(self.positional)}")
-            args = dict(zip(self.positional, args))
-        return self.cls(**self.kwargs(args)) if self.writers else self.cls(**args)
+            return dict(zip(self.positional, args))
+        return args
 
     def to_args(self, msg: Any) -> Any:
         """A call's args back: a dict, or for positional messages the list up to the first unset arg."""
