@@ -371,7 +371,7 @@ def _comparisons(suite: Suite, notable: Sequence[CodecResult]) -> List[str]:
     for r in shown.values():
         parts = [_relative(r, ref) for ref in refs if ref.codec != r.codec]
         if parts:
-            lines.append(f"{r.codec}: " + "; ".join(parts) + ".")
+            lines.append(f"{r.codec}: " + "; ".join(parts) + (f" ({_failed(r)})." if r.failures else "."))
     return lines
 
 
@@ -395,9 +395,15 @@ def _frontier(suite: Suite) -> List[CodecResult]:
 
 
 def _caveat(r: CodecResult) -> str:
-    """After a winner's figure: how many calls it failed (all declared, or it would not rank); figures cover the rest."""
-    return (f" <span class='bad'>({r.failures:,} calls failed to encode, declared; its figures cover the other "
-            f"{r.calls:,})</span>" if r.failures else "")
+    """After a winner's figure: how many calls it failed (all declared, or it would not rank)."""
+    return f" <span class='bad'>({esc(_failed(r))})</span>" if r.failures else ""
+
+
+def _failed(r: CodecResult) -> str:
+    """``79 calls failed to encode, declared; its figures cover the other 2,921`` (failures counted as declared or not)."""
+    bad = undeclared(r, "failures")
+    kind = "declared" if not bad else f"{bad:,} undeclared"
+    return f"{r.failures:,} calls failed to encode, {kind}; its figures cover the other {r.calls:,}"
 
 
 def _warnings(suite: Suite) -> List[str]:
