@@ -222,3 +222,11 @@ def test_protobuf_stages_show_in_table_and_report_and_failing_codecs_are_never_n
     # protobuf is 4x smaller than json here, but failed a call undeclared: the summary never names it best
     assert "<b>Smallest:</b> <b>json</b>" in report and "<b>Smallest:</b> <b>protobuf</b>" not in report
     assert "protobuf: 1 calls failed or came back different, undeclared" in report
+
+
+def test_a_nested_message_is_usable_through_the_mapping_by_full_name(tmp_path):
+    (tmp_path / "map.json").write_text('{"game_event_key": {"message": "CSVCMsg_GameEvent.KeyT", "id": 40}}')
+    schema = protoschema.load(protoschema.Settings(NETGAME.files, mapping=str(tmp_path / "map.json"), enums="numbers"))
+    args = {"type": 1, "val_uint64": (1 << 64) - 1}
+    data = schema.encode("game_event_key", args)
+    assert data[:2] == protoschema.varint(40 << 3 | 2) and schema.decode(data) == ("game_event_key", args)
