@@ -329,13 +329,21 @@ class Schema:
     def encode(self, method: str, args: Any) -> bytes:
         """The envelope bytes of one call; LookupError for a method without a message, a
         fidelity.Limit when a value is beyond what the field can hold (see :func:`find_limit`)."""
-        try:
-            return self.serialize(self.message_of(method, args))
+        entry = self._entry(method)
+        try:  # message_of then serialize, inlined: two calls fewer on the timed path
+            payload = entry.converter.to_message(args).SerializeToString(deterministic=True)
         except Exception as e:  # TypeError, ValueError, protobuf's EncodeError: told apart by find_limit
             limit = self._limit(method, args)
             if limit:
                 raise limit from e
             raise
+        return entry.tag + varint(len(payload)) + payload
+
+    def _entry(self, method: str) -> "Method":
+        entry = self.methods.get(method)
+        if entry is None:
+            raise LookupError(f"method {method!r} has no message in {', '.join(self.files)} (see docs/protobuf.md)")
+        return entry
 
     def _limit(self, method: str, args: Any) -> Optional[Limit]:
         """The format limit that explains a failed encode, if one does (see :func:`find_limit`)."""
@@ -350,9 +358,7 @@ class Schema:
 
     def message_of(self, method: str, args: Any) -> Tuple["Method", Any]:
         """Encode's first stage: the method's table entry and the message built from the args."""
-        entry = self.methods.get(method)
-        if entry is None:
-            raise LookupError(f"method {method!r} has no message in {', '.join(self.files)} (see docs/protobuf.md)")
+        entry = self._entry(method)
         return entry, entry.converter.to_message(args)
 
     @staticmethod
@@ -378,8 +384,9 @@ class Schema:
         return entry.name, entry.converter.to_args(msg)
 
     def decode(self, data: bytes) -> Tuple[str, Any]:
-        """``(method, args)`` back from envelope bytes."""
-        return self.to_call(self.parse(data))
+        """``(method, args)`` back from envelope bytes (parse then to_call)."""
+        entry, msg = self.parse(data)
+        return entry.name, entry.converter.to_args(msg)
 
     def overhead(self, method: str, payload_size: int) -> int:
         """Envelope bytes added to a payload of ``payload_size`` bytes: the field key and the length."""

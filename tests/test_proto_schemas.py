@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import importlib
-import json
 import os
 import subprocess
 import sys
@@ -60,7 +59,7 @@ def test_proto2_messages_of_an_imported_file_carry_every_call_with_exact_bytes(m
         payload = getattr(generated[schema.methods[call.method].message], call.method)(**call.args).SerializeToString(
             deterministic=True)
         encoded = schema.encode(call.method, call.args)
-        assert encoded[-len(payload) or len(encoded):] == payload
+        assert encoded.endswith(payload)
         assert len(encoded) == len(payload) + schema.overhead(call.method, len(payload))
 
 
