@@ -49,12 +49,12 @@ def stage_functions(schema: protoschema.Schema, calls: List[Any]) -> Dict[str, t
     msgs = [conv.to_message(c.args) for conv, c in zip(convs, calls)]
     tags = [schema.methods[c.method].tag for c in calls]
     wire = [schema.encode(c.method, c.args) for c in calls]
-    payloads = [(conv, m.SerializeToString()) for conv, m in zip(convs, msgs)]
+    payloads = [(conv, m.SerializeToString(deterministic=True)) for conv, m in zip(convs, msgs)]
     varint = protoschema.varint
 
     def serialize(pair: tuple) -> bytes:
         tag, msg = pair
-        data = msg.SerializeToString()
+        data = msg.SerializeToString(deterministic=True)
         return tag + varint(len(data)) + data
 
     return {

@@ -4,20 +4,24 @@ The machinery (protoc, method table, converters) is in :mod:`rpcbench.protoschem
 docs/protobuf.md explains schemas, mapping, the envelope and the declared changes.
 """
 
+from typing import List
+
 from google.protobuf import struct_pb2
 from google.protobuf.internal import api_implementation
 
 from rpc_capture import Call
 from rpcbench import protoschema
-from rpcbench.codec import Codec
-from rpcbench.fidelity import BYTES, DEFAULTS, FLOAT32, INT_AS_FLOAT, INT_KEYS, NULLS, SURROGATES, TUPLES
+from rpcbench.codec import Codec, Stage
+from rpcbench.fidelity import (BIG_INTS, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOWN, FLOAT32, FLOAT_IN_INT, INT_AS_FLOAT,
+                               INT_KEYS, INT_RANGE, NON_FINITE, NULLS, SURROGATES, TUPLES)
 
 
 class Protobuf(Codec):
     """Each call as its method's request message from the schemas, inside a ``oneof`` envelope.
 
-    Encode converts the args dict to the message and serializes it; decode parses and
-    converts back to the same Python values, so both timings are end to end.
+    Encode converts the args dict to the message and serializes it (deterministically);
+    decode parses and converts back to the same Python values, so both timings are end to
+    end, and both are also timed stage by stage.
     """
 
     id = "protobuf"
@@ -30,6 +34,12 @@ class Protobuf(Codec):
         TUPLES: "tuple -> list",
         SURROGATES: "fails to encode (string fields must be valid UTF-8)",
         DEFAULTS: "a proto3 field without presence that the call left out comes back as 0, \"\" or false",
+        ENUM_FORM: "enums come back as value names (--proto-enums numbers: as numbers), however the call gave them",
+        ENUM_UNKNOWN: "a number that a closed (proto2) enum does not define fails to encode",
+        BIG_INTS: "ints beyond 64 bits fail to encode (no protobuf integer type holds them)",
+        INT_RANGE: "an int beyond its field's type (over 2**31 in int32, negative in uint64...) fails to encode",
+        FLOAT_IN_INT: "a float in an integer or enum field fails to encode",
+        NON_FINITE: "NaN or infinity in an integer or enum field fails to encode (double/float fields carry them)",
     }
 
     def __init__(self) -> None:
@@ -38,8 +48,11 @@ class Protobuf(Codec):
         self.schemas = list(schema.files)
         self.proto_path = list(protoschema.settings.include)
         self.mapping = protoschema.settings.mapping
+        self.enums = schema.enums
         self.methods = len(schema.methods)
         self.envelope = "oneof: varint(method id << 3 | 2) + varint(length) + message"
+        self.serialization = "deterministic (map entries sorted by key)"
+        self._schema = schema
         self._encode = schema.encode
         self._decode = schema.decode
 
@@ -48,6 +61,16 @@ class Protobuf(Codec):
 
     def decode(self, data: bytes) -> Call:
         return Call(*self._decode(data))
+
+    def encode_stages(self) -> List[Stage]:
+        """convert (args -> message), then serialize (message -> envelope bytes)."""
+        message_of = self._schema.message_of
+        return [("convert", lambda call: message_of(call.method, call.args)), ("serialize", self._schema.serialize)]
+
+    def decode_stages(self) -> List[Stage]:
+        """parse (bytes -> message), then convert (message -> Call)."""
+        to_call = self._schema.to_call
+        return [("parse", self._schema.parse), ("convert", lambda parsed: Call(*to_call(parsed)))]
 
 
 class ProtobufStruct(Codec):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from rpcbench.results import CodecResult, Suite
 
 from .table import (MISSING, UNSTABLE_STDEV_PCT, Column, columns, fmt_bytes, fmt_count, fmt_ratio, fmt_us, footnotes,
-                    latency_column, latency_us, memory_column, shown, timing_notes, undeclared)
+                    latency_column, latency_us, memory_column, rankable, shown, timing_notes, undeclared)
 
 CHART_CAPTIONS = {
     "bytes": "Bytes per call: bar = mean over every call of the trace; the grey line runs from the median (p50, "
@@ -354,8 +354,9 @@ def _winners(suite: Suite) -> Dict[str, Tuple[CodecResult, str]]:
         ("Shortest encode tail", lambda r: latency_us(r, "encode", "p99"), lambda v: f"p99 {fmt_us(v)} µs/call"),
     )
     winners = {}
+    candidates = rankable(suite)
     for label, value, text in measures:
-        pool = [r for r in suite.results if value(r) is not None]
+        pool = [r for r in candidates if value(r) is not None]
         if pool:
             best = min(pool, key=value)
             winners[label] = (best, text(value(best)))
@@ -370,7 +371,7 @@ def _comparisons(suite: Suite, notable: Sequence[CodecResult]) -> List[str]:
     for r in shown.values():
         parts = [_relative(r, ref) for ref in refs if ref.codec != r.codec]
         if parts:
-            lines.append(f"{r.codec}: " + "; ".join(parts) + ".")
+            lines.append(f"{r.codec}: " + "; ".join(parts) + (f" ({_failed(r)})." if r.failures else "."))
     return lines
 
 
@@ -385,7 +386,7 @@ def _relative(r: CodecResult, ref: CodecResult) -> str:
 
 def _frontier(suite: Suite) -> List[CodecResult]:
     """Codecs that no other codec beats on both mean bytes and encode time, smallest first."""
-    rows = sorted((r for r in suite.results if r.sizes and r.encode), key=lambda r: (r.sizes.mean, r.encode.median_us))
+    rows = sorted((r for r in rankable(suite) if r.sizes and r.encode), key=lambda r: (r.sizes.mean, r.encode.median_us))
     frontier: List[CodecResult] = []
     for r in rows:
         if not frontier or r.encode.median_us < frontier[-1].encode.median_us:
@@ -394,9 +395,15 @@ def _frontier(suite: Suite) -> List[CodecResult]:
 
 
 def _caveat(r: CodecResult) -> str:
-    """A short warning after a winner that failed or garbled calls it did not declare."""
-    bad = undeclared(r, "failures") + undeclared(r, "mismatches")
-    return f" <span class='bad'>(but {bad:,} calls failed or came back different, undeclared)</span>" if bad else ""
+    """After a winner's figure: how many calls it failed (all declared, or it would not rank)."""
+    return f" <span class='bad'>({esc(_failed(r))})</span>" if r.failures else ""
+
+
+def _failed(r: CodecResult) -> str:
+    """``79 calls failed to encode, declared; its figures cover the other 2,921`` (failures counted as declared or not)."""
+    bad = undeclared(r, "failures")
+    kind = "declared" if not bad else f"{bad:,} undeclared"
+    return f"{r.failures:,} calls failed to encode, {kind}; its figures cover the other {r.calls:,}"
 
 
 def _warnings(suite: Suite) -> List[str]:

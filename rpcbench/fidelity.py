@@ -23,6 +23,10 @@ FLOAT32 = "float precision"  #: floats that come back rounded (e.g. 32-bit field
 INT_AS_FLOAT = "int -> float"  #: numbers that come back as another number type
 NULLS = "nulls"  #: None that comes back as a default value or goes missing
 DEFAULTS = "defaults"  #: a key the call left out comes back holding its type's default (proto3 scalars)
+ENUM_FORM = "enum number/name"  #: an enum value given as a number comes back as its name, or the reverse
+ENUM_UNKNOWN = "unknown enum number"  #: a number a closed (proto2) enum does not define
+INT_RANGE = "int beyond field range"  #: an int (within 64 bits) too large or too negative for its typed field
+FLOAT_IN_INT = "float in int field"  #: a finite float where the schema has an integer field
 METHOD = "method"  #: the method name itself
 OTHER = "other"  #: anything else: never declarable, always a bug
 
@@ -30,6 +34,17 @@ OTHER = "other"  #: anything else: never declarable, always a bug
 INPUT_FEATURES = (BYTES, TUPLES, INT_KEYS, UINT64, BIG_INTS, NON_FINITE, SURROGATES, NUL_KEYS)
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class Limit(ValueError):
+    """Raised by a codec's encode for a value the format cannot hold, naming the feature.
+
+    The size pass reports the failure under ``feature`` (declared if the codec declares it),
+    with ``path`` and the message as its example, rather than guessing from the value."""
+
+    def __init__(self, feature: str, path: str, detail: str) -> None:
+        super().__init__(detail)
+        self.feature, self.path = feature, path
 
 
 class Difference(NamedTuple):
@@ -137,6 +152,8 @@ def _type_diff(a: Any, b: Any, path: str) -> Difference:
         return Difference(INT_AS_FLOAT, path, f"{a} -> {b!r} (beyond 2**53, rounded)")
     if type(a) is int and not _INT64[0] <= a <= _INT64[1]:
         return Difference(UINT64 if 0 < a < (1 << 64) else BIG_INTS, path, f"{a} -> {_short(b)}")
+    if {type(a), type(b)} == {int, str}:
+        return Difference(ENUM_FORM, path, f"{_short(a)} -> {_short(b)}")
     return Difference(OTHER, path, f"{ta} {_short(a)} -> {tb} {_short(b)}")
 
 

@@ -21,7 +21,7 @@ from rpc_capture import Call
 
 from .codec import Codec, Compressed
 from .errors import BenchError
-from .fidelity import OTHER, compare, features_of
+from .fidelity import OTHER, Limit, compare, features_of
 from .results import Problem, Sizes
 
 Progress = Callable[[str], None]
@@ -48,6 +48,8 @@ def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
         if type(data) is not bytes:
             raise TypeError(f"encode returned {type(data).__name__}, not bytes")
     except Exception as e:
+        if isinstance(e, Limit):  # the codec named the limit it hit
+            return Outcome(None, ("encode", e.feature, e.feature in declared, e.path, _error_text(e)), timer() - t0)
         found = sorted(features_of(call.args) & declared)
         return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), timer() - t0)
     try:

@@ -9,6 +9,7 @@ writing a schema by hand. Where the values left a choice open, the field says so
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import sys
@@ -132,14 +133,19 @@ class SchemaWriter:
         self.package = package
         self.imports: Set[str] = {"empty"}
 
-    def source(self, trace: str, calls: int, methods: List[Tuple[str, str, Shape]]) -> str:
-        """The whole file: header, service (methods by frequency), then one message per method."""
+    def source(self, trace: str, calls: int, methods: List[Tuple[str, str, Shape]], aliases: Dict[str, str]) -> str:
+        """The whole file: header, service (methods by frequency), then one message per method.
+
+        ``aliases``: rpc -> the trace's method name, for methods that cannot be rpc names
+        (``player.move``); the rpc's ``rpcbench-method`` comment maps them (docs/protobuf.md)."""
         body: List[str] = []
         for _, message, shape in methods:
             body += [""] + self.message(message, shape, "")
         names = {rpc for rpc, _, _ in methods}  # inside the service an rpc name hides a message of that name
-        rpcs = [f"  rpc {rpc}({f'.{self.package}.{message}' if message in names else message}) returns "
-                "(google.protobuf.Empty);" for rpc, message, _ in methods]
+        rpcs = [line for rpc, message, _ in methods for line in [
+                    *([f"  // rpcbench-method: {json.dumps(aliases[rpc], ensure_ascii=False)}"] if rpc in aliases else []),
+                    f"  rpc {rpc}({f'.{self.package}.{message}' if message in names else message}) returns "
+                    "(google.protobuf.Empty);"]]
         head = [f"// Inferred by `run_bench.py proto infer` from {trace} ({calls:,} calls, {len(methods)} methods).",
                 "// Field types come from the values seen; review the `guess:` comments before relying on it.",
                 'syntax = "proto3";', "", f"package {self.package};", ""]
@@ -329,7 +335,7 @@ def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
     if not calls:
         raise BenchError(f"{trace}: the trace holds no calls")
     taken: Set[str] = {"Game"}  # the service's name
-    methods, mapping, rpcs = [], {}, set()
+    methods, mapping, rpcs, aliases = [], {}, set(), {}
     for method, shape in sorted(shapes.items(), key=lambda pair: -pair[1].count):
         message = _unique(_camel(method), taken)
         sanitized = re.sub(r"\W|^(?=\d)", "_", method, flags=re.ASCII) or "call"
@@ -337,8 +343,9 @@ def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
         rpcs.add(rpc)
         if rpc != method:
             mapping[method] = f"{package}.{message}"
+            aliases[rpc] = method
         methods.append((rpc, message, shape))
-    return SchemaWriter(package).source(Path(trace).name, calls, methods), mapping
+    return SchemaWriter(package).source(Path(trace).name, calls, methods, aliases), mapping
 
 
 def main(argv: List[str]) -> int:
@@ -357,8 +364,8 @@ def _parser() -> argparse.ArgumentParser:
                          "(run_bench.py proto infer --trace F > proto/x.proto)")
     inf.add_argument("--trace", required=True, help="trace to learn from (binary or JSON Lines)")
     inf.add_argument("--package", help="protobuf package (default: from the trace's file name)")
-    inf.add_argument("--mapping-out", metavar="FILE", help="write the method -> message mapping (JSON) needed for "
-                     "methods whose names cannot be rpc names; use it with --proto-map")
+    inf.add_argument("--mapping-out", metavar="FILE", help="also write the method -> message mapping (JSON) of "
+                     "methods whose names cannot be rpc names (the schema's rpcbench-method comments already map them)")
     comp = sub.add_parser("compile", help="compile the schemas (cached) and print which message carries each method")
     comp.add_argument("--proto", action="append", default=[], metavar="FILE",
                       help="schema (default: every .proto in proto/)")
@@ -376,10 +383,17 @@ def _infer(args: argparse.Namespace) -> int:
     sys.stdout.write(source)
     if mapping and args.mapping_out:
         Path(args.mapping_out).write_text(json.dumps(mapping, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    elif mapping:
-        print(f"note: {len(mapping)} method names are not rpc names ({', '.join(sorted(mapping)[:3])}...); "
-              "pass --mapping-out FILE and then --proto-map FILE", file=sys.stderr)
+    print(f"note: save it as {_free_path(package)} to be used by default (with every other "
+          ".proto there; if one of them defines the same methods, the run names both: then pass --proto FILE)",
+          file=sys.stderr)
     return 0
+
+
+def _free_path(package: str) -> Path:
+    """``proto/<package>.proto``, or with a suffix when a schema of that name is already there."""
+    stem = package.replace(".", "_")
+    names = itertools.chain([stem], (f"{stem}_inferred{'' if n == 1 else n}" for n in itertools.count(1)))
+    return next(path for name in names for path in [protoschema.PROTO_DIR / f"{name}.proto"] if not path.exists())
 
 
 def _compile(args: argparse.Namespace) -> int:

@@ -26,14 +26,16 @@ import itertools
 import json
 import keyword
 import os
+import re
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Container, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import BenchError
+from .fidelity import BIG_INTS, ENUM_UNKNOWN, FLOAT_IN_INT, INT_RANGE, NON_FINITE, SURROGATES, Limit
 
 REPO = Path(__file__).resolve().parent.parent
 PROTO_DIR = REPO / "proto"
@@ -53,15 +55,19 @@ class Settings:
     files: Tuple[str, ...] = ()
     include: Tuple[str, ...] = ()
     mapping: Optional[str] = None
+    enums: str = "names"  #: how decoded enum values come back: "names" or "numbers"
 
 
 settings = Settings()
+ENUM_FORMS = ("names", "numbers")
 
 
-def configure(files: Iterable[str] = (), include: Iterable[str] = (), mapping: Optional[str] = None) -> None:
-    """Set the schemas for codecs created from now on (``--proto``, ``--proto-path``, ``--proto-map``)."""
+def configure(files: Iterable[str] = (), include: Iterable[str] = (), mapping: Optional[str] = None,
+              enums: str = "names") -> None:
+    """Set the schemas for codecs created from now on (``--proto``, ``--proto-path``, ``--proto-map``,
+    ``--proto-enums``)."""
     global settings
-    settings = Settings(tuple(files), tuple(include), mapping)
+    settings = Settings(tuple(files), tuple(include), mapping, enums)
 
 
 def load(chosen: Optional[Settings] = None) -> "Schema":
@@ -72,7 +78,7 @@ def load(chosen: Optional[Settings] = None) -> "Schema":
         raise BenchError(f"no .proto schema: put one in {PROTO_DIR} or pass --proto FILE")
     includes = [Path(d) for d in chosen.include]
     data = compile_descriptors(files, includes)
-    return Schema(data, _virtual_names(files, includes), read_mapping(chosen.mapping))
+    return Schema(data, _virtual_names(files, includes), read_mapping(chosen.mapping), chosen.enums, chosen.mapping)
 
 
 # ---------------------------------------------------------------------------------------- compiling
@@ -101,7 +107,7 @@ def compile_descriptors(files: Sequence[Path], includes: Sequence[Path] = ()) ->
         if not f.is_file():
             raise BenchError(f"--proto {f}: no such file")
     dirs = include_dirs(files, includes)
-    key = hashlib.sha256(json.dumps([_tool_version(), [str(d) for d in dirs],
+    key = hashlib.sha256(json.dumps([_tool_version(), _PROTOC_FLAGS, [str(d) for d in dirs],
                                      [[str(f.resolve()), _digest(f)] for f in files]]).encode()).hexdigest()[:20]
     folder = CACHE_DIR / key
     out, deps = folder / "schema.pb", folder / "deps.json"
@@ -114,20 +120,35 @@ def compile_descriptors(files: Sequence[Path], includes: Sequence[Path] = ()) ->
     return data
 
 
+_PROTOC_FLAGS = ["--include_imports", "--include_source_info"]  # source info: the rpcs' rpcbench-method comments
+_ERROR_AT = re.compile(r"^\S.*?:\d+:\d+: ")  # protoc's "file.proto:LINE:COLUMN: message"
+
+
 def _run_protoc(files: Sequence[Path], dirs: Sequence[Path]) -> bytes:
-    """protoc's FileDescriptorSet for ``files``; its error message, on one line, as a BenchError."""
+    """protoc's FileDescriptorSet for ``files``; its first error, on one line, as a BenchError."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "schema.pb"
-        cmd = [sys.executable, "-m", "grpc_tools.protoc", *(f"-I{d}" for d in dirs), "--include_imports",
+        cmd = [sys.executable, "-m", "grpc_tools.protoc", *(f"-I{d}" for d in dirs), *_PROTOC_FLAGS,
                f"--descriptor_set_out={out}", *(str(f.resolve()) for f in files)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise BenchError(f"cannot run protoc from grpcio-tools ({e}); pip install -r requirements.txt") from None
         if done.returncode != 0:
-            message = "; ".join(line for line in done.stderr.strip().splitlines() if line.strip())
-            raise BenchError(f"protoc could not compile {', '.join(str(f) for f in files)}: {message or 'failed'}")
+            raise BenchError(f"protoc could not compile {', '.join(str(f) for f in files)}: {condense_errors(done.stderr)}")
         return out.read_bytes()
+
+
+def condense_errors(stderr: str, limit: int = 300) -> str:
+    """protoc's first error that names a file and line (else its first line), and how many more there are."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if not lines:
+        return "failed"
+    first = next((line for line in lines if _ERROR_AT.match(line)), lines[0])
+    if len(first) > limit:
+        first = first[:limit - 3] + "..."
+    more = len(lines) - 1
+    return first + (f" (and {more:,} more error line{'s' * (more != 1)})" if more else "")
 
 
 def _deps_of(data: bytes, dirs: Sequence[Path]) -> Dict[str, str]:
@@ -215,18 +236,28 @@ class Schema:
     """Message classes, converters and the method table of one compiled set of .proto files.
 
     Methods map to messages by, in this order: the mapping file; a ``service`` rpc of that
-    name (its input type); the top-level message of that name in a listed file that has no
-    service. Ids: the mapping file's, then 1, 2, ... in that same order.
+    name (its input type; an rpc whose leading comment is ``rpcbench-method: "<name>"``
+    carries that name instead); the top-level message of that name in a file without a
+    service. Every file counts: the listed ones and all they import (the well-known types
+    excepted). Two different offers for one method stop the load (no silent choice). Ids:
+    the mapping file's, then 1, 2, ... in that same order.
     """
 
-    def __init__(self, descriptor_set: bytes, files: Sequence[str], mapping: Dict[str, Tuple[str, Optional[int]]]) -> None:
+    def __init__(self, descriptor_set: bytes, files: Sequence[str], mapping: Dict[str, Tuple[str, Optional[int]]],
+                 enums: str = "names", mapping_path: Optional[str] = None) -> None:
         from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+        if enums not in ENUM_FORMS:
+            raise BenchError(f"--proto-enums {enums!r}: choose {' or '.join(ENUM_FORMS)}")
         self._get_class = message_factory.GetMessageClass
         self.pool = descriptor_pool.DescriptorPool()
+        self._aliases: Dict[Tuple[str, str], str] = {}  #: (file, "Service.rpc") -> method from its comment
         for proto in descriptor_pb2.FileDescriptorSet.FromString(descriptor_set).file:
             self.pool.Add(proto)
+            self._aliases.update(_method_comments(proto))
         self.files = list(files)
+        self.enums = enums
+        self.mapping_path = mapping_path
         self._converters: Dict[str, MessageConverter] = {}
         self.methods: Dict[str, Method] = {}
         self.by_id: Dict[int, Method] = {}
@@ -236,31 +267,55 @@ class Schema:
         fixed = [i for _, i in mapping.values() if i is not None]
         if len(set(fixed)) != len(fixed):
             raise BenchError("--proto-map: two methods have the same id")
-        found = [(method, self._find_message(name), i) for method, (name, i) in mapping.items()]
-        found += [(method, desc, None) for method, desc in self._candidates() if method not in mapping]
+        found = [(method, self._find_message(method, name), i) for method, (name, i) in mapping.items()]
+        found += [(method, desc, None) for method, desc in self._candidates(mapping).items()]
         free = (i for i in itertools.count(1) if i not in fixed and _valid_id(i))
         for method, desc, ident in found:
-            if method not in self.methods:  # the first service or file that has it wins
-                ident = ident or next(free)
-                entry = Method(method, ident, desc.full_name, self.converter(desc), varint(ident << 3 | 2))
-                self.methods[method] = self.by_id[ident] = entry
+            ident = ident or next(free)
+            entry = Method(method, ident, desc.full_name, self.converter(desc), varint(ident << 3 | 2))
+            self.methods[method] = self.by_id[ident] = entry
 
-    def _candidates(self) -> List[Tuple[str, Any]]:
-        """(method, message descriptor) from service rpcs, then from service-less files' messages."""
-        files = [self.pool.FindFileByName(name) for name in self.files]
-        rpcs = [(m.name, m.input_type) for f in files for s in f.services_by_name.values() for m in s.methods]
-        plain = [(d.name, d) for f in files if not f.services_by_name for d in f.message_types_by_name.values()]
-        return rpcs + plain
+    def schema_files(self) -> List[Any]:
+        """The listed files, then everything they import (breadth first), without the well-known types."""
+        seen: Dict[str, Any] = {}
+        queue = [self.pool.FindFileByName(name) for name in self.files]
+        while queue:
+            file = queue.pop(0)
+            if file.name not in seen and not file.name.startswith("google/protobuf/"):
+                seen[file.name] = file
+                queue.extend(file.dependencies)
+        return list(seen.values())
 
-    def _find_message(self, name: str) -> Any:
+    def _candidates(self, mapped: Container[str]) -> Dict[str, Any]:
+        """method -> message descriptor from service rpcs, then from service-less files' messages.
+
+        A BenchError when two places offer different messages for one method the mapping does not settle."""
+        files = self.schema_files()
+        offers = [(self._aliases.get((f.name, f"{s.name}.{m.name}"), m.name), m.input_type, f"{f.name} (rpc {s.name}.{m.name})")
+                  for f in files for s in f.services_by_name.values() for m in s.methods]
+        offers += [(d.name, d, f"{f.name} (message {d.full_name})")
+                   for f in files if not f.services_by_name for d in f.message_types_by_name.values()]
+        chosen: Dict[str, Tuple[Any, str]] = {}
+        for method, desc, origin in offers:
+            if method in mapped:
+                continue
+            first = chosen.setdefault(method, (desc, origin))
+            if first[0] is not desc:
+                raise BenchError(f"method {method!r} is defined by both {first[1]} and {origin}: pick one schema "
+                                 "with --proto FILE, or the message with --proto-map FILE (docs/protobuf.md)")
+        return {method: desc for method, (desc, _) in chosen.items()}
+
+    def _find_message(self, method: str, name: str) -> Any:
+        """The message a mapping-file entry names (full name, or a short name unique in the schema files)."""
         try:
             return self.pool.FindMessageTypeByName(name)
         except KeyError:
             pass
-        matches = [d for f in self.files for d in _all_messages(self.pool.FindFileByName(f)) if d.name == name]
+        matches = [d for f in self.schema_files() for d in _all_messages(f) if d.name == name]
         if len(matches) != 1:
             why = "is ambiguous, use the full name" if matches else "is not a message of the schemas"
-            raise BenchError(f"--proto-map: {name!r} {why} ({', '.join(self.files)})")
+            raise BenchError(f"--proto-map {_line_of(self.mapping_path, method)}: method {method!r}: "
+                             f"{name!r} {why} ({', '.join(self.files)})")
         return matches[0]
 
     def converter(self, desc: Any) -> "MessageConverter":
@@ -272,26 +327,99 @@ class Schema:
         return conv
 
     def encode(self, method: str, args: Any) -> bytes:
-        """The envelope bytes of one call; LookupError for a method without a message."""
+        """The envelope bytes of one call; LookupError for a method without a message, a
+        fidelity.Limit when a value is beyond what the field can hold (see :func:`find_limit`)."""
+        entry = self._entry(method)
+        try:  # message_of then serialize, inlined: two calls fewer on the timed path
+            payload = entry.converter.to_message(args).SerializeToString(deterministic=True)
+        except Exception as e:  # TypeError, ValueError, protobuf's EncodeError: told apart by find_limit
+            limit = self._limit(method, args)
+            if limit:
+                raise limit from e
+            raise
+        return entry.tag + varint(len(payload)) + payload
+
+    def _entry(self, method: str) -> "Method":
         entry = self.methods.get(method)
         if entry is None:
             raise LookupError(f"method {method!r} has no message in {', '.join(self.files)} (see docs/protobuf.md)")
-        payload = entry.converter.to_message(args).SerializeToString()
+        return entry
+
+    def _limit(self, method: str, args: Any) -> Optional[Limit]:
+        """The format limit that explains a failed encode, if one does (see :func:`find_limit`)."""
+        entry = self.methods.get(method)
+        if entry is None:
+            return None
+        try:
+            fields = entry.converter.named(args)
+        except TypeError:
+            return None
+        return find_limit(entry.converter.cls.DESCRIPTOR, fields, "args")
+
+    def message_of(self, method: str, args: Any) -> Tuple["Method", Any]:
+        """Encode's first stage: the method's table entry and the message built from the args."""
+        entry = self._entry(method)
+        return entry, entry.converter.to_message(args)
+
+    @staticmethod
+    def serialize(built: Tuple["Method", Any]) -> bytes:
+        """Encode's second stage: the message's bytes (deterministic: map entries sorted by key) in the envelope."""
+        entry, msg = built
+        payload = msg.SerializeToString(deterministic=True)
         return entry.tag + varint(len(payload)) + payload
 
-    def decode(self, data: bytes) -> Tuple[str, Any]:
-        """``(method, args)`` back from envelope bytes."""
+    def parse(self, data: bytes) -> Tuple["Method", Any]:
+        """Decode's first stage: the method's table entry and the message parsed from envelope bytes."""
         key, pos = read_varint(data, 0)
         size, pos = read_varint(data, pos)
         entry = self.by_id.get(key >> 3)
         if entry is None or key & 7 != 2 or pos + size != len(data):
             raise ValueError(f"not a call envelope (field key {key}, length {size} at {pos} of {len(data)} bytes)")
-        conv = entry.converter
-        return entry.name, conv.to_args(conv.cls.FromString(data[pos:]))
+        return entry, entry.converter.cls.FromString(data[pos:])
+
+    @staticmethod
+    def to_call(parsed: Tuple["Method", Any]) -> Tuple[str, Any]:
+        """Decode's second stage: ``(method, args)`` from the parsed message."""
+        entry, msg = parsed
+        return entry.name, entry.converter.to_args(msg)
+
+    def decode(self, data: bytes) -> Tuple[str, Any]:
+        """``(method, args)`` back from envelope bytes (parse then to_call)."""
+        entry, msg = self.parse(data)
+        return entry.name, entry.converter.to_args(msg)
 
     def overhead(self, method: str, payload_size: int) -> int:
         """Envelope bytes added to a payload of ``payload_size`` bytes: the field key and the length."""
         return len(self.methods[method].tag) + len(varint(payload_size))
+
+
+_METHOD_COMMENT = re.compile(r'^\s*rpcbench-method:\s*("(?:[^"\\]|\\.)*")\s*$', re.MULTILINE)
+
+
+def _method_comments(proto: Any) -> Dict[Tuple[str, str], str]:
+    """(file, "Service.rpc") -> method name, for rpcs whose leading comment says ``rpcbench-method: "name"``."""
+    found = {}
+    for loc in proto.source_code_info.location:
+        path = list(loc.path)
+        match = _METHOD_COMMENT.search(loc.leading_comments)
+        if len(path) == 4 and path[0] == 6 and path[2] == 2 and match:  # service (6) #i, method (2) #j
+            service = proto.service[path[1]]
+            name = json.loads(match[1])
+            if isinstance(name, str) and name:
+                found[(proto.name, f"{service.name}.{service.method[path[3]].name}")] = name
+    return found
+
+
+def _line_of(path: Optional[str], key: str) -> str:
+    """``path:line`` of the line holding ``key`` as a JSON string (``path`` alone when not found)."""
+    if path is None:
+        return "(mapping)"
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return path
+    quoted = json.dumps(key, ensure_ascii=False)
+    return next((f"{path}:{n}" for n, line in enumerate(lines, 1) if quoted in line), path)
 
 
 def _all_messages(file: Any) -> Iterable[Any]:
@@ -343,11 +471,16 @@ class MessageConverter:
 
     def to_message(self, args: Any) -> Any:
         """The message for a call's args (TypeError/ValueError when the args don't fit it)."""
+        args = self.named(args)
+        return self.cls(**self.kwargs(args)) if self.writers else self.cls(**args)
+
+    def named(self, args: Any) -> Any:
+        """A positional message's list of args as the dict of its fields ``arg0``...; anything else as it is."""
         if self.positional and (type(args) is list or type(args) is tuple):
             if len(args) > len(self.positional):
                 raise TypeError(f"{len(args)} positional args, {self.cls.DESCRIPTOR.name} has {len(self.positional)}")
-            args = dict(zip(self.positional, args))
-        return self.cls(**self.kwargs(args)) if self.writers else self.cls(**args)
+            return dict(zip(self.positional, args))
+        return args
 
     def to_args(self, msg: Any) -> Any:
         """A call's args back: a dict, or for positional messages the list up to the first unset arg."""
@@ -440,6 +573,8 @@ def _element_source(fd: Any, schema: Schema, env: Dict[str, Any], value: str) ->
         return f"{value}.value"
     ref = f"_{len(env)}"
     if kind == "enum":
+        if schema.enums == "numbers":
+            return value
         env[ref] = _EnumNames((v.number, v.name) for v in reversed(fd.enum_type.values))  # aliases: first name
         return f"{ref}[{value}]"
     if kind == "message":
@@ -477,6 +612,81 @@ def _writer(fd: Any, schema: Schema) -> Optional[Convert]:
     if fd.is_repeated:
         return lambda seq: seq if seq is None else [conv(v) for v in seq]
     return conv
+
+
+# ---------------------------------------------------------------------------------------- format limits
+
+_INT_RANGES = {  # FieldDescriptor.TYPE_* -> (lowest, highest) value the field holds
+    **dict.fromkeys((5, 15, 17), (-(1 << 31), (1 << 31) - 1)),  # int32, sfixed32, sint32
+    **dict.fromkeys((13, 7), (0, (1 << 32) - 1)),  # uint32, fixed32
+    **dict.fromkeys((3, 16, 18), (-(1 << 63), (1 << 63) - 1)),  # int64, sfixed64, sint64
+    **dict.fromkeys((4, 6), (0, (1 << 64) - 1)),  # uint64, fixed64
+}
+_STRING = 9  # FieldDescriptor.TYPE_STRING
+
+
+def find_limit(desc: Any, args: Any, path: str) -> Optional[Limit]:
+    """The first value in ``args`` (a message's dict) that its field cannot hold by the format's rules.
+
+    Used after an encode failed, to name it: an int beyond 64 bits or beyond the field's
+    range, a float (NaN included) in an integer field, a number a closed enum does not
+    define, a str that is not valid UTF-8. None: the failure is something else."""
+    if type(args) is not dict:
+        return None
+    for key, value in args.items():
+        fd = desc.fields_by_name.get(key) if type(key) is str else None
+        if fd is None or value is None:
+            continue
+        entry_value = _map_value(fd)
+        if entry_value is not None and type(value) is dict:
+            items = [(f"{path}.{key}[{k!r}]", v, entry_value) for k, v in value.items()]
+            items += [(f"{path}.{key} key {k!r}", k, entry_value.containing_type.fields_by_name["key"]) for k in value]
+        elif fd.is_repeated and type(value) in (list, tuple):
+            items = [(f"{path}.{key}[{i}]", v, fd) for i, v in enumerate(value)]
+        else:
+            items = [(f"{path}.{key}", value, fd)]
+        for where, v, field in items:
+            found = _value_limit(field, v, where)
+            if found:
+                return found
+    return None
+
+
+def _value_limit(fd: Any, value: Any, path: str) -> Optional[Limit]:
+    """The Limit one value of field ``fd`` runs into, if any."""
+    kind = _kind(fd)
+    if kind == "message":
+        return find_limit(fd.message_type, value, path)
+    if kind == "wrapper" and type(value) is not dict:
+        return _value_limit(fd.message_type.fields_by_name["value"], value, path)
+    t = type(value)
+    if t is str and fd.type == _STRING and _not_utf8(value):
+        return Limit(SURROGATES, path, f"{value!r} is not valid UTF-8")
+    bounds = _INT_RANGES.get(fd.type)
+    if bounds is None and kind != "enum":
+        return None
+    if t is float:
+        feature = FLOAT_IN_INT if value == value and abs(value) != float("inf") else NON_FINITE
+        return Limit(feature, path, f"{value!r} in {_type_name(fd)} field {fd.name!r}")
+    if t is int and bounds and not bounds[0] <= value <= bounds[1]:
+        feature = BIG_INTS if not -(1 << 63) <= value < 1 << 64 else INT_RANGE
+        return Limit(feature, path, f"{value} does not fit {_type_name(fd)} field {fd.name!r}")
+    if t is int and kind == "enum" and fd.enum_type.is_closed and value not in fd.enum_type.values_by_number:
+        return Limit(ENUM_UNKNOWN, path, f"{value} is not a number of closed enum {fd.enum_type.full_name}")
+    return None
+
+
+def _type_name(fd: Any) -> str:
+    return fd.enum_type.name if fd.enum_type is not None else {v: k for k, v in vars(type(fd)).items()
+                                                               if k.startswith("TYPE_")}[fd.type][5:].lower()
+
+
+def _not_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
 
 
 # ---------------------------------------------------------------------------------------- Struct / Value

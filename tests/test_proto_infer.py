@@ -147,3 +147,23 @@ def test_inferred_schemas_carry_random_traces(tmp_path_factory, calls):
     for call in calls:
         diff = F.compare(call, Call(*schema.decode(schema.encode(call.method, call.args))), {F.NULLS})
         assert diff is None or diff.feature == F.NULLS, (call, diff)
+
+
+def test_an_inferred_schema_alone_maps_dotted_method_names_and_infer_says_where_to_save_it(tmp_path, capsys, tally_for):
+    """``player.move`` is no rpc name: the rpc's ``rpcbench-method`` comment maps it, no mapping file needed."""
+    rng = random.Random(5)
+    calls = [Call(rng.choice(["player.move", "player.chat", "guild/join", "ping"]),
+                  {"x": rng.randint(0, 99), "text": "hi"}) for _ in range(300)]
+    write_jsonl(calls, tmp_path / "dotted.jsonl")
+    assert cli_main(["proto", "infer", "--trace", str(tmp_path / "dotted.jsonl")]) == 0
+    out = capsys.readouterr()
+    assert 'rpcbench-method: "player.move"' in out.out and "rpc player_move(PlayerMove)" in out.out
+    (note,) = out.err.splitlines()
+    assert f"save it as {protoschema.PROTO_DIR / 'dotted.proto'}" in note and "--proto FILE" in note
+    (tmp_path / "dotted.proto").write_text(out.out)
+    tally = tally_for(tmp_path / "dotted.proto", tmp_path / "dotted.jsonl")
+    assert (tally.failures, tally.mismatches) == (0, 0), tally.problem_list()
+    schema = protoschema.load(protoschema.Settings((str(tmp_path / "dotted.proto"),)))
+    assert {"player.move", "player.chat", "guild/join", "ping"} == schema.methods.keys()
+    assert cli_main(["proto", "infer", "--trace", str(REPO / "samples" / "battle.rpct")]) == 0
+    assert f"save it as {protoschema.PROTO_DIR / 'battle_inferred.proto'} " in capsys.readouterr().err  # never over battle.proto
