@@ -11,21 +11,23 @@ import math
 import os
 import re
 from collections import defaultdict
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display: must come before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.text import Annotation  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from rpcbench.results import CodecResult, Suite, Timing  # noqa: E402
+from rpcbench.results import CodecResult, Sizes, Suite, Timing  # noqa: E402
 
-from .table import fmt_ratio, fmt_us, json_sizes, latency_us  # noqa: E402
+from .analysis import json_sizes  # noqa: E402
+from .formatting import fmt_ratio, fmt_us, latency_us  # noqa: E402
 
 DPI = 120
 WIDTH_IN = 10.5
@@ -37,6 +39,20 @@ _LEVEL_ID = re.compile(r"^(?P<series>.+\+[a-z0-9_]+)-(?P<level>-?\d+)$")
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold",
                      "axes.spines.top": False, "axes.spines.right": False})
+
+
+def sizes(r: CodecResult) -> Sizes:
+    """The codec's byte figures; only called on codecs a chart kept because they have them."""
+    if r.sizes is None:
+        raise ValueError(f"{r.codec} has no byte figures")
+    return r.sizes
+
+
+def encoded(r: CodecResult) -> Timing:
+    """The codec's encode timing; only called on codecs a chart kept because they have one."""
+    if r.encode is None:
+        raise ValueError(f"{r.codec} has no encode timing")
+    return r.encode
 
 
 def write_charts(suite: Suite, folder: str) -> Dict[str, str]:
@@ -61,15 +77,15 @@ def bytes_chart(suite: Suite) -> Optional[Figure]:
         return None
     fig, ax = _bar_figure([r.codec for r in rows])
     y = range(len(rows))
-    ax.barh(y, [r.sizes.mean for r in rows], color=COLORS["bytes"], height=0.6, label="mean")
-    ax.hlines(y, [r.sizes.p50 for r in rows], [r.sizes.p99 for r in rows], color="#888888", lw=1, zorder=2)
-    ax.scatter([r.sizes.p50 for r in rows], y, marker="|", s=260, linewidths=2, color="black", label="p50", zorder=3)
-    ax.scatter([r.sizes.p99 for r in rows], y, marker="|", s=260, linewidths=2, color="#c44e52", label="p99", zorder=3)
+    ax.barh(y, [sizes(r).mean for r in rows], color=COLORS["bytes"], height=0.6, label="mean")
+    ax.hlines(y, [sizes(r).p50 for r in rows], [sizes(r).p99 for r in rows], color="#888888", lw=1, zorder=2)
+    ax.scatter([sizes(r).p50 for r in rows], y, marker="|", s=260, linewidths=2, color="black", label="p50", zorder=3)
+    ax.scatter([sizes(r).p99 for r in rows], y, marker="|", s=260, linewidths=2, color="#c44e52", label="p99", zorder=3)
     json_mean = json_sizes(suite)
-    right = max(r.sizes.p99 for r in rows)
+    right = max(sizes(r).p99 for r in rows)
     for i, r in enumerate(rows):
-        text = f"mean {r.sizes.mean:.0f} B" + (f" = {fmt_ratio(r.sizes.mean / json_mean)} json" if json_mean else "")
-        _note_right(ax, (max(r.sizes.mean, r.sizes.p99), i), text, fontsize=9)
+        text = f"mean {sizes(r).mean:.0f} B" + (f" = {fmt_ratio(sizes(r).mean / json_mean)} json" if json_mean else "")
+        _note_right(ax, (max(sizes(r).mean, sizes(r).p99), i), text, fontsize=9)
     _frame(ax, (0, right * 1.3), "bytes per call (bar = mean; line from p50 to p99)", "Bytes on the wire per RPC call")
     _legend_below(fig)
     return fig
@@ -107,19 +123,19 @@ def scatter_chart(suite: Suite) -> Optional[Figure]:
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.5), layout="constrained")
-    ax.set_xlim(0, max(r.encode.median_us for r in rows) * 1.2)
-    ax.set_ylim(0, max(r.sizes.mean for r in rows) * 1.15)
-    labels: List[Tuple[CodecResult, str, Dict[str, object]]] = []
-    in_series = set()
+    ax.set_xlim(0, max(encoded(r).median_us for r in rows) * 1.2)
+    ax.set_ylim(0, max(sizes(r).mean for r in rows) * 1.15)
+    labels: List[Tuple[CodecResult, str, Dict[str, Any]]] = []
+    in_series: Set[str] = set()
     for name, points in _level_series(rows).items():
-        dots = ax.scatter([r.encode.median_us for _, r in points], [r.sizes.mean for _, r in points], s=30, zorder=3,
+        dots = ax.scatter([encoded(r).median_us for _, r in points], [sizes(r).mean for _, r in points], s=30, zorder=3,
                           label=f"{name} (number = level)")
         labels += [(r, str(level), {"fontsize": 8, "color": dots.get_facecolor()[0]}) for level, r in points]
         in_series.update(r.codec for _, r in points)
     singles = [r for r in rows if r.codec not in in_series]
-    ax.scatter([r.encode.median_us for r in singles], [r.sizes.mean for r in singles], s=30, color="#333333", zorder=3)
+    ax.scatter([encoded(r).median_us for r in singles], [sizes(r).mean for r in singles], s=30, color="#333333", zorder=3)
     labels += [(r, r.codec, {"fontsize": 9}) for r in singles]
-    _place_labels(ax, labels)
+    _place_labels(fig, ax, labels)
     ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
             color="#555555", style="italic")
     ax.set_xlabel("encode µs per call (median)")
@@ -140,10 +156,10 @@ def levels_chart(suite: Suite) -> Optional[Figure]:
                              squeeze=False)
     for (name, points), (left, right) in zip(series.items(), axes):
         base = _base_result(suite, name)
-        _level_panel(left, points, lambda r: r.sizes.mean, None, "{:.0f}", COLORS["bytes"],
-                     base.sizes.mean if base else None, f"{name}: bytes per call (mean)")
-        _level_panel(right, points, lambda r: r.encode.median_us, lambda r: _round_range(r.encode), "{:.1f}",
-                     COLORS["encode"], base.encode.median_us if base else None, f"{name}: encode µs per call (median)")
+        _level_panel(left, points, lambda r: sizes(r).mean, None, "{:.0f}", COLORS["bytes"],
+                     sizes(base).mean if base else None, f"{name}: bytes per call (mean)")
+        _level_panel(right, points, lambda r: encoded(r).median_us, lambda r: _round_range(encoded(r)), "{:.1f}",
+                     COLORS["encode"], encoded(base).median_us if base else None, f"{name}: encode µs per call (median)")
         if base:
             left.legend(loc="lower right", fontsize=8)
     fig.suptitle("Compression level: bytes vs encode time", fontweight="bold")
@@ -245,11 +261,13 @@ _LABEL_SPOTS = ((6, 3, "left", "bottom"), (6, -3, "left", "top"), (-6, 3, "right
                 (6, 12, "left", "bottom"), (6, -12, "left", "top"), (-6, 12, "right", "bottom"), (-6, -12, "right", "top"))
 
 
-def _place_labels(ax: Axes, labels: List[Tuple[CodecResult, str, Dict[str, object]]]) -> None:
+def _place_labels(fig: Figure, ax: Axes, labels: List[Tuple[CodecResult, str, Dict[str, Any]]]) -> None:
     """Label each (encode, bytes) point at the first spot that overlaps no point and no earlier label."""
-    ax.figure.draw_without_rendering()  # settle the layout so display coordinates are final
-    renderer = ax.figure.canvas.get_renderer()
-    xy = [(r.encode.median_us, r.sizes.mean) for r, _, _ in labels]
+    fig.draw_without_rendering()  # settle the layout so display coordinates are final
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg), "charts are drawn with the Agg backend"
+    renderer = canvas.get_renderer()
+    xy = [(encoded(r).median_us, sizes(r).mean) for r, _, _ in labels]
     taken = [Bbox.from_bounds(px - 4, py - 4, 8, 8) for px, py in ax.transData.transform(xy)]
     for point, (_, text, style) in zip(xy, labels):
         for spot in _LABEL_SPOTS:
@@ -263,7 +281,7 @@ def _place_labels(ax: Axes, labels: List[Tuple[CodecResult, str, Dict[str, objec
 
 
 def _annotate(ax: Axes, point: Tuple[float, float], text: str, spot: Tuple[float, float, str, str],
-              style: Dict[str, object]) -> Annotation:
+              style: Dict[str, Any]) -> Annotation:
     dx, dy, ha, va = spot
     return ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, **style)
 

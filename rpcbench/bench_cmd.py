@@ -199,7 +199,7 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
     reader = open_trace(args.trace)
     size_pass = SizePass(codecs, args.sample, args.seed)
     size_pass.run_split(reader, lambda: open_trace(args.trace), args.jobs, progress)
-    if not size_pass.calls:
+    if not size_pass.stats.calls:
         raise BenchError(f"{args.trace}: the trace holds no calls")
     size_pass_s = time.perf_counter() - started
     plan = Plan(args.sample, args.min_time, args.repeat, args.processes if worker.available() else 0, args.warmup)
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
         settings={
             "codecs": [c.name for c in codecs], "repeat": plan.repeat, "warmup": plan.warmup, "budget_s": args.budget,
             "processes": plan.processes, "sample": len(sample), "sample_seed": args.seed, "min_time_s": plan.min_time,
-            "sample_method": "all calls" if len(sample) == size_pass.calls else "stratified by method, seeded",
+            "sample_method": "all calls" if len(sample) == size_pass.stats.calls else "stratified by method, seeded",
             "sample_by_method": dict(Counter(call.method for call in sample).most_common()), "jobs": args.jobs,
             "gc": f"{args.gc} inside timed loops", "timer": "perf_counter_ns around whole batches",
             "tails": not args.no_tails, "memory": not args.no_memory, **durations,
@@ -231,7 +231,7 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
 
 def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
     """Shrink the timing plan to the time left, from each codec's cost in the size pass."""
-    calls = max(size_pass.calls, 1)
+    calls = max(size_pass.stats.calls, 1)
     costs = [(t.ns / calls, len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) for t in size_pass.tallies]
     fitted = budget.fit(plan, costs, seconds_left, MEMORY_CALLS)
     if fitted.cost_s(costs, MEMORY_CALLS) > seconds_left:
@@ -317,14 +317,10 @@ def _trace_info(path: str, reader, size_pass: SizePass, codecs: List[Codec]) -> 
     return {
         "path": path,
         "format": "jsonl" if reader.version is None else f"rpctrace v{reader.version}",
-        "calls": size_pass.calls,
         "sha256": file_sha256(path),
         "file_bytes": os.path.getsize(path),
         "metadata": reader.metadata,
-        "methods": dict(size_pass.methods.most_common()),
-        "directions": dict(size_pass.directions),
-        "connections": len(size_pass.connections),
-        "duration_s": ((size_pass.t_max or 0) - (size_pass.t_min or 0)) / 1e9,
+        **size_pass.stats.summary(),
         "truncated_bytes": reader.truncated_bytes,
         "recorder": reader.end or reader.stats,
         "bytes_reference": reference,

@@ -23,6 +23,7 @@ from .codec import Codec, Compressed
 from .errors import BenchError
 from .fidelity import OTHER, Limit, compare, features_of
 from .results import Problem, Sizes
+from .trace_stats import TraceStats
 
 Progress = Callable[[str], None]
 
@@ -203,12 +204,7 @@ class SizePass:
         self.tallies = [CodecTally(c) for c in codecs]
         self.sample_size = sample_size
         self.seed = seed
-        self.calls = 0
-        self.methods: Counter = Counter()
-        self.directions: Counter = Counter()
-        self.connections: set = set()
-        self.t_min: Optional[int] = None
-        self.t_max: Optional[int] = None
+        self.stats = TraceStats()
         self._first: List[Call] = []  # kept while the trace is no larger than the sample
         self._strata: Dict[str, List[int]] = {}
         self._rng = random.Random(seed)
@@ -217,19 +213,16 @@ class SizePass:
             tallies: Optional[List[CodecTally]] = None) -> None:
         """Consume the calls (any iterable, e.g. a streaming trace reader) through ``tallies`` (default all)."""
         tallies = self.tallies if tallies is None else tallies
-        methods, directions, conns = self.methods, self.directions, self.connections
+        stats = self.stats
+        methods = stats.methods
         for index, call in enumerate(calls):
-            methods[call.method] += 1
-            directions[call.dir] += 1
-            conns.add(call.conn)
-            self._track_time(call.t)
+            stats.add(call)
             self._offer_sample(index, call, methods[call.method])
             shared: Dict[str, Outcome] = {}
             for tally in tallies:
                 tally.check(index, call, shared)
             if index % every == every - 1:
                 progress(f"size and fidelity pass: {index + 1:,} calls")
-            self.calls = index + 1
 
     def run_split(self, reader: Any, reopen: Callable[[], Iterable[Call]], processes: int,
                   progress: Progress = _quiet) -> None:
@@ -257,12 +250,6 @@ class SizePass:
                 tally.check(index, call, shared)
         return [tally.export() for tally in group]
 
-    def _track_time(self, t: int) -> None:
-        if self.t_min is None or t < self.t_min:
-            self.t_min = t
-        if self.t_max is None or t > self.t_max:
-            self.t_max = t
-
     def _offer_sample(self, index: int, call: Call, seen: int) -> None:
         """Keep the first calls, and a reservoir of indices per method (algorithm R)."""
         if index < self.sample_size:
@@ -281,13 +268,13 @@ class SizePass:
         """Positions of the sampled calls: each method's quota drawn from its reservoir."""
         rng = random.Random(self.seed + 1)
         wanted: Set[int] = set()
-        for method, quota in proportional_quotas(self.methods, self.sample_size).items():
+        for method, quota in proportional_quotas(self.stats.methods, self.sample_size).items():
             wanted.update(rng.sample(self._strata[method], quota))
         return wanted
 
     def sample(self, reopen: Callable[[], Any]) -> List[Call]:
         """The sampled calls in trace order (every call when the trace is no larger than the sample)."""
-        if self.calls <= self.sample_size:
+        if self.stats.calls <= self.sample_size:
             return list(self._first)
         return list(reopen().calls(self.sample_indices()))
 

@@ -171,7 +171,8 @@ class Battle:
     def new_match(self) -> None:
         """Towers, creeps at the front and heroes near mid: the fight starts at once."""
         rng = self.rng
-        self.match_end, self.winner, self.score = self.tick + MATCH_TICKS, None, [0, 0]
+        self.match_end, self.score = self.tick + MATCH_TICKS, [0, 0]
+        self.winner: Optional[int] = None
         self.entities: List[Entity] = []
         self.items: List[Item] = []
         for team in (0, 1):
@@ -257,7 +258,7 @@ class Battle:
         cooldown = 1.5 + (skill % 100) * 1.25
         self._send(p.conn, "skill_result", {"skill": skill, "ok": err is None, "err": err, "cd": cooldown,
                                             "target": args["target"], "frame": args["frame"]})
-        if err is None:
+        if err is None and target is not None:
             hero.ready = self.tick + int(cooldown * TICKS_PER_S)
             self._hit(hero, target, self.rng.randrange(120, 380), skill)
             if skill % 100 in SKILL_BUFFS and target.hp > 0:

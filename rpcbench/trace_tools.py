@@ -27,6 +27,7 @@ from rpc_capture.recorder import MethodFilter
 
 from .cli import whole_number
 from .errors import BenchError
+from .trace_stats import TraceStats
 
 PROG = "run_bench.py trace"
 
@@ -123,21 +124,9 @@ def _silence_stdout() -> None:
 def trace_info(path: str) -> Dict[str, Any]:
     """Everything ``info`` shows about one trace, as a dict (read in one streaming pass)."""
     reader = open_trace(path)
-    methods: "collections.Counter[str]" = collections.Counter()
-    directions: "collections.Counter[str]" = collections.Counter()
-    conns: "collections.Counter[Any]" = collections.Counter()
-    t_min = t_max = None
-    calls = 0
+    stats = TraceStats()
     for call in reader:
-        calls += 1
-        methods[call.method] += 1
-        directions[call.dir] += 1
-        conns[call.conn] += 1
-        t = call.t
-        if t_min is None or t < t_min:
-            t_min = t
-        if t_max is None or t > t_max:
-            t_max = t
+        stats.add(call)
     binary = isinstance(reader, TraceReader)
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
@@ -145,12 +134,12 @@ def trace_info(path: str) -> Dict[str, Any]:
         "path": path,
         "format": f"rpctrace v{reader.version}" + (", gzip" if gz else "") if binary else "JSON Lines",
         "file_bytes": os.path.getsize(path),
-        "calls": calls,
-        "t_min": t_min,
-        "t_max": t_max,
-        "methods": methods,
-        "directions": directions,
-        "connections": conns,
+        "calls": stats.calls,
+        "t_min": stats.t_min,
+        "t_max": stats.t_max,
+        "methods": stats.methods,
+        "directions": stats.directions,
+        "connections": stats.connections,
         "metadata": reader.metadata,
         "binary": binary,
         "end": reader.end,

@@ -199,3 +199,18 @@ def test_command_line_help_errors_and_pipes(trace, tmp_path):
     p.stdout.close()
     assert p.wait(30) == 0 and b"Traceback" not in p.stderr.read()
     p.stderr.close()
+
+
+def test_trace_stats_merged_from_parts_equal_one_pass_over_the_bundled_trace() -> None:
+    from rpc_capture import open_trace
+    from rpcbench.trace_stats import TraceStats
+
+    whole, parts = TraceStats(), [TraceStats(), TraceStats(), TraceStats()]
+    for index, call in enumerate(open_trace(str(REPO / "samples" / "battle.rpct"))):
+        whole.add(call)
+        parts[index % 3].add(call)
+    merged = TraceStats()
+    for part in parts:
+        merged.merge(part)
+    assert merged == whole and whole.calls == 20_000 and whole.duration_s > 0
+    assert sum(whole.connections.values()) == whole.calls == sum(whole.methods.values())

@@ -1,0 +1,200 @@
+"""Every judgment the reports make, in one place: which codec wins what, which failures
+count against a codec, which timings to distrust and why.
+
+The terminal table, the charts and report.html only format what these functions decide,
+so they can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
+
+from .formatting import fmt_ratio, fmt_us, latency_us
+
+#: pyperf warns that a result "may be unstable" above this standard deviation (% of mean)
+UNSTABLE_STDEV_PCT = 10.0
+STATE_GAP = 1.05  #: ratios to json this far apart between the machine's two speed states are worth a warning
+OPS = ("encode", "decode")
+
+#: headline label -> (the figure it ranks by, lowest best; how the figure is written)
+HEADLINES: Dict[str, Tuple[Callable[[CodecResult], Optional[float]], Callable[[float], str]]] = {
+    "Smallest": (lambda r: r.sizes.mean if r.sizes else None, lambda v: f"{v:.1f} B/call"),
+    "Fastest encode": (lambda r: r.encode.median_us if r.encode else None, lambda v: f"{fmt_us(v)} µs/call"),
+    "Fastest decode": (lambda r: r.decode.median_us if r.decode else None, lambda v: f"{fmt_us(v)} µs/call"),
+    "Shortest encode tail": (lambda r: latency_us(r, "encode", "p99"), lambda v: f"p99 {fmt_us(v)} µs/call"),
+}
+
+
+def timing_of(r: CodecResult, op: str) -> Optional[Timing]:
+    """The codec's ``encode`` or ``decode`` timing, if it was measured."""
+    return r.encode if op == "encode" else r.decode
+
+
+def undeclared(r: CodecResult, column: str) -> int:
+    """Of the codec's ``failures`` or ``mismatches``, the calls no declared problem explains (bugs)."""
+    total, kinds = (r.failures, ("encode",)) if column == "failures" else (r.mismatches, ("decode", "mismatch"))
+    return max(0, total - sum(p.count for p in r.problems if p.kind in kinds and p.declared))
+
+
+def undeclared_calls(r: CodecResult) -> int:
+    """Calls that failed or came back different without the codec declaring why."""
+    return undeclared(r, "failures") + undeclared(r, "mismatches")
+
+
+def rankable(suite: Suite) -> List[CodecResult]:
+    """The codecs a headline ("Smallest", "Fastest encode"...) may name: every failure and mismatch declared."""
+    return [r for r in suite.results if not undeclared_calls(r)]
+
+
+def failed_text(r: CodecResult) -> str:
+    """``79 calls failed to encode, declared; its figures cover the other 2,921``, for a codec with failures."""
+    bad = undeclared(r, "failures")
+    kind = "declared" if not bad else f"{bad:,} undeclared"
+    return f"{r.failures:,} calls failed to encode, {kind}; its figures cover the other {r.calls:,}"
+
+
+def unstable(r: CodecResult) -> List[str]:
+    """Which of the codec's timings ("encode", "decode") vary more than pyperf's threshold."""
+    return [op for op in OPS if (t := timing_of(r, op)) is not None and t.stdev_pct > UNSTABLE_STDEV_PCT]
+
+
+def winners(suite: Suite) -> Dict[str, Tuple[CodecResult, str]]:
+    """Each headline label ("Smallest", "Fastest encode", ...) -> (the best codec, its figure as text), where measured.
+
+    Only :func:`rankable` codecs compete: a codec never wins by failing calls."""
+    found = {}
+    candidates = rankable(suite)
+    for label, (value, text) in HEADLINES.items():
+        pool = [(v, r) for r in candidates if (v := value(r)) is not None]
+        if pool:
+            best_value, best = min(pool, key=lambda pair: pair[0])
+            found[label] = (best, text(best_value))
+    return found
+
+
+def frontier(suite: Suite) -> List[CodecResult]:
+    """Rankable codecs that no other beats on both mean bytes and encode time, smallest first."""
+    measured = sorted(((r.sizes.mean, r.encode.median_us, r) for r in rankable(suite) if r.sizes and r.encode),
+                      key=lambda row: (row[0], row[1]))
+    front: List[Tuple[float, CodecResult]] = []
+    for _, encode_us, r in measured:
+        if not front or encode_us < front[-1][0]:
+            front.append((encode_us, r))
+    return [r for _, r in front]
+
+
+def comparisons(suite: Suite, notable: Sequence[CodecResult]) -> List[str]:
+    """One plain sentence per notable codec (and json, bson): bytes and CPU relative to json and bson."""
+    refs = [r for r in (suite.find("json"), suite.find("bson")) if r and r.sizes and r.encode]
+    shown = {r.codec: r for r in (*notable, *refs) if r.sizes and r.encode}
+    lines = []
+    for r in shown.values():
+        parts = [relative(r, ref) for ref in refs if ref.codec != r.codec]
+        if parts:
+            lines.append(f"{r.codec}: " + "; ".join(parts) + (f" ({failed_text(r)})." if r.failures else "."))
+    return lines
+
+
+def relative(r: CodecResult, ref: CodecResult) -> str:
+    """``0.76x json bytes at 2.38x json encode CPU (1.70x decode)``; both must have sizes and encode timings."""
+    assert r.sizes and ref.sizes and r.encode and ref.encode
+    text = (f"{fmt_ratio(r.sizes.mean / ref.sizes.mean)} {ref.codec} bytes at "
+            f"{fmt_ratio(r.encode.ratio_to(ref.encode))} {ref.codec} encode CPU")
+    if r.decode and ref.decode:
+        text += f" ({fmt_ratio(r.decode.ratio_to(ref.decode))} decode)"
+    return text
+
+
+def warnings(suite: Suite) -> List[str]:
+    """Reasons to distrust parts of the run: errors, undeclared fidelity problems, unstable timings, dropped calls."""
+    notes = []
+    for r in suite.results:
+        bad = undeclared_calls(r)
+        reasons = ([f"timing could not run ({r.error})"] if r.error else []) + (
+            [f"{bad:,} calls failed or came back different, undeclared (see Fidelity)"] if bad else [])
+        if reasons:
+            notes.append(f"{r.codec}: {'; '.join(reasons)}.")
+    titles = {"unstable": "Unstable timings", "speed states": "Speed states"}
+    notes += [f"{titles[name]}: {text[0].upper()}{text[1:]}" for name, text in timing_notes(suite)]
+    recorder = suite.trace.get("recorder") or {}
+    dropped = sum(v for k, v in recorder.items() if k.startswith("dropped") and isinstance(v, int))
+    if dropped:
+        notes.append(f"The recorder dropped {dropped:,} calls while capturing: the trace is not every call.")
+    if suite.trace.get("truncated_bytes"):
+        notes.append(f"The trace was truncated ({suite.trace['truncated_bytes']} bytes ignored).")
+    return notes
+
+
+def timing_notes(suite: Suite) -> List[Tuple[str, str]]:
+    """The reasons to read the timings with care, as (name, text): unstable rounds, speed states."""
+    notes = [("unstable", unstable_summary(suite)), ("speed states", state_summary(suite))]
+    return [(name, text) for name, text in notes if text]
+
+
+def unstable_summary(suite: Suite) -> Optional[str]:
+    """How many timings vary more than pyperf's threshold, the worst named; None if none do."""
+    shaky = sorted(((t.stdev_pct, f"{r.codec} {op}") for r in suite.results for op in unstable(r)
+                    if (t := timing_of(r, op)) is not None), reverse=True)
+    if not shaky:
+        return None
+    timed = sum(1 for r in suite.results for op in OPS if timing_of(r, op))
+    return (f"{len(shaky)} of {timed} timings have rounds whose standard deviation exceeds "
+            f"{UNSTABLE_STDEV_PCT:.0f}% of their mean (pyperf's threshold; worst: {shaky[0][1]} "
+            f"{shaky[0][0]:.1f}%): absolute µs move with the machine's speed. The enc/json and dec/json ratios pair "
+            f"each round with json's round of the same turn, which cancels drift that slows every codec alike; "
+            f"compare codecs with them, or rerun on an idle machine.")
+
+
+def state_summary(suite: Suite) -> Optional[str]:
+    """When the machine switched speed state during the run and codec ratios differ between
+    the states (see ``SLOW_STATE_FACTOR``): how often, and the codec most affected; else None."""
+    ref = suite.find("json")
+    if ref is None or ref.encode is None:
+        return None
+    gaps = []
+    for r in suite.results:
+        for op in OPS:
+            mine, theirs = timing_of(r, op), timing_of(ref, op)
+            by_state = mine.ratio_by_state(theirs) if mine and theirs and r is not ref else {}
+            if by_state:
+                fast, slow = by_state["fast"][0], by_state["slow"][0]
+                gaps.append((max(fast, slow) / min(fast, slow), f"{r.codec} {op}", fast, slow))
+    wide = [g for g in gaps if g[0] >= STATE_GAP]
+    if not wide:
+        return None
+    gap, name, fast, slow = max(wide)
+    slow_rounds = sum(ref.encode.slow_rounds)
+    return (f"the machine changed speed state during the run: {slow_rounds} of {len(ref.encode.rounds_ns)} json encode "
+            f"rounds ran over {SLOW_STATE_FACTOR:g}x slower than its fastest. Codecs do not slow down alike, so their "
+            f"ratios to json differ between the states by {STATE_GAP:g}x or more for {len(wide)} "
+            f"timing{'s' if len(wide) > 1 else ''}, most for {name}: "
+            f"{fmt_ratio(fast)} in fast rounds, {fmt_ratio(slow)} in slow ones ({gap:.2f}x apart). The table's ratios mix "
+            f"the states as this run happened to; compare runs made in the same state (results.json keeps every round), "
+            f"or rerun on an idle machine.")
+
+
+def stage_split(r: CodecResult) -> Optional[str]:
+    """``encode = convert 2.63 + serialize 0.86 µs; decode = ...`` for a codec timed stage by stage."""
+    ops = [f"{op} = " + " + ".join(f"{name} {fmt_us(t.median_us)}" for name, t in r.stages[op].items()) + " µs"
+           for op in OPS if len(r.stages.get(op) or {}) > 1]
+    return f"{r.codec}: {'; '.join(ops)}" if ops else None
+
+
+def worst_method(r: CodecResult, op: str) -> Optional[str]:
+    """The method with the highest per-call p99 for ``op``, if tails were measured."""
+    methods = {m: v["p99"] for m, v in (r.latency.get(op) or {}).items() if m != "*"}
+    return max(methods, key=methods.__getitem__) if methods else None
+
+
+def json_sizes(suite: Suite) -> Optional[float]:
+    """Mean bytes per call of the ``json`` codec, the usual baseline, if it was measured."""
+    ref = suite.find("json")
+    return ref.sizes.mean if ref and ref.sizes else None
+
+
+def cpu_ratio(r: CodecResult, ref: CodecResult, op: str) -> Optional[float]:
+    """CPU time relative to ``ref``, paired round by round (see Timing.ratio_to); None if either is missing."""
+    mine, theirs = timing_of(r, op), timing_of(ref, op)
+    return mine.ratio_to(theirs) if mine and theirs else None

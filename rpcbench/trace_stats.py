@@ -1,0 +1,60 @@
+"""What a trace holds, counted in one streaming pass: calls, methods, directions,
+connections and time span. The size pass, ``trace info`` and results.json all use this
+one tally, so they always agree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Dict, Hashable, Optional
+
+from rpc_capture import Call
+
+
+@dataclass
+class TraceStats:
+    """Counts over the calls seen so far; ``add`` one call, ``merge`` another tally of other calls."""
+
+    calls: int = 0
+    methods: Counter[str] = field(default_factory=Counter)
+    directions: Counter[str] = field(default_factory=Counter)
+    connections: Counter[Hashable] = field(default_factory=Counter)  #: calls per connection
+    t_min: Optional[int] = None
+    t_max: Optional[int] = None
+
+    def add(self, call: Call) -> None:
+        """Count one call."""
+        self.calls += 1
+        self.methods[call.method] += 1
+        self.directions[call.dir] += 1
+        self.connections[call.conn] += 1
+        t = call.t
+        if self.t_min is None or t < self.t_min:
+            self.t_min = t
+        if self.t_max is None or t > self.t_max:
+            self.t_max = t
+
+    def merge(self, other: "TraceStats") -> None:
+        """Add the counts of ``other`` (a tally of different calls) to these."""
+        self.calls += other.calls
+        self.methods.update(other.methods)
+        self.directions.update(other.directions)
+        self.connections.update(other.connections)
+        self.t_min = min((t for t in (self.t_min, other.t_min) if t is not None), default=None)
+        self.t_max = max((t for t in (self.t_max, other.t_max) if t is not None), default=None)
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first call's timestamp to the last's (0 without timestamps)."""
+        return ((self.t_max or 0) - (self.t_min or 0)) / 1e9
+
+    def summary(self) -> Dict[str, Any]:
+        """The figures results.json keeps under ``trace``."""
+        return {
+            "calls": self.calls,
+            "methods": dict(self.methods.most_common()),
+            "directions": dict(self.directions),
+            "connections": len(self.connections),
+            "duration_s": self.duration_s,
+        }
