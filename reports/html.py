@@ -112,7 +112,7 @@ def write_report(suite: Suite, folder: str, charts: Mapping[str, str]) -> str:
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{esc(title)}</title>"
             f"<style>{CSS}</style></head><body><main>\n{body}\n</main></body></html>\n")
     path = os.path.join(folder, "report.html")
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:  # lone surrogates: shown as U+FFFD
         f.write(page)
     return path
 

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, TextIO, Union
 
-from rpc_capture import DIRECTIONS, Call, JsonlReader, TraceReader, TraceWriter, open_trace
+from rpc_capture import DIRECTIONS, Call, JsonlReader, TraceReader, TraceWriter, damage_note, open_trace
 from rpc_capture.jsonl import json_line
 from rpc_capture.recorder import MethodFilter
 
@@ -46,11 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Summarize traces: calls, duration and rate, methods with counts and share, "
                           "directions, connections, the recorder's counters (drops), file size and format.")
     info.add_argument("files", nargs="+", metavar="FILE", help="trace files (e.g. all parts of a rotated recording)")
+    _salvage_arg(info)
     info.add_argument("--top", type=whole_number(1), default=30, metavar="N", help="methods and connections listed (default: 30)")
 
     cat = sub.add_parser("cat", help="print calls", description="Print calls, one per line: time since the first "
                          "call, direction, connection, method, args. Takes the same selections as 'slice'.")
     cat.add_argument("file", metavar="FILE")
+    _salvage_arg(cat)
     cat.add_argument("--jsonl", action="store_true", help="print JSON Lines (the rpcbench JSON Lines trace format) instead")
     cat.add_argument("--limit", type=whole_number(1), metavar="N", help="stop after N calls")
     _selection_args(cat)
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "keys into strings and tuples into lists (JSON has neither).")
     conv.add_argument("input", metavar="IN")
     conv.add_argument("output", metavar="OUT")
+    _salvage_arg(conv)
     _output_args(conv)
 
     sl = sub.add_parser("slice", help="keep calls by time range, method, connection or direction",
@@ -69,9 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "'convert'). Times are seconds since the first call of IN.")
     sl.add_argument("input", metavar="IN")
     sl.add_argument("output", metavar="OUT")
+    _salvage_arg(sl)
     _selection_args(sl)
     _output_args(sl)
     return p
+
+
+def _salvage_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--salvage", action="store_true",
+                   help="skip damaged records (a warning says how many calls were lost) instead of stopping at the first")
 
 
 def _selection_args(p: argparse.ArgumentParser) -> None:
@@ -99,7 +108,7 @@ def main(argv: List[str]) -> int:
             for i, path in enumerate(args.files):
                 if i:
                     print()
-                print(format_info(trace_info(path), top=args.top))
+                print(format_info(trace_info(path, args.salvage), top=args.top))
             return 0
         if args.command == "cat":
             return cat(args)
@@ -120,9 +129,9 @@ def _silence_stdout() -> None:
 # ------------------------------------------------------------------------------ info
 
 
-def trace_info(path: str) -> Dict[str, Any]:
+def trace_info(path: str, salvage: bool = False) -> Dict[str, Any]:
     """Everything ``info`` shows about one trace, as a dict (read in one streaming pass)."""
-    reader = open_trace(path)
+    reader = open_trace(path, salvage)
     methods: "collections.Counter[str]" = collections.Counter()
     directions: "collections.Counter[str]" = collections.Counter()
     conns: "collections.Counter[Any]" = collections.Counter()
@@ -156,6 +165,7 @@ def trace_info(path: str) -> Dict[str, Any]:
         "end": reader.end,
         "stats": reader.stats,
         "truncated_bytes": reader.truncated_bytes,
+        "salvaged": damage_note(reader),
     }
 
 
@@ -216,6 +226,8 @@ def _count_table(what: str, counts: "collections.Counter[Any]", total: int, top:
 
 
 def _end_text(info: Dict[str, Any]) -> str:
+    if info.get("salvaged"):
+        return info["salvaged"]
     if not info["binary"]:
         return "- (JSON Lines has no end record)"
     truncated = info["truncated_bytes"]
@@ -301,7 +313,7 @@ def _selection_given(args: argparse.Namespace) -> bool:
 
 
 def cat(args: argparse.Namespace) -> int:
-    reader = open_trace(args.file)
+    reader = open_trace(args.file, args.salvage)
     out: TextIO = sys.stdout
     select = selector(args)
     t0: Optional[int] = None
@@ -318,7 +330,13 @@ def cat(args: argparse.Namespace) -> int:
             reader.close()
             break
     out.flush()
+    _warn_salvaged(reader)
     return 0
+
+
+def _warn_salvaged(reader: Union[TraceReader, JsonlReader]) -> None:
+    if damage_note(reader):
+        print(f"warning: {damage_note(reader)}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------ convert / slice
@@ -340,7 +358,7 @@ def write_selection(args: argparse.Namespace) -> int:
             raise BenchError(f"{args.output}: is the input file; write to another path")
         if not args.force:
             raise BenchError(f"{args.output}: exists (use --force to overwrite)")
-    reader = open_trace(args.input)
+    reader = open_trace(args.input, args.salvage)
     sliced = args.command == "slice" and _selection_given(args)
     calls: Iterable[Call] = selector(args)(reader) if args.command == "slice" else reader
     tmp = args.output + ".part"
@@ -372,6 +390,7 @@ def write_selection(args: argparse.Namespace) -> int:
         if os.path.exists(tmp):
             os.unlink(tmp)
     print(f"wrote {n:,} calls to {args.output} ({fmt}, {os.path.getsize(args.output):,} bytes)", file=sys.stderr)
+    _warn_salvaged(reader)
     return 0
 
 
