@@ -14,7 +14,7 @@ import logging
 import os
 import random
 import struct
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List
 
 from rpc_capture import Call, TraceError, open_trace
 from rpc_capture import trace as T
@@ -131,6 +131,65 @@ def check_results(path: str, out_dir: str) -> str:
     format_table(suite)
     write_report(suite, out_dir, {})
     return "ok"
+
+
+def hostile_calls() -> List[Call]:
+    """Legal but unusual calls: deep nesting, odd keys, huge ints, surrogates, NaN, shared values."""
+    deep: Any = 0
+    for _ in range(300):
+        deep = [deep]
+    shared = {"pos": [1.5, -0.0], "name": "\u00e9"}
+    calls = [
+        Call("deep", {"v": deep}), Call("keys", {b"raw": 1, 2.5: 2, None: 3, True: 4, (1, "a"): 5, 7: 6}),
+        Call("ints", [2 ** 64, -(2 ** 200), 10 ** 300, 0]), Call("text\ud800", {"s": "\udc00x\x00", "e": ""}),
+        Call("floats", (float("nan"), float("inf"), -0.0, 5e-324)), Call("shared", [shared, shared, {"x": shared}]),
+        Call("misc", {"b": b"\x00\xff" * 20, "set": {1, 2}, "fs": frozenset({"a"}), "c": 1 + 2j, "none": None}),
+    ]
+    return [c._replace(t=1_700_000_000_000_000_000 + i * 1000, conn=i % 3) for i, c in enumerate(calls * 20)]
+
+
+def seed_files(folder: str, calls: List[Call], results_json: str) -> Dict[str, bytes]:
+    """The intact inputs the mutations start from: binary, gzip and JSON Lines traces, a results.json."""
+    from rpc_capture import TraceWriter, write_jsonl
+
+    binary, gz, jsonl = (os.path.join(folder, name) for name in ("seed.rpct", "seed.rpct.gz", "seed.jsonl"))
+    for path, level in ((binary, None), (gz, 6)):
+        with TraceWriter(path, {"game": "fuzz"}, level) as w:
+            for call in calls:
+                w.write(call)
+    write_jsonl([c for c in calls if _has_json_form(c)], jsonl)
+    with open(results_json, "rb") as f:
+        results = f.read()
+    return {"binary": _read(binary), "gzip": _read(gz), "jsonl": _read(jsonl), "results": results}
+
+
+def _has_json_form(call: Call) -> bool:
+    from rpc_capture.jsonl import json_line
+
+    try:
+        json_line(call)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def mutate(kind: str, seed: bytes, rng: random.Random) -> bytes:
+    """One mutated input of a kind: bytes mutations, and for results.json also a tampered field."""
+    if kind == "results" and rng.random() < 0.5:
+        return json.dumps(tamper_json(json.loads(seed), rng)).encode("utf-8", "backslashreplace")
+    return mutate_bytes(seed, rng)
+
+
+def check(kind: str, path: str, out_dir: str, salvage: bool) -> str:
+    """Feed one input file of a kind to its reader: ``"ok"`` or ``"refused"``; anything else raises."""
+    if kind == "results":
+        return check_results(path, out_dir)
+    return check_trace(path, salvage)
 
 
 def write_json(path: str, obj: Any) -> None:
