@@ -110,6 +110,12 @@ def recordable(call: Any) -> tuple:
         raise ValueError(f"direction {direction!r} is neither {C2S!r} nor {S2C!r}")
     if isinstance(conn, bool) or not isinstance(conn, (int, str)):
         raise TypeError(f"connection id is {type(conn).__name__}; only int and str are recorded")
+    item = (method, args, t, _DIRS[direction], conn)
+    try:  # exact types already (at any depth marshal writes): nothing to convert
+        encode_batch([item])
+        return item
+    except (TypeError, ValueError):
+        pass
     item = (values.plain(method), values.plain(args), values.plain(t), _DIRS[direction], values.plain(conn))
     encode_batch([item])
     return item

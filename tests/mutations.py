@@ -64,7 +64,7 @@ def _length_field(data: bytes, rng: random.Random) -> bytes:
     at = rng.choice(starts) + 1
     n = struct.unpack_from("<I", data, at)[0]
     new = rng.choice((0, n + 1, max(n - 1, 0), n ^ (1 << rng.randrange(32)), T.MAX_RECORD, T.MAX_RECORD + 1, 2 ** 32 - 1))
-    return data[:at] + struct.pack("<I", new) + data[at + 4:]
+    return data[:at] + struct.pack("<I", new & 0xFFFFFFFF) + data[at + 4:]
 
 
 def _splice(data: bytes, rng: random.Random) -> bytes:
