@@ -260,6 +260,7 @@ def csv_row(r: CodecResult) -> List[Any]:
     ]
 
 
+LATENCY_KEYS = ("n", "p50", "p90", "p99", "max")  #: the figures of each op/method latency entry
 MAX_RESULTS_BYTES = 256 << 20  #: largest results.json read (a real one is well under 1 MB)
 
 
@@ -353,6 +354,9 @@ def _check_suite(data: Dict[str, Any]) -> None:
         _fields(r, _RESULT_FIELDS, where, _OPTIONAL_RESULT_FIELDS)
         _counts(r["by_method"], f"{where}.by_method", 2)
         _counts(r.get("latency", {}), f"{where}.latency", 3)
+        for op, by_method in r.get("latency", {}).items():
+            for method, pcts in by_method.items():
+                _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
         _counts(r.get("memory", {}), f"{where}.memory", 2)
         if r["sizes"] is not None:
             _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
