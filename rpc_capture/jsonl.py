@@ -174,7 +174,10 @@ def write_jsonl(calls: Iterable[Call], out: Union[str, os.PathLike, IO[str]]) ->
 def json_line(call: Call) -> str:
     """One call as a JSON Lines line (with trailing newline)."""
     obj = {"t": call.t, "dir": call.dir, "conn": call.conn, "method": call.method, "args": call.args}
-    line = json.dumps(obj, ensure_ascii=False, default=_to_extended, separators=(",", ":")) + "\n"
+    try:
+        line = json.dumps(obj, ensure_ascii=False, default=_to_extended, separators=(",", ":")) + "\n"
+    except RecursionError:
+        raise ValueError("args nested too deeply for JSON (Python's json stops at about 1,000 levels)") from None
     if not line.isascii():
         try:
             line.encode("utf-8")

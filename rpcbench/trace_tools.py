@@ -18,6 +18,7 @@ import argparse
 import collections
 import datetime as dt
 import os
+import reprlib
 import sys
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, TextIO, Union
 
@@ -322,9 +323,9 @@ def cat(args: argparse.Namespace) -> int:
         if t0 is None:
             t0 = call.t
         if args.jsonl:
-            out.write(json_line(call))
+            out.write(_jsonl_text(call, args.file, n))
         else:
-            out.write(f"{(call.t - t0) / 1e9:>12.6f}  {call.dir}  {str(call.conn):>8}  {call.method}  {call.args!r}\n")
+            out.write(f"{(call.t - t0) / 1e9:>12.6f}  {call.dir}  {str(call.conn):>8}  {call.method}  {_args_text(call.args)}\n")
         n += 1
         if args.limit is not None and n >= args.limit:
             reader.close()
@@ -332,6 +333,26 @@ def cat(args: argparse.Namespace) -> int:
     out.flush()
     _warn_salvaged(reader)
     return 0
+
+
+def _jsonl_text(call: Call, source: str, n: int) -> str:
+    """The JSON Lines line of the ``n``-th call (0-based) read from ``source``; BenchError if it has none."""
+    try:
+        return json_line(call)
+    except (TypeError, ValueError) as e:
+        raise BenchError(f"{source}: call {n + 1} ({call.method!r}) has no JSON Lines form: {e}") from None
+
+
+_DEEP_REPR = reprlib.Repr()  #: for args nested deeper than repr() can go: the outer 100 levels
+_DEEP_REPR.maxlevel, _DEEP_REPR.maxstring, _DEEP_REPR.maxother = 100, 10_000, 10_000
+_DEEP_REPR.maxlist = _DEEP_REPR.maxtuple = _DEEP_REPR.maxdict = _DEEP_REPR.maxset = _DEEP_REPR.maxfrozenset = 10_000
+
+
+def _args_text(value: Any) -> str:
+    try:
+        return repr(value)
+    except RecursionError:
+        return _DEEP_REPR.repr(value)
 
 
 def _warn_salvaged(reader: Union[TraceReader, JsonlReader]) -> None:
@@ -367,10 +388,7 @@ def write_selection(args: argparse.Namespace) -> int:
             n = 0
             with open(tmp, "w", encoding="utf-8") as f:
                 for call in calls:
-                    try:
-                        f.write(json_line(call))
-                    except (TypeError, ValueError) as e:
-                        raise BenchError(f"{args.input}: call {n + 1} ({call.method!r}) has no JSON Lines form: {e}") from None
+                    f.write(_jsonl_text(call, args.input, n))
                     n += 1
         else:
             level = args.compress if args.compress is not None else (6 if args.output.endswith(".gz") else None)

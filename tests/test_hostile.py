@@ -168,6 +168,16 @@ def test_deeply_nested_args_are_compared_and_reported_not_a_crash(tmp_path):
     assert all(r["calls"] + r["failures"] == 10 for r in results.values())
 
 
+def test_deeply_nested_args_print_and_convert_without_a_traceback(tmp_path, capsys):
+    path = tmp_path / "deep.rpct"
+    with TraceWriter(path) as w:
+        w.write(Call("deep", {"v": nested(1500)}))
+    assert cli_main(["trace", "cat", str(path)]) == 0
+    assert "deep  {'v': [[[[" in capsys.readouterr().out
+    assert cli_main(["trace", "convert", str(path), str(tmp_path / "deep.jsonl")]) == 2
+    assert "call 1 ('deep') has no JSON Lines form: args nested too deeply" in capsys.readouterr().err
+
+
 def test_odd_dict_keys_are_a_failure_of_the_codec_that_cannot_carry_them(tmp_path):
     path = tmp_path / "keys.rpct"
     with TraceWriter(path) as w:
