@@ -654,7 +654,11 @@ class Recorder:
     def _close_file(self) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.close(self._file_stats())
+            try:
+                writer.close(self._file_stats())
+            except BaseException:
+                self._writer = writer  # for _fail: abandon it and count what reached the disk
+                raise
 
     def _finish(self) -> None:
         try:
