@@ -90,19 +90,19 @@ def _load(buf: bytes, pos: int) -> Tuple[Any, int]:  # noqa: C901 - one flat loo
     limit = MAX_EXPANDED - len(buf)
     # open containers: [code, items, items left (a dict: its pending key), ref slot, start, extra at start]
     stack: List[list] = []
+    start = extra_before = 0  # where the value being read began, and the extra bytes then: set for flagged ones
     while True:
         slot = -1
-        start = pos
         top = stack[-1] if stack else None
         if top is not None and top[0] == DICT and top[2] is _NO_KEY and buf[pos] == NULL:
             stack.pop()
             value, slot, start, pos = top[1], top[3], top[4], pos + 1
             extra_before = top[5]
         else:
-            extra_before = extra
             code = buf[pos]
             pos += 1
             if code & FLAG_REF:
+                start, extra_before = pos - 1, extra
                 code &= 0x7F
                 if code == REF:
                     raise ValueError("back-reference with the reference flag set")
