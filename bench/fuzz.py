@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import logging
 import os
 import random
 import signal
@@ -157,6 +158,7 @@ def main() -> int:
     p.add_argument("--keep", default=str(REPO / "results" / "fuzz-crashes"), help="where crashing inputs are saved")
     p.add_argument("--progress", type=int, default=10_000, help="a progress line every N inputs (0: none)")
     args = p.parse_args()
+    logging.getLogger("rpc_capture").setLevel(logging.ERROR)  # cut-off tails and salvages warn: thousands here
     with tempfile.TemporaryDirectory() as folder:
         campaign(args, folder)
     return 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import os
 import random
 import struct
@@ -20,8 +19,6 @@ from rpc_capture import Call, TraceError, open_trace
 from rpc_capture import trace as T
 from rpcbench.errors import BenchError
 from rpcbench.results import load
-
-logging.getLogger("rpc_capture").setLevel(logging.ERROR)  # cut-off tails warn; thousands of them here
 
 
 def _record_starts(data: bytes) -> List[int]:
