@@ -87,7 +87,7 @@ def write_report(suite: Suite, folder: str, charts: Mapping[str, str]) -> str:
     """Write ``report.html`` into ``folder``, linking the chart files named in ``charts``; return its path."""
     page = render_report(suite, charts)
     path = os.path.join(folder, "report.html")
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:  # lone surrogates: shown as U+FFFD
         f.write(page)
     return path
 

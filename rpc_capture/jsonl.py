@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
+import logging
 import os
-from typing import IO, Any, Container, Dict, Iterable, Iterator, Optional, Union
+from typing import IO, Any, Container, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .call import DIRECTIONS, Call
 from .trace import TraceError
 
+log = logging.getLogger("rpc_capture")
+
 _FIELDS = {"method", "args", "t", "dir", "conn"}
+MAX_LINE = 16 << 20  #: longest line accepted, bytes (as a binary trace's record limit)
+BOM = b"\xef\xbb\xbf"  #: a UTF-8 byte order mark, which some Windows editors put first
 
 
 def _from_extended(obj: Dict[str, Any]) -> Any:
@@ -50,11 +56,13 @@ class JsonlReader:
     version = None
     stats = None
     end = None
-    truncated_bytes = 0
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
+    def __init__(self, path: Union[str, os.PathLike], salvage: bool = False) -> None:
         self.path = os.fspath(path)
+        self.salvage = salvage
+        self.skipped: List[Tuple[int, int]] = []  #: (byte offset, bytes) of each damaged line skipped
         self.metadata: Dict[str, Any] = {}
+        self.truncated_bytes = 0  #: bytes of a cut-off last line, dropped
         if not os.path.isfile(self.path):
             raise TraceError(f"{self.path}: cannot open (no such file)")
 
@@ -62,22 +70,71 @@ class JsonlReader:
         return self.calls()
 
     def calls(self, wanted: Optional[Container[int]] = None) -> Iterator[Call]:
-        """The calls in file order; with ``wanted``, only the calls at those 0-based positions."""
-        loads = json.loads
-        offset = index = 0
+        """The calls in file order; with ``wanted``, only the calls at those 0-based positions.
+
+        A last line without its newline that does not parse is a file cut short (a writer
+        that crashed): it is dropped with a warning, like a binary trace's cut-off record.
+        """
+        index = 0
         with open(self.path, "rb") as f:
-            for lineno, line in enumerate(f, 1):
-                if line.strip():
+            for lineno, offset, line in self._lines(f):
+                if not line.strip():
+                    continue
+                if wanted is None or index in wanted or self.salvage:  # salvaging: every line, so indices agree
+                    try:
+                        call = _call_from(json.loads(line, object_hook=_from_extended))
+                    except (ValueError, TypeError, RecursionError) as e:
+                        if not line.endswith(b"\n") and _cut_off(line):
+                            self._truncated(offset, len(line))
+                            return
+                        self._damaged(f"line {lineno} (byte offset {offset}): {str(e) or type(e).__name__}",
+                                      offset, len(line))
+                        continue
                     if wanted is None or index in wanted:
-                        try:
-                            yield _call_from(loads(line, object_hook=_from_extended))
-                        except (ValueError, TypeError, RecursionError) as e:
-                            raise TraceError(f"{self.path}: line {lineno} (byte offset {offset}): {e}") from None
-                    index += 1
-                offset += len(line)
+                        yield call
+                index += 1
+
+    def _damaged(self, what: str, offset: int, size: int) -> None:
+        """A line that is not a call: TraceError, or when salvaging a warning and the line skipped."""
+        if not self.salvage:
+            raise TraceError(f"{self.path}: {what} (--salvage skips damaged lines)")
+        self.skipped.append((offset, size))
+        log.warning("%s: %s; skipped", self.path, what)
+
+    def dropped_calls(self) -> int:
+        """Calls lost in skipped lines: one per line."""
+        return len(self.skipped)
+
+    def _lines(self, f: IO[bytes]) -> Iterator[tuple]:
+        """``(line number, byte offset, line)``: a leading BOM skipped, each line at most MAX_LINE bytes."""
+        offset = len(BOM) if f.read(len(BOM)) == BOM else f.seek(0)
+        for lineno in itertools.count(1):
+            line = f.readline(MAX_LINE + 1)
+            if not line:
+                return
+            if len(line) > MAX_LINE:
+                raise TraceError(f"{self.path}: line {lineno} (byte offset {offset}): longer than {MAX_LINE} bytes")
+            yield lineno, offset, line
+            offset += len(line)
+
+    def _truncated(self, offset: int, dropped: int) -> None:
+        self.truncated_bytes = dropped
+        log.warning("%s: last line (byte offset %d) is cut off: dropped its %d bytes (writer crashed or file "
+                    "cut short); all complete lines were read", self.path, offset, dropped)
 
     def close(self) -> None:
         """Nothing to release until iteration starts (kept for interface parity)."""
+
+
+def _cut_off(line: bytes) -> bool:
+    """Whether a last line that does not parse is a prefix of JSON (cut short), not garbage."""
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as e:
+        return e.pos >= len(line.rstrip()) or "Unterminated string" in e.msg
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _call_from(obj: Any) -> Call:
@@ -117,4 +174,13 @@ def write_jsonl(calls: Iterable[Call], out: Union[str, os.PathLike, IO[str]]) ->
 def json_line(call: Call) -> str:
     """One call as a JSON Lines line (with trailing newline)."""
     obj = {"t": call.t, "dir": call.dir, "conn": call.conn, "method": call.method, "args": call.args}
-    return json.dumps(obj, ensure_ascii=False, default=_to_extended, separators=(",", ":")) + "\n"
+    try:
+        line = json.dumps(obj, ensure_ascii=False, default=_to_extended, separators=(",", ":")) + "\n"
+    except RecursionError:
+        raise ValueError("args nested too deeply for JSON (Python's json stops at about 1,000 levels)") from None
+    if not line.isascii():
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: only a \u escape writes them
+            line = json.dumps(obj, default=_to_extended, separators=(",", ":")) + "\n"
+    return line

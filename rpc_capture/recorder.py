@@ -45,7 +45,7 @@ import zlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from .call import C2S, DIRECTIONS
-from .trace import BATCH_CALLS, TraceWriter, encode_batch, recordable
+from .trace import BATCH_CALLS, TraceError, TraceReader, TraceWriter, encode_batch, recordable
 
 log = logging.getLogger("rpc_capture")
 
@@ -60,7 +60,7 @@ COUNTERS = (
     "filtered_out",  # excluded by the method include/exclude filters
     "sampled_out",  # not picked by call sampling
     "dropped_queue_full",  # queue full: dropped instead of blocking the caller
-    "dropped_unrecordable",  # could not be encoded (unsupported type...); the first few are logged
+    "dropped_unrecordable",  # refused: the reader could not take it back (a cycle, a type...); see unrecordable_reasons
     "dropped_write_error",  # lost because writing failed (in the failed batch, queued, or offered afterwards)
 )
 
@@ -222,6 +222,8 @@ class Recorder:
         self._n_after_close = itertools.count()  # offered after close(): ignored, not in any trace
         self._recorded = 0
         self._unrecordable = 0
+        self._unrecordable_reasons: "collections.Counter[str]" = collections.Counter()
+        self._file_recorded = 0  # calls handed to the current file (on disk unless a write fails)
         self._write_lost = 0
         self._in_flight = 0
         self._bytes = 0
@@ -469,6 +471,8 @@ class Recorder:
             "dropped_queue_full": full, "dropped_unrecordable": unrecordable, "dropped_write_error": write_lost,
         }
         out: Dict[str, Any] = {"offered": sum(counts.values()), **counts}
+        if self._unrecordable_reasons:
+            out["unrecordable_reasons"] = dict(self._unrecordable_reasons)
         out["queue_peak"] = self._queue_peak
         out["bytes"] = self._bytes
         out["files"] = len(self.paths)
@@ -512,6 +516,7 @@ class Recorder:
         self._writer = TraceWriter(path, meta, self.compresslevel)
         self._writer.flush()  # the header: from now on the file is a valid (empty) trace
         self.paths.append(path)
+        self._file_recorded = 0
         self._file_bytes = 0
         self._file_started = time.monotonic()
 
@@ -597,6 +602,7 @@ class Recorder:
             return
         self._in_flight = 0
         self._recorded += ok
+        self._file_recorded += ok
         self._bytes += len(data)
         self._file_bytes += len(data)
 
@@ -614,6 +620,7 @@ class Recorder:
                 good.append(recordable(call))
             except Exception as e:  # noqa: BLE001
                 self._unrecordable += 1
+                self._unrecordable_reasons[_reason(e)] += 1
                 if self._unrecordable <= _LOGGED_UNRECORDABLE:
                     log.warning("rpc_capture: call %r not recorded: %s%s", call[0], e,
                                 " (further unrecordable calls are only counted)" if self._unrecordable == _LOGGED_UNRECORDABLE else "")
@@ -647,7 +654,11 @@ class Recorder:
     def _close_file(self) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.close(self._file_stats())
+            try:
+                writer.close(self._file_stats())
+            except BaseException:
+                self._writer = writer  # for _fail: abandon it and count what reached the disk
+                raise
 
     def _finish(self) -> None:
         try:
@@ -667,6 +678,11 @@ class Recorder:
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.abandon()  # nothing more is written after a failed write: the file stays readable
+            # calls the writer took but the failure kept off the disk (buffered, in a cut record):
+            # counted by reading the file back, so `recorded` is what a reader gets
+            lost = max(self._file_recorded - _calls_on_disk(writer.path), 0)
+            self._recorded -= lost
+            self._write_lost += lost
 
     def _discard_queue(self) -> int:
         """Empty the queue (only the writer, or close() once it has stopped, takes from it)."""
@@ -675,6 +691,30 @@ class Recorder:
             q.popleft()
             n += 1
         return n
+
+
+def _reason(exc: BaseException) -> str:
+    """The short reason a call was refused, for the ``unrecordable_reasons`` counters."""
+    text = str(exc)
+    if isinstance(exc, TypeError):
+        return "unsupported type"
+    if "cycle" in text:
+        return "cycle or nesting too deep"
+    if "exceeds" in text:
+        return "too big"
+    return "malformed call"
+
+
+def _calls_on_disk(path: str) -> int:
+    """How many calls a reader gets from ``path`` (0 if it is not readable at all)."""
+    try:
+        reader = TraceReader(path)
+    except (TraceError, OSError):
+        return 0
+    try:
+        return reader.count_calls()
+    except (TraceError, OSError):
+        return reader.calls_read
 
 
 def _param_getter(names: List[str], name: str, func: Callable) -> Callable[[tuple, Dict[str, Any]], Any]:

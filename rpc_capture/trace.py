@@ -30,9 +30,10 @@ import io
 import json
 import logging
 import os
+import re
 import struct
 import zlib
-from typing import IO, Any, Container, Dict, Iterator, List, Optional, Sequence, Union
+from typing import IO, Any, Container, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import values
 from .call import C2S, DIRECTIONS, S2C, Call
@@ -45,6 +46,8 @@ MAX_HEADER = 1 << 20  #: largest header JSON accepted, bytes
 MAX_RECORD = 16 << 20  #: largest record body accepted or written, bytes
 BATCH_CALLS = 128  #: most calls per batch record: ~20 KB, ~0.1 ms in marshal. Bodies of 512
 #: calls (~80 KB) fragmented glibc's heap: a recorder's RSS crept up by 20 MB under overload.
+
+MAX_GZIP_RATIO = 32  #: most a gzip trace may expand (x its compressed size, plus MAX_RECORD); real ones: ~4x
 
 KIND_BATCH = ord("B")
 KIND_STATS = ord("S")
@@ -67,16 +70,20 @@ class TraceError(Exception):
 def encode_batch(calls: Sequence[tuple]) -> bytes:
     """The batch record(s) for ``(method, args, t, dir, conn)`` tuples of exact types.
 
-    The fast path of every writer: a type check per call and one ``marshal`` call. Raises
+    The fast path of every writer: a type check per call and two ``marshal`` calls (one
+    writes, one proves the reader will take it: no cycle, expansion bounded). Raises
     ValueError/TypeError if any call can't be written so (then :func:`recordable` tells
     which and why). A batch over ``MAX_RECORD`` bytes is split in two, recursively.
     """
     _check_types(calls)
-    body = values.dump(calls if type(calls) is list else list(calls))
-    if len(body) <= MAX_RECORD:
+    batch = calls if type(calls) is list else list(calls)
+    body = values.dump(batch)
+    expanded = values.expanded_size(batch)  # what the reader will refuse must fail here, not there
+    if len(body) <= MAX_RECORD and expanded <= values.MAX_EXPANDED:
         return _frame(KIND_BATCH, body)
     if len(calls) == 1:
-        raise ValueError(f"call of {len(body)} bytes exceeds the {MAX_RECORD}-byte record limit")
+        raise ValueError(f"call of {len(body)} bytes ({expanded} with back-references written out) exceeds the "
+                         f"{MAX_RECORD}-byte record limit or the {values.MAX_EXPANDED}-byte expansion limit")
     half = len(calls) // 2
     return encode_batch(calls[:half]) + encode_batch(calls[half:])
 
@@ -103,10 +110,14 @@ def recordable(call: Any) -> tuple:
         raise ValueError(f"direction {direction!r} is neither {C2S!r} nor {S2C!r}")
     if isinstance(conn, bool) or not isinstance(conn, (int, str)):
         raise TypeError(f"connection id is {type(conn).__name__}; only int and str are recorded")
+    item = (method, args, t, _DIRS[direction], conn)
+    try:  # exact types already (at any depth marshal writes): nothing to convert
+        encode_batch([item])
+        return item
+    except (TypeError, ValueError):
+        pass
     item = (values.plain(method), values.plain(args), values.plain(t), _DIRS[direction], values.plain(conn))
-    size = len(values.dump([item]))
-    if size > MAX_RECORD:
-        raise ValueError(f"call of {size} bytes exceeds the {MAX_RECORD}-byte record limit")
+    encode_batch([item])
     return item
 
 
@@ -154,11 +165,8 @@ class TraceWriter:
         """
         item = tuple(call)
         try:  # the fast check; the slow one converts odd types, or explains a failure
-            _check_types((item,))
-            fits = len(values.dump([item])) <= MAX_RECORD
-        except (TypeError, ValueError):
-            fits = False
-        if not fits:  # a call too big for any record must fail here, not later with the whole part batch
+            encode_batch([item])
+        except (TypeError, ValueError):  # a call no record can hold must fail here, not later with the part batch
             item = recordable(item)
         self._pending.append(item)
         self.calls += 1
@@ -228,13 +236,23 @@ class TraceReader:
     iteration ``stats`` holds the latest stats record, ``end`` the end record (None if
     the writer never closed the file) and ``truncated_bytes`` the size of an incomplete
     final record, if any.
+
+    A damaged record (bad checksum, a length that runs past the end while complete
+    records follow, a malformed batch) raises :class:`TraceError` naming the file and the
+    offset. With ``salvage=True`` it is skipped instead: the reader looks for the next
+    record whose checksum holds, logs a warning, and adds the stretch to ``skipped``;
+    :meth:`dropped_calls` then says how many calls were lost, when the end record tells.
     """
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
+    def __init__(self, path: Union[str, os.PathLike], salvage: bool = False) -> None:
         self.path = os.fspath(path)
+        self.salvage = salvage
         self.stats: Optional[Dict[str, Any]] = None
         self.end: Optional[Dict[str, Any]] = None
         self.truncated_bytes = 0
+        self.skipped: List[Tuple[int, int]] = []  #: (byte offset, bytes) of each damaged stretch skipped
+        self.calls_read = 0  #: calls in the batch records read so far, decoded or not
+        self._back = b""  # bytes read ahead while looking for a record, to be read again
         self._raw, self._file = _open_maybe_gzip(self.path)
         try:
             self.version, self.metadata = self._read_header()
@@ -244,36 +262,41 @@ class TraceReader:
         self._offset = _FILE_HEAD.size + self._header_len
 
     def _error(self, offset: int, what: str) -> TraceError:
-        return TraceError(f"{self.path}: byte offset {offset}: {what}")
+        hint = "" if self.salvage else " (--salvage skips damaged records)"
+        return TraceError(f"{self.path}: byte offset {offset}: {what}{hint}")
 
     def _read_header(self) -> tuple:
         head = self._read(_FILE_HEAD.size, 0)
         if len(head) < _FILE_HEAD.size or head[:8] != MAGIC:
-            raise self._error(0, "not an rpcbench trace (no RPCTRACE magic)")
+            raise TraceError(f"{self.path}: byte offset 0: not an rpcbench trace (no RPCTRACE magic)")
         _, version, n = _FILE_HEAD.unpack(head)
         if version != VERSION:
-            raise self._error(8, f"trace format version {version}; this reader knows version {VERSION}")
+            raise TraceError(f"{self.path}: byte offset 8: trace format version {version}; this reader knows version {VERSION}")
         if n > MAX_HEADER:
-            raise self._error(10, f"header length {n} exceeds the {MAX_HEADER}-byte limit")
+            raise TraceError(f"{self.path}: byte offset 10: header length {n} exceeds the {MAX_HEADER}-byte limit")
         raw = self._read(n, _FILE_HEAD.size)
         if len(raw) < n:
-            raise self._error(_FILE_HEAD.size, f"header cut off: {len(raw)} of {n} bytes")
+            raise TraceError(f"{self.path}: byte offset {_FILE_HEAD.size}: header cut off: {len(raw)} of {n} bytes")
         try:
             meta = json.loads(raw.decode("utf-8"))
-        except ValueError as e:
-            raise self._error(_FILE_HEAD.size, f"header is not UTF-8 JSON ({e})") from None
+        except (ValueError, RecursionError) as e:
+            what = "nested too deeply" if isinstance(e, RecursionError) else e
+            raise TraceError(f"{self.path}: byte offset {_FILE_HEAD.size}: header is not UTF-8 JSON ({what})") from None
         if not isinstance(meta, dict):
-            raise self._error(_FILE_HEAD.size, "header JSON is not an object")
+            raise TraceError(f"{self.path}: byte offset {_FILE_HEAD.size}: header JSON is not an object")
         self._header_len = n
         return version, meta
 
     def _read(self, n: int, offset: int) -> bytes:
+        if self._back:
+            data, self._back = self._back[:n], self._back[n:]
+            return data + self._read(n - len(data), offset) if len(data) < n else data
         try:
             return self._file.read(n)
         except EOFError:  # a gzip stream cut off (crashed writer): read as end of data
             return b""
         except (zlib.error, gzip.BadGzipFile) as e:
-            raise self._error(offset, f"compressed stream damaged ({e})") from None
+            raise TraceError(f"{self.path}: byte offset {offset}: compressed stream refused: {e}") from None
 
     def __iter__(self) -> Iterator[Call]:
         return self.calls()
@@ -284,33 +307,15 @@ class TraceReader:
         Batches holding no wanted call are framed and checksummed but not decoded, which
         makes fetching a sample from a large trace several times faster.
         """
-        read, offset, head_size = self._read, self._offset, _REC_HEAD.size
-        unpack_head, crc32 = _REC_HEAD.unpack, zlib.crc32
-        index = 0
+        offset = self._offset
         try:
             while True:
-                head = read(head_size, offset)
-                if len(head) < head_size:
-                    if head:
-                        self._truncated(offset, len(head))
+                record = self._next_record(offset)
+                if record is None:
                     return
-                kind, n = unpack_head(head)
-                if n > MAX_RECORD:
-                    raise self._error(offset, f"record length {n} exceeds the {MAX_RECORD}-byte limit")
-                rest = read(n + 4, offset)
-                if len(rest) < n + 4:
-                    self._truncated(offset, head_size + len(rest))
-                    return
-                body = rest[:n]
-                if crc32(body, crc32(head)) != _CRC.unpack_from(rest, n)[0]:
-                    raise self._error(offset, "record checksum mismatch (file is corrupt)")
+                kind, body, size = record
                 if kind == KIND_BATCH:
-                    count = self._batch_size(body, offset)
-                    if wanted is None:
-                        yield from self._batch(body, offset)
-                    elif any(i in wanted for i in range(index, index + count)):
-                        yield from (c for i, c in enumerate(self._batch(body, offset), index) if i in wanted)
-                    index += count
+                    yield from self._batch_calls(body, offset, wanted)
                 elif kind == KIND_STATS or kind == KIND_END:
                     info = self._json(body, offset)
                     if kind == KIND_STATS:
@@ -318,10 +323,91 @@ class TraceReader:
                     else:
                         self.end = info
                 # other kinds: written by a newer version, skipped (the checksum vouched for them)
-                offset += head_size + n + 4
+                offset += size
         finally:
             self._offset = offset
             self.close()
+
+    def count_calls(self) -> int:
+        """Read to the end, decoding no call; the number of calls in the batch records."""
+        for _ in self.calls(wanted=()):
+            pass
+        return self.calls_read
+
+    def dropped_calls(self) -> Optional[int]:
+        """Calls lost in skipped stretches, from the end record's count; None if it can't tell."""
+        if self.end is None or type(self.end.get("calls")) is not int:
+            return None if self.skipped else 0
+        return max(self.end["calls"] - self.calls_read, 0)
+
+    def _next_record(self, offset: int) -> Optional[tuple]:
+        """``(kind, body, record size)`` of the next intact record (skipping damage when
+        salvaging); None at the end of the file or of a cut-off file."""
+        while True:
+            head = self._read(_REC_HEAD.size, offset)
+            if len(head) < _REC_HEAD.size:
+                if head:
+                    self._truncated(offset, len(head))
+                return None
+            kind, n = _REC_HEAD.unpack(head)
+            if n > MAX_RECORD:
+                damage, data = f"record length {n} exceeds the {MAX_RECORD}-byte limit", head
+            else:
+                rest = self._read(n + 4, offset)
+                data = head + rest
+                if len(rest) < n + 4:
+                    if find_record(data, 1) is None:  # a clean cut inside the last record
+                        self._truncated(offset, len(data))
+                        return None
+                    damage = f"record length {n} runs past the end of the file but intact records follow"
+                elif zlib.crc32(rest[:n], zlib.crc32(head)) != _CRC.unpack_from(rest, n)[0]:
+                    damage = "record checksum mismatch (file is corrupt)"
+                else:
+                    return kind, rest[:n], len(data)
+            skipped = self._skip_damage(offset, data, damage)
+            if skipped is None:
+                return None
+            offset += skipped
+
+    def _skip_damage(self, offset: int, data: bytes, damage: str) -> Optional[int]:
+        """Raise, or when salvaging, skip to the next intact record: the bytes skipped, None if none is left."""
+        if not self.salvage:
+            raise self._error(offset, damage)
+        window = 2 * (MAX_RECORD + 9)
+        buf, skipped = data[1:], 1
+        while True:
+            buf += self._read(max(window - len(buf), 0), offset + skipped)
+            at_end = len(buf) < window
+            found = find_record(buf, 0, len(buf) if at_end else len(buf) - MAX_RECORD - 9)
+            if found is not None or at_end:
+                skipped += len(buf) if found is None else found
+                self._back = b"" if found is None else buf[found:]
+                self.skipped.append((offset, skipped))
+                log.warning("%s: byte offset %d: %s; skipped %d damaged bytes", self.path, offset, damage, skipped)
+                return None if found is None else skipped
+            keep = len(buf) - MAX_RECORD - 9
+            skipped += keep
+            buf = buf[keep:]
+
+    def _batch_calls(self, body: bytes, offset: int, wanted: Optional[Container[int]]) -> Iterator[Call]:
+        """The wanted calls of one batch record, counting them all (a malformed batch is damage)."""
+        index = self.calls_read
+        try:
+            count = self._batch_size(body, offset)
+            if wanted is None:
+                found = self._batch(body, offset)
+            elif any(i in wanted for i in range(index, index + count)):
+                found = [c for i, c in enumerate(self._batch(body, offset), index) if i in wanted]
+            else:
+                found = []
+        except TraceError as e:
+            if not self.salvage:
+                raise
+            self.skipped.append((offset, _REC_HEAD.size + len(body) + 4))
+            log.warning("%s; skipped", e)
+            return
+        self.calls_read += count
+        yield from found
 
     def close(self) -> None:
         """Release the file (iteration does this by itself when it ends)."""
@@ -358,11 +444,39 @@ class TraceReader:
     def _json(self, body: bytes, offset: int) -> Dict[str, Any]:
         try:
             info = json.loads(body.decode("utf-8"))
-        except ValueError as e:
-            raise self._error(offset, f"malformed info record ({e})") from None
+        except (ValueError, RecursionError) as e:
+            raise self._error(offset, f"malformed info record ({str(e) or type(e).__name__})") from None
         if not isinstance(info, dict):
             raise self._error(offset, "info record is not a JSON object")
         return info
+
+
+#: where a record could start: a known kind, a length of at most MAX_RECORD (its top byte 0
+#: or 1) and the body's first byte (a batch is a list, stats and end are JSON objects)
+_RECORD_START = re.compile(rb"(?=B...[\x00\x01][\x5b\xdb]|[SE]...[\x00\x01]\{)", re.DOTALL)
+
+
+def find_record(data: bytes, start: int, stop: Optional[int] = None) -> Optional[int]:
+    """The offset in ``data`` of the first complete record at ``start`` or later (and
+    before ``stop``) whose checksum holds, or None.
+
+    Tells a length field damaged in the middle of a file (intact records follow) from a
+    file cut short (the tail is part of one record), and finds where to resume when
+    salvaging. Bounded: checksums over at most 4x ``data`` plus 1 MiB are computed.
+    """
+    budget = 4 * len(data) + (1 << 20)
+    for match in _RECORD_START.finditer(data, start, len(data) if stop is None else stop):
+        at = match.start()
+        n = _REC_HEAD.unpack_from(data, at)[1]
+        end = at + _REC_HEAD.size + n
+        if n > MAX_RECORD or end + 4 > len(data):
+            continue
+        budget -= n
+        if budget < 0:
+            return None
+        if zlib.crc32(data[at + _REC_HEAD.size:end], zlib.crc32(data[at:at + _REC_HEAD.size])) == _CRC.unpack_from(data, end)[0]:
+            return at
+    return None
 
 
 def _call(item: Any) -> Call:
@@ -391,7 +505,7 @@ def _open_maybe_gzip(path: str) -> tuple:
     gzipped = raw.read(2) == b"\x1f\x8b"
     raw.seek(0)
     if gzipped:
-        return raw, io.BufferedReader(_GzipTail(gzip.GzipFile(fileobj=raw, mode="rb")), 1 << 16)
+        return raw, io.BufferedReader(_GzipTail(gzip.GzipFile(fileobj=raw, mode="rb"), raw), 1 << 16)
     return raw, raw
 
 
@@ -404,8 +518,10 @@ class _GzipTail(io.RawIOBase):
     raises it only when no data is left, so here it simply means end of data.
     """
 
-    def __init__(self, gz: gzip.GzipFile) -> None:
+    def __init__(self, gz: gzip.GzipFile, raw: IO[bytes]) -> None:
         self._gz = gz
+        self._raw = raw
+        self._out = 0  # bytes decompressed so far
 
     def readable(self) -> bool:
         return True
@@ -416,6 +532,10 @@ class _GzipTail(io.RawIOBase):
         except EOFError:
             return 0
         n = len(data)
+        self._out += n
+        if self._out > MAX_GZIP_RATIO * self._raw.tell() + MAX_RECORD:
+            raise gzip.BadGzipFile(f"it expands more than {MAX_GZIP_RATIO}x (a decompression bomb?); "
+                                   "if the trace is genuine, gunzip it and read the plain file")
         b[:n] = data
         return n
 

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rpc_capture import TraceWriter, open_trace
+from rpc_capture import TraceWriter, damage_note, open_trace
 
 from . import budget, protoschema, worker
 from .budget import Plan
-from .cli import whole_number
+from .cli import seconds, whole_number
 from .codec import Codec
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
@@ -29,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = REPO / "samples" / "battle.rpct"
 MEMORY_CALLS = 2000  #: calls of the sample replayed under tracemalloc (it is slow)
 STAGE_ROUNDS = 2  #: timed rounds (per process) that also time each stage of multi-stage codecs
+MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
+MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
 DEFAULT_CODECS = (
     ["json", "ujson", "orjson", "msgpack", "bson"]
     + [f"json+zlib-{level}" for level in range(1, 10)]
@@ -50,29 +52,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--trace", default=str(DEFAULT_TRACE),
                    help="trace to replay: binary .rpct (gzip or not) or JSON Lines (default: the bundled battle sample)")
+    p.add_argument("--salvage", action="store_true",
+                   help="skip damaged records of the trace (a warning says how many calls were lost) instead of stopping")
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: a new folder under results/)")
-    p.add_argument("--repeat", type=whole_number(1), default=40,
+    p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
-    p.add_argument("--warmup", type=whole_number(1), default=1, help="untimed warm-up rounds before them (default: 1)")
-    p.add_argument("--min-time", type=float, default=0.01, metavar="SECONDS",
+    p.add_argument("--warmup", type=whole_number(1, 1000), default=1, help="untimed warm-up rounds before them (default: 1)")
+    p.add_argument("--min-time", type=seconds(60), default=0.01, metavar="SECONDS",
                    help="shortest timed batch: the sample is replayed as often as needed to last this long "
                    "(default: 0.01; many short interleaved rounds beat a few long ones on machines whose speed drifts)")
-    p.add_argument("--sample", type=whole_number(1), default=1000, metavar="N",
+    p.add_argument("--sample", type=whole_number(1, 10_000_000), default=1000, metavar="N",
                    help="calls timed: a seeded sample, stratified by method, of the trace (sizes and fidelity always "
                    "cover every call; default: 1000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
-    p.add_argument("--processes", type=int, default=1, metavar="N",
+    p.add_argument("--processes", type=whole_number(0, MAX_PROCESSES), default=1, metavar="N",
                    help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
                    "round; N sets run one after another and their rounds are pooled. 0 times every codec in this "
                    "process instead (default: 1)")
-    p.add_argument("--jobs", type=whole_number(1), default=min(2, os.cpu_count() or 1), metavar="N",
+    p.add_argument("--jobs", type=whole_number(1, MAX_JOBS), default=min(2, os.cpu_count() or 1), metavar="N",
                    help="processes sharing the size and fidelity pass over the whole trace (default: %(default)s)")
     p.add_argument("--gc", choices=("off", "on"), default="off",
                    help="garbage collector inside timed loops: off (default, as timeit: one codec's garbage is not "
                    "collected on another's clock) or on (as in production)")
-    p.add_argument("--budget", type=float, metavar="SECONDS",
+    p.add_argument("--budget", type=seconds(30 * 86400), metavar="SECONDS",
                    help="fit the run into this many seconds: the size pass always covers every call, then the timing "
                    "sample, batch length, rounds and processes shrink as needed (see rpcbench/budget.py)")
     p.add_argument("--no-tails", action="store_true", help="skip the per-call latency percentiles pass")
@@ -99,10 +103,6 @@ def main(argv: List[str]) -> int:
     if args.list_codecs:
         print(list_codecs(registry))
         return 0
-    if args.min_time <= 0:
-        raise BenchError("--min-time must be positive")
-    if args.processes < 0:
-        raise BenchError("--processes must be 0 or more")
     codecs = create_codecs(registry, args.codecs)
     out = make_out_dir(args.out, args.trace)
     started = time.perf_counter()
@@ -187,8 +187,9 @@ def make_out_dir(out: Optional[str], trace: str) -> Path:
             path = path.with_name(f"{path.name.rsplit('~', 1)[0]}~{n}")
     try:
         path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()  # writable: found now, not after the whole run
     except OSError as e:
-        raise BenchError(f"cannot create output folder {path}: {e.strerror or e}") from None
+        raise BenchError(f"cannot write to output folder {path}: {e.strerror or e}") from None
     return path
 
 
@@ -196,9 +197,11 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
         progress: "Progress") -> Suite:
     """The size/fidelity pass over the trace, then timing on the sample; returns the Suite."""
     started = time.perf_counter()
-    reader = open_trace(args.trace)
+    reader = open_trace(args.trace, args.salvage)
     size_pass = SizePass(codecs, args.sample, args.seed)
-    size_pass.run_split(reader, lambda: open_trace(args.trace), args.jobs, progress)
+    size_pass.run_split(reader, lambda: open_trace(args.trace, args.salvage), args.jobs, progress)
+    if damage_note(reader):
+        print(f"warning: {damage_note(reader)}", file=sys.stderr)
     if not size_pass.stats.calls:
         raise BenchError(f"{args.trace}: the trace holds no calls")
     size_pass_s = time.perf_counter() - started
@@ -207,7 +210,7 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
         plan = _fit_budget(plan, size_pass, args.budget - (time.perf_counter() - started))
         size_pass.sample_size = plan.sample
     progress("drawing the timing sample")
-    sample = size_pass.sample(lambda: open_trace(args.trace))
+    sample = size_pass.sample(lambda: open_trace(args.trace, args.salvage))
     timing_started = time.perf_counter()
     timings = time_sample(args, argv, plan, codecs, sample, progress)
     durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
@@ -322,6 +325,7 @@ def _trace_info(path: str, reader, size_pass: SizePass, codecs: List[Codec]) -> 
         "metadata": reader.metadata,
         **size_pass.stats.summary(),
         "truncated_bytes": reader.truncated_bytes,
+        "salvaged": damage_note(reader),
         "recorder": reader.end or reader.stats,
         "bytes_reference": reference,
     }

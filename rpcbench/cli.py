@@ -21,16 +21,33 @@ SUBCOMMANDS = {
 }
 
 
-def whole_number(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type`` accepting whole numbers of at least ``minimum``, with a one-line error."""
+def whole_number(minimum: int, maximum: Optional[int] = None) -> Callable[[str], int]:
+    """An argparse ``type`` accepting whole numbers from ``minimum`` to ``maximum``, with a one-line error."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum:,}, not {value:,}")
+        return value
+
+    return parse
+
+
+def seconds(maximum: float) -> Callable[[str], float]:
+    """An argparse ``type`` accepting a finite number of seconds above 0 and at most ``maximum``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds") from None
+        if not 0 < value <= maximum:  # NaN fails both comparisons
+            raise argparse.ArgumentTypeError(f"must be above 0 and at most {maximum:g} seconds, not {text[:40]}")
         return value
 
     return parse
@@ -39,6 +56,7 @@ def whole_number(minimum: int) -> Callable[[str], int]:
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command; user errors become one line on stderr and exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _printable_streams()
     _log_to_stderr()
     try:
         if argv and argv[0] in SUBCOMMANDS:
@@ -53,6 +71,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("run_bench.py: interrupted", file=sys.stderr)
         return 130
+
+
+def _printable_streams() -> None:
+    """Trace-derived text (method names, args) may hold lone surrogates, which no encoding can
+    write: printed as backslash escapes instead of stopping the command with a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 class _OneLineFormatter(logging.Formatter):

@@ -7,6 +7,7 @@ cannot carry or carry differently; a difference is classified under one of them.
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any, Container, Iterator, NamedTuple, Optional, Set, Tuple
 
 from rpc_capture import Call
@@ -69,8 +70,11 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
     if decoded.method != original.method:
         return Difference(METHOD, "method", f"{original.method!r} -> {_short(decoded.method)}")
     a, b = original.args, decoded.args
-    if a == b and type(a) is type(b) and repr(a) == repr(b):  # fast path, all in C
-        return None
+    try:
+        if a == b and type(a) is type(b) and repr(a) == repr(b):  # fast path, all in C
+            return None
+    except RecursionError:  # nested deeper than C recursion allows: the walk below has no such limit
+        pass
     first = None
     for diff in _diffs(a, b, "args"):
         if diff.feature not in declared:
@@ -80,39 +84,53 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
 
 
 def _diffs(a: Any, b: Any, path: str) -> Iterator[Difference]:
+    """The differences in document order, walked with an explicit stack: any depth works."""
+    stack: list = [(a, b, path)]
+    while stack:
+        task = stack.pop()
+        if type(task) is Difference:
+            yield task
+        else:
+            stack.extend(reversed(_step(*task)))
+
+
+def _step(a: Any, b: Any, path: str) -> list:
+    """What comparing ``a`` with ``b`` takes, in order: differences found, and pairs still to compare."""
     ta, tb = type(a), type(b)
     if ta is dict and tb is dict:
-        yield from _dict_diffs(a, b, path)
-    elif (ta is list or ta is tuple) and (tb is list or tb is tuple):
-        if ta is not tb:
-            yield Difference(TUPLES, path, f"{ta.__name__} -> {tb.__name__}")
+        return _dict_step(a, b, path)
+    if (ta is list or ta is tuple) and (tb is list or tb is tuple):
+        out: list = [] if ta is tb else [Difference(TUPLES, path, f"{ta.__name__} -> {tb.__name__}")]
         if len(a) != len(b):
-            yield Difference(OTHER, path, f"{len(a)} items -> {len(b)}")
-        for i, (x, y) in enumerate(zip(a, b)):
-            yield from _diffs(x, y, f"{path}[{i}]")
-    elif ta is tb or (ta is int and isinstance(b, int) and tb is not bool):  # bson.int64.Int64 is an int
+            out.append(Difference(OTHER, path, f"{len(a)} items -> {len(b)}"))
+        return out + [(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b))]
+    if ta is tb or (ta is int and isinstance(b, int) and tb is not bool):  # bson.int64.Int64 is an int
         found = _same_type_diff(a, b, path)
-        if found:
-            yield found
-    else:
-        yield _type_diff(a, b, path)
+        return [found] if found else []
+    return [_type_diff(a, b, path)]
 
 
-def _dict_diffs(a: dict, b: dict, path: str) -> Iterator[Difference]:
+def _dict_step(a: dict, b: dict, path: str) -> list:
+    out: list = []
     for k, x in a.items():
+        where = _key_path(path, k)
         if k in b:
-            yield from _diffs(x, b[k], f"{path}.{k}")
+            out.append((x, b[k], where))
         elif type(k) is int and str(k) in b:
-            yield Difference(INT_KEYS, f"{path}.{k}", "int key -> str key")
-            yield from _diffs(x, b[str(k)], f"{path}.{k}")
+            out += [Difference(INT_KEYS, where, "int key -> str key"), (x, b[str(k)], where)]
         elif x is None:
-            yield Difference(NULLS, f"{path}.{k}", "None -> key missing")
+            out.append(Difference(NULLS, where, "None -> key missing"))
         else:
-            yield Difference(OTHER, f"{path}.{k}", "key missing")
+            out.append(Difference(OTHER, where, "key missing"))
     for k in b:
         if k not in a and not (type(k) is str and _int_key_in(k, a)):
             feature = DEFAULTS if not b[k] and type(b[k]) is not type(None) else OTHER
-            yield Difference(feature, f"{path}.{k}", f"unexpected key ({_short(b[k])})")
+            out.append(Difference(feature, _key_path(path, k), f"unexpected key ({_short(b[k])})"))
+    return out
+
+
+def _key_path(path: str, key: Any) -> str:
+    return f"{path}.{key}" if type(key) is str or type(key) is int else f"{path}.{_short(key)}"
 
 
 def _int_key_in(k: str, a: dict) -> bool:
@@ -157,8 +175,12 @@ def _type_diff(a: Any, b: Any, path: str) -> Difference:
     return Difference(OTHER, path, f"{ta} {_short(a)} -> {tb} {_short(b)}")
 
 
+_REPR = reprlib.Repr()  #: bounded cost and depth for any value
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 4, 40, 40, 40
+
+
 def _short(v: Any, limit: int = 40) -> str:
-    text = repr(v)
+    text = _REPR.repr(v)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -167,29 +189,30 @@ def features_of(value: Any) -> Set[str]:
     return set(_scan(value))
 
 
-def _scan(v: Any) -> Iterator[str]:
-    t = type(v)
-    if t is dict:
-        for k, x in v.items():
-            if type(k) is int:
-                yield INT_KEYS
-            elif "\x00" in k:
-                yield NUL_KEYS
-            yield from _scan(k)
-            yield from _scan(x)
-    elif t is list or t is tuple:
-        if t is tuple:
-            yield TUPLES
-        for x in v:
-            yield from _scan(x)
-    elif t is bytes:
-        yield BYTES
-    elif t is int and not _INT64[0] <= v <= _INT64[1]:
-        yield UINT64 if 0 < v < (1 << 64) else BIG_INTS
-    elif t is float and not math.isfinite(v):
-        yield NON_FINITE
-    elif t is str:
-        yield from _scan_str(v)
+def _scan(value: Any) -> Iterator[str]:
+    stack = [value]
+    while stack:  # an explicit stack: any depth works
+        v = stack.pop()
+        t = type(v)
+        if t is dict:
+            for k, x in v.items():
+                if type(k) is int:
+                    yield INT_KEYS
+                elif type(k) is str and "\x00" in k:
+                    yield NUL_KEYS
+                stack += (k, x)
+        elif t is list or t is tuple:
+            if t is tuple:
+                yield TUPLES
+            stack.extend(v)
+        elif t is bytes:
+            yield BYTES
+        elif t is int and not _INT64[0] <= v <= _INT64[1]:
+            yield UINT64 if 0 < v < (1 << 64) else BIG_INTS
+        elif t is float and not math.isfinite(v):
+            yield NON_FINITE
+        elif t is str:
+            yield from _scan_str(v)
 
 
 def _scan_str(s: str) -> Tuple[str, ...]:

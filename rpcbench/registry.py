@@ -67,8 +67,9 @@ class Registry:
         if not path.is_file():
             raise BenchError(f"codec file {path} does not exist")
         name = f"rpcbench_codecs.{_module_stem(path)}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
+        spec = importlib.util.spec_from_file_location(name, path) if path.suffix == ".py" else None
+        if spec is None or spec.loader is None:
+            raise BenchError(f"codec file {path} is not a Python file (.py)")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:

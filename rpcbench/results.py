@@ -229,11 +229,15 @@ class Suite:
         return data
 
     def save(self, folder: str) -> None:
-        """Write ``results.json`` and ``results.csv`` into ``folder``."""
-        with open(os.path.join(folder, "results.json"), "w", encoding="utf-8") as f:
+        """Write ``results.json`` and ``results.csv`` into ``folder``.
+
+        A lone surrogate in a trace-derived string (a method name...) has no UTF-8 form: it is
+        written as the JSON escape ``\\udc00``, which reads back as the same string.
+        """
+        with open(os.path.join(folder, "results.json"), "w", encoding="utf-8", errors="backslashreplace") as f:
             json.dump(self.to_json(), f, indent=1, ensure_ascii=False)
             f.write("\n")
-        with open(os.path.join(folder, "results.csv"), "w", newline="", encoding="utf-8") as f:
+        with open(os.path.join(folder, "results.csv"), "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
             writer = csv.writer(f)
             writer.writerow(CSV_COLUMNS)
             writer.writerows(csv_row(r) for r in self.results)
@@ -256,22 +260,115 @@ def csv_row(r: CodecResult) -> List[Any]:
     ]
 
 
+LATENCY_KEYS = ("n", "p50", "p90", "p99", "max")  #: the figures of each op/method latency entry
+MAX_RESULTS_BYTES = 256 << 20  #: largest results.json read (a real one is well under 1 MB)
+
+
 def load(path: str) -> Suite:
-    """Read a ``results.json`` (or the folder holding one)."""
+    """Read a ``results.json`` (or the folder holding one); BenchError naming the file and
+    the first field that is missing or of the wrong type for anything damaged or foreign."""
     if os.path.isdir(path):
         path = os.path.join(path, "results.json")
     try:
+        if os.path.getsize(path) > MAX_RESULTS_BYTES:
+            raise BenchError(f"{path}: over {MAX_RESULTS_BYTES} bytes, not a results file")
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise BenchError(f"{path}: cannot read results ({e})") from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise BenchError(f"{path}: cannot read results ({str(e) or type(e).__name__})") from None
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         version = data.get("schema_version") if isinstance(data, dict) else None
-        raise BenchError(f"{path}: results schema version {version}, expected {SCHEMA_VERSION}")
+        raise BenchError(f"{path}: results schema version {str(version)[:20]}, expected {SCHEMA_VERSION}")
     try:
+        _check_suite(data)
         return _suite(data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise BenchError(f"{path}: not a valid results file ({type(e).__name__}: {e})") from None
+        raise BenchError(f"{path}: not a valid results file ({type(e).__name__}: {str(e)[:200]})") from None
+
+
+_NUMBER = (int, float)
+_SUITE_FIELDS = {"created": str, "command": list, "environment": dict, "settings": dict, "trace": dict,
+                 "results": list}
+_RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "library_version": (str, type(None)),
+                  "origin": str, "calls": int, "failures": int, "mismatches": int, "sizes": (dict, type(None)),
+                  "encode": (dict, type(None)), "decode": (dict, type(None)), "problems": list,
+                  "by_method": dict, "error": (str, type(None))}
+_OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict}
+_SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
+_NONE = type(None)
+_TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
+                 "file_bytes": (int, _NONE), "metadata": (dict, _NONE), "methods": (dict, _NONE),
+                 "directions": (dict, _NONE), "connections": (int, _NONE), "duration_s": (int, float, _NONE),
+                 "truncated_bytes": (int, _NONE), "recorder": (dict, _NONE), "bytes_reference": (str, _NONE)}
+_SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "sample_method": (str, _NONE),
+                    "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE)}
+_PROBLEM_FIELDS = {"kind": str, "feature": str, "declared": bool, "count": int, "example_index": int,
+                   "example_method": str, "example_path": str, "detail": str}
+
+
+def _fields(obj: Any, spec: Dict[str, Any], where: str, optional: Dict[str, Any] = {}) -> None:  # noqa: B006
+    """TypeError/KeyError unless ``obj`` is a dict holding every field of ``spec`` with its type."""
+    if type(obj) is not dict:
+        raise TypeError(f"{where} is not an object")
+    for name, types in [*spec.items(), *((k, t) for k, t in optional.items() if k in obj)]:
+        if name not in obj:
+            raise KeyError(f"{where}.{name} is missing")
+        value = obj[name]
+        if not isinstance(value, types) or (type(value) is bool and types is not bool):
+            raise TypeError(f"{where}.{name} is {type(value).__name__}")
+
+
+def _counts(mapping: Any, where: str, depth: int = 1) -> None:
+    """TypeError unless ``mapping`` maps str keys to ``depth`` levels of such mappings of finite numbers."""
+    if type(mapping) is not dict:
+        raise TypeError(f"{where} is not an object")
+    for key, value in mapping.items():
+        if depth > 1:
+            _counts(value, f"{where}.{key}", depth - 1)
+        elif type(value) not in _NUMBER or not math.isfinite(value):
+            raise TypeError(f"{where}.{key} is not a finite number")
+
+
+def _check_timing(t: Any, where: str) -> None:
+    _fields(t, {"rounds_ns": list, "calls": int, "loops": int}, where)
+    rounds = t["rounds_ns"]
+    if not rounds or not all(type(x) in _NUMBER and math.isfinite(x) and x > 0 for x in rounds):
+        raise ValueError(f"{where}.rounds_ns is not a list of positive finite numbers")
+    if t["calls"] < 1 or t["loops"] < 1:
+        raise ValueError(f"{where}: calls and loops must be at least 1")
+
+
+def _check_suite(data: Dict[str, Any]) -> None:
+    """Every field the reports use, with its type: a foreign or tampered file fails here, in one line."""
+    _fields(data, _SUITE_FIELDS, "results.json")
+    if not all(type(word) is str for word in data["command"]):
+        raise TypeError("command is not a list of strings")
+    _fields(data["trace"], {}, "trace", _TRACE_FIELDS)
+    _fields(data["settings"], {}, "settings", _SETTINGS_FIELDS)
+    for name, mapping in (("trace.methods", data["trace"].get("methods")), ("trace.directions", data["trace"].get(
+            "directions")), ("settings.sample_by_method", data["settings"].get("sample_by_method"))):
+        if mapping is not None:
+            _counts(mapping, name)
+    for i, r in enumerate(data["results"]):
+        where = f"results[{i}]"
+        _fields(r, _RESULT_FIELDS, where, _OPTIONAL_RESULT_FIELDS)
+        _counts(r["by_method"], f"{where}.by_method", 2)
+        _counts(r.get("latency", {}), f"{where}.latency", 3)
+        for op, by_method in r.get("latency", {}).items():
+            for method, pcts in by_method.items():
+                _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
+        _counts(r.get("memory", {}), f"{where}.memory", 2)
+        if r["sizes"] is not None:
+            _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
+        for op in ("encode", "decode"):
+            if r[op] is not None:
+                _check_timing(r[op], f"{where}.{op}")
+        for op, stages in r.get("stages", {}).items():
+            _fields(stages, {}, f"{where}.stages.{op}")
+            for name, t in stages.items():
+                _check_timing(t, f"{where}.stages.{op}.{name}")
+        for j, p in enumerate(r["problems"]):
+            _fields(p, _PROBLEM_FIELDS, f"{where}.problems[{j}]")
 
 
 def _suite(data: Dict[str, Any]) -> Suite:

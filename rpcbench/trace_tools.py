@@ -18,10 +18,11 @@ import argparse
 import collections
 import datetime as dt
 import os
+import reprlib
 import sys
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, TextIO, Union
 
-from rpc_capture import DIRECTIONS, Call, JsonlReader, TraceReader, TraceWriter, open_trace
+from rpc_capture import DIRECTIONS, Call, JsonlReader, TraceReader, TraceWriter, damage_note, open_trace
 from rpc_capture.jsonl import json_line
 from rpc_capture.recorder import MethodFilter
 
@@ -47,11 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Summarize traces: calls, duration and rate, methods with counts and share, "
                           "directions, connections, the recorder's counters (drops), file size and format.")
     info.add_argument("files", nargs="+", metavar="FILE", help="trace files (e.g. all parts of a rotated recording)")
+    _salvage_arg(info)
     info.add_argument("--top", type=whole_number(1), default=30, metavar="N", help="methods and connections listed (default: 30)")
 
     cat = sub.add_parser("cat", help="print calls", description="Print calls, one per line: time since the first "
                          "call, direction, connection, method, args. Takes the same selections as 'slice'.")
     cat.add_argument("file", metavar="FILE")
+    _salvage_arg(cat)
     cat.add_argument("--jsonl", action="store_true", help="print JSON Lines (the rpcbench JSON Lines trace format) instead")
     cat.add_argument("--limit", type=whole_number(1), metavar="N", help="stop after N calls")
     _selection_args(cat)
@@ -63,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "keys into strings and tuples into lists (JSON has neither).")
     conv.add_argument("input", metavar="IN")
     conv.add_argument("output", metavar="OUT")
+    _salvage_arg(conv)
     _output_args(conv)
 
     sl = sub.add_parser("slice", help="keep calls by time range, method, connection or direction",
@@ -70,9 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "'convert'). Times are seconds since the first call of IN.")
     sl.add_argument("input", metavar="IN")
     sl.add_argument("output", metavar="OUT")
+    _salvage_arg(sl)
     _selection_args(sl)
     _output_args(sl)
     return p
+
+
+def _salvage_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--salvage", action="store_true",
+                   help="skip damaged records (a warning says how many calls were lost) instead of stopping at the first")
 
 
 def _selection_args(p: argparse.ArgumentParser) -> None:
@@ -100,7 +110,7 @@ def main(argv: List[str]) -> int:
             for i, path in enumerate(args.files):
                 if i:
                     print()
-                print(format_info(trace_info(path), top=args.top))
+                print(format_info(trace_info(path, args.salvage), top=args.top))
             return 0
         if args.command == "cat":
             return cat(args)
@@ -121,9 +131,9 @@ def _silence_stdout() -> None:
 # ------------------------------------------------------------------------------ info
 
 
-def trace_info(path: str) -> Dict[str, Any]:
+def trace_info(path: str, salvage: bool = False) -> Dict[str, Any]:
     """Everything ``info`` shows about one trace, as a dict (read in one streaming pass)."""
-    reader = open_trace(path)
+    reader = open_trace(path, salvage)
     stats = TraceStats()
     for call in reader:
         stats.add(call)
@@ -145,6 +155,7 @@ def trace_info(path: str) -> Dict[str, Any]:
         "end": reader.end,
         "stats": reader.stats,
         "truncated_bytes": reader.truncated_bytes,
+        "salvaged": damage_note(reader),
     }
 
 
@@ -205,6 +216,8 @@ def _count_table(what: str, counts: "collections.Counter[Any]", total: int, top:
 
 
 def _end_text(info: Dict[str, Any]) -> str:
+    if info.get("salvaged"):
+        return info["salvaged"]
     if not info["binary"]:
         return "- (JSON Lines has no end record)"
     truncated = info["truncated_bytes"]
@@ -290,7 +303,7 @@ def _selection_given(args: argparse.Namespace) -> bool:
 
 
 def cat(args: argparse.Namespace) -> int:
-    reader = open_trace(args.file)
+    reader = open_trace(args.file, args.salvage)
     out: TextIO = sys.stdout
     select = selector(args)
     t0: Optional[int] = None
@@ -299,15 +312,41 @@ def cat(args: argparse.Namespace) -> int:
         if t0 is None:
             t0 = call.t
         if args.jsonl:
-            out.write(json_line(call))
+            out.write(_jsonl_text(call, args.file, n))
         else:
-            out.write(f"{(call.t - t0) / 1e9:>12.6f}  {call.dir}  {str(call.conn):>8}  {call.method}  {call.args!r}\n")
+            out.write(f"{(call.t - t0) / 1e9:>12.6f}  {call.dir}  {str(call.conn):>8}  {call.method}  {_args_text(call.args)}\n")
         n += 1
         if args.limit is not None and n >= args.limit:
             reader.close()
             break
     out.flush()
+    _warn_salvaged(reader)
     return 0
+
+
+def _jsonl_text(call: Call, source: str, n: int) -> str:
+    """The JSON Lines line of the ``n``-th call (0-based) read from ``source``; BenchError if it has none."""
+    try:
+        return json_line(call)
+    except (TypeError, ValueError) as e:
+        raise BenchError(f"{source}: call {n + 1} ({call.method!r}) has no JSON Lines form: {e}") from None
+
+
+_DEEP_REPR = reprlib.Repr()  #: for args nested deeper than repr() can go: the outer 100 levels
+_DEEP_REPR.maxlevel, _DEEP_REPR.maxstring, _DEEP_REPR.maxother = 100, 10_000, 10_000
+_DEEP_REPR.maxlist = _DEEP_REPR.maxtuple = _DEEP_REPR.maxdict = _DEEP_REPR.maxset = _DEEP_REPR.maxfrozenset = 10_000
+
+
+def _args_text(value: Any) -> str:
+    try:
+        return repr(value)
+    except RecursionError:
+        return _DEEP_REPR.repr(value)
+
+
+def _warn_salvaged(reader: Union[TraceReader, JsonlReader]) -> None:
+    if damage_note(reader):
+        print(f"warning: {damage_note(reader)}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------ convert / slice
@@ -329,7 +368,7 @@ def write_selection(args: argparse.Namespace) -> int:
             raise BenchError(f"{args.output}: is the input file; write to another path")
         if not args.force:
             raise BenchError(f"{args.output}: exists (use --force to overwrite)")
-    reader = open_trace(args.input)
+    reader = open_trace(args.input, args.salvage)
     sliced = args.command == "slice" and _selection_given(args)
     calls: Iterable[Call] = selector(args)(reader) if args.command == "slice" else reader
     tmp = args.output + ".part"
@@ -338,10 +377,7 @@ def write_selection(args: argparse.Namespace) -> int:
             n = 0
             with open(tmp, "w", encoding="utf-8") as f:
                 for call in calls:
-                    try:
-                        f.write(json_line(call))
-                    except (TypeError, ValueError) as e:
-                        raise BenchError(f"{args.input}: call {n + 1} ({call.method!r}) has no JSON Lines form: {e}") from None
+                    f.write(_jsonl_text(call, args.input, n))
                     n += 1
         else:
             level = args.compress if args.compress is not None else (6 if args.output.endswith(".gz") else None)
@@ -361,6 +397,7 @@ def write_selection(args: argparse.Namespace) -> int:
         if os.path.exists(tmp):
             os.unlink(tmp)
     print(f"wrote {n:,} calls to {args.output} ({fmt}, {os.path.getsize(args.output):,} bytes)", file=sys.stderr)
+    _warn_salvaged(reader)
     return 0
 
 

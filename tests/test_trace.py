@@ -168,7 +168,7 @@ def test_corrupt_byte_names_file_and_offset(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(TraceError) as err:
         list(TraceReader(path))
-    assert str(err.value) == f"{path}: byte offset {second}: record checksum mismatch (file is corrupt)"
+    assert str(err.value).startswith(f"{path}: byte offset {second}: record checksum mismatch (file is corrupt)")
 
 
 def write_records(path, *records: bytes) -> None:
