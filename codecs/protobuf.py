@@ -9,7 +9,7 @@ from google.protobuf.internal import api_implementation
 
 from rpc_capture import Call
 from rpcbench import protoschema
-from rpcbench.codec import Codec
+from rpcbench.codec import Codec, Received
 from rpcbench.fidelity import BYTES, DEFAULTS, FLOAT32, INT_AS_FLOAT, INT_KEYS, NULLS, SURROGATES, TUPLES
 
 
@@ -46,8 +46,8 @@ class Protobuf(Codec):
     def encode(self, call: Call) -> bytes:
         return self._encode(call.method, call.args)
 
-    def decode(self, data: bytes) -> Call:
-        return Call(*self._decode(data))
+    def decode(self, data: bytes) -> Received:
+        return self._decode(data)
 
 
 class ProtobufStruct(Codec):
@@ -82,9 +82,9 @@ class ProtobufStruct(Codec):
         return b"".join((b"\x0a", protoschema.varint(len(method)), method,
                          b"\x12", protoschema.varint(len(payload)), payload))
 
-    def decode(self, data: bytes) -> Call:
+    def decode(self, data: bytes) -> Received:
         method, pos = protoschema.read_field(data, 0, 1)
         args, end = protoschema.read_field(data, pos, 2)
         if end != len(data):
             raise ValueError(f"{len(data) - end} bytes after the call")
-        return Call(method.decode("utf-8"), protoschema.value_to_python(self._value.FromString(args)))
+        return method.decode("utf-8"), protoschema.value_to_python(self._value.FromString(args))

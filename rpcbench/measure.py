@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 
 from rpc_capture import Call
 
-from .codec import Codec, Compressed
+from .codec import Codec, Compressed, received_call
 from .errors import BenchError
 from .fidelity import OTHER, compare, features_of
 from .results import Problem, Sizes
@@ -51,7 +51,7 @@ def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
         found = sorted(features_of(call.args) & declared)
         return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), timer() - t0)
     try:
-        back = codec.decode(data)
+        back = received_call(codec.decode(data))
     except Exception as e:
         return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
     ns = timer() - t0
