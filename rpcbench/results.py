@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BenchError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  #: version 1 files have no ``partial`` (they are complete runs)
 
 #: A round more than this factor above the fastest round of its timing ran while the machine
 #: was in a slow state. Shared VMs switch between a fast and a slow state for a second or
@@ -205,6 +206,7 @@ class Suite:
     settings: Dict[str, Any]
     trace: Dict[str, Any]
     results: Tuple[CodecResult, ...]
+    partial: Optional[str] = None  #: why the run stopped early (Ctrl-C during timing); None for a complete run
 
     def find(self, codec: str) -> Optional[CodecResult]:
         """The result for a codec id, or None if it wasn't run."""
@@ -265,7 +267,7 @@ def load(path: str) -> Suite:
             data = json.load(f)
     except (OSError, ValueError) as e:
         raise BenchError(f"{path}: cannot read results ({e})") from None
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(data, dict) or data.get("schema_version") not in READABLE_VERSIONS:
         version = data.get("schema_version") if isinstance(data, dict) else None
         raise BenchError(f"{path}: results schema version {version}, expected {SCHEMA_VERSION}")
     try:
@@ -283,6 +285,7 @@ def _suite(data: Dict[str, Any]) -> Suite:
         settings=data["settings"],
         trace=data["trace"],
         results=tuple(_codec_result(r) for r in data["results"]),
+        partial=data.get("partial"),
     )
 
 
