@@ -116,21 +116,30 @@ def main(argv: List[str]) -> int:
     with OutputFolder(out) as folder:
         suite = run(args, argv, codecs, registry, progress)
         progress.done()
-        suite.save(str(folder))
-        if suite.partial:
-            print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
-            return 130
-        from reports.table import format_table
-
-        print(format_table(suite))
-        if not args.no_report:
-            from reports import build
-
-            report = Path(build(suite, str(folder))).name
-    if not args.no_report:
+        report = write_outputs(suite, folder, args.no_report)
+    if suite.partial:
+        print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
+        return 130
+    if report:
         print(f"report: {out / report}")
     print(f"results: {out / 'results.json'}, {out / 'results.csv'} ({time.perf_counter() - started:.1f} s)")
     return 0
+
+
+def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
+    """results.json/csv into ``folder``; for a complete run also the table (printed) and the
+    report (unless ``no_report``), whose file name is returned."""
+    suite.save(str(folder))
+    if suite.partial:
+        return None
+    from reports.table import format_table
+
+    print(format_table(suite))
+    if no_report:
+        return None
+    from reports import build
+
+    return Path(build(suite, str(folder))).name
 
 
 def setup(args: argparse.Namespace) -> Registry:

@@ -1,6 +1,6 @@
 """Timing in fresh processes, interleaved: one live forked process per codec, driven round-robin.
 
-The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE -- <the run's options>``.
+The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE FD -- <the run's options>``.
 The zygote sets up the codecs from the same options as the parent (plugin files, proto
 schemas) and reads the timing sample once; no codec has run in it. Then, for each of
 ``processes`` generations, it forks one child per codec. Each child encodes the sample
