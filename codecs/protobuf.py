@@ -71,13 +71,18 @@ class ProtobufStruct(Codec):
         self.backend = api_implementation.Type()
         self.envelope = "message Call { string method = 1; google.protobuf.Value args = 2; }"
         self._value = struct_pb2.Value
+        self._jsonlike_methods: set = set()  # methods whose args needed jsonlike() (no failed try per call)
 
     def encode(self, call: Call) -> bytes:
         method = call.method.encode("utf-8")
-        try:
-            args = self._value(**protoschema.value_kwargs(call.args))
-        except (TypeError, ValueError):  # bytes, tuples or int keys somewhere: make it JSON-like first
+        if call.method in self._jsonlike_methods:  # seen carrying bytes, tuples or int keys: convert up front
             args = self._value(**protoschema.value_kwargs(protoschema.jsonlike(call.args)))
+        else:
+            try:
+                args = self._value(**protoschema.value_kwargs(call.args))
+            except (TypeError, ValueError):  # bytes, tuples or int keys somewhere: make it JSON-like first
+                self._jsonlike_methods.add(call.method)
+                args = self._value(**protoschema.value_kwargs(protoschema.jsonlike(call.args)))
         payload = args.SerializeToString()
         return b"".join((b"\x0a", protoschema.varint(len(method)), method,
                          b"\x12", protoschema.varint(len(payload)), payload))
