@@ -408,7 +408,7 @@ def _warnings(suite: Suite) -> List[str]:
             [f"{bad:,} calls failed or came back different, undeclared (see Fidelity)"] if bad else [])
         if reasons:
             notes.append(f"{r.codec}: {'; '.join(reasons)}.")
-    titles = {"unstable": "Unstable timings", "speed states": "Speed states"}
+    titles = {"partial": "Partial run", "unstable": "Unstable timings", "speed states": "Speed states"}
     notes += [f"{titles[name]}: {text[0].upper()}{text[1:]}" for name, text in timing_notes(suite)]
     recorder = suite.trace.get("recorder") or {}
     dropped = sum(v for k, v in recorder.items() if k.startswith("dropped") and isinstance(v, int))

@@ -178,8 +178,9 @@ def footnotes(suite: Suite) -> List[str]:
 
 
 def timing_notes(suite: Suite) -> List[Tuple[str, str]]:
-    """The reasons to read the timings with care, as (name, text): unstable rounds, speed states."""
-    notes = [("unstable", unstable_summary(suite)), ("speed states", state_summary(suite))]
+    """The reasons to read the timings with care, as (name, text): a partial run, unstable rounds, speed states."""
+    partial = f"{suite.partial}: the timings cover the rounds done before it" if suite.partial else ""
+    notes = [("partial", partial), ("unstable", unstable_summary(suite)), ("speed states", state_summary(suite))]
     return [(name, text) for name, text in notes if text]
 
 

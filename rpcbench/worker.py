@@ -65,6 +65,8 @@ def time_in_processes(sample_path: str, argv: List[str], plan: Dict[str, Any],
     interrupted: List[bool] = []
 
     def pass_on(*_: Any) -> None:  # Ctrl-C reaches the zygote too; `kill -INT` of this process only this one
+        if interrupted:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now, keep nothing
         interrupted.append(True)
         proc.send_signal(signal.SIGINT)
 
@@ -80,6 +82,9 @@ def time_in_processes(sample_path: str, argv: List[str], plan: Dict[str, Any],
                 else:
                     reply = json.loads(line)
                     return reply["generations"], bool(interrupted) or reply["interrupted"]
+    except KeyboardInterrupt:
+        proc.kill()
+        raise
     finally:
         proc.wait()
         signal.signal(signal.SIGINT, previous)
