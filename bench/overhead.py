@@ -40,10 +40,12 @@ BIAS = (0.95, 1.05)
 OVERHEAD = 1.05
 DEFAULT = "json,ujson,orjson,msgpack,bson,protobuf,json+zlib-1"
 Bare = Tuple[Callable[[Any], Any], List[Any], Callable[[Any], Any], List[Any], Dict[str, str]]
-PLAIN = {"encode": "envelope dict {method, args}; the method call", "decode": "(method, args) from the dict; the method call"}
+PLAIN = {"encode": "envelope dict {method, args}; the method call",
+         "decode": "(method, args) from the dict; the method call"}
 
 
 def envelopes(calls: List[Any], convert: Callable[[Any], Any] = lambda a: a) -> List[Dict[str, Any]]:
+    """The envelope dicts the codecs build, built here outside any timer (args through ``convert``)."""
     return [{"method": c.method, "args": convert(c.args)} for c in calls]
 
 
@@ -130,8 +132,8 @@ def rows_for(cid: str, m: Dict[str, Any], flagged: List[str]) -> List[List[str]]
         bias, over = ratio(f["harness"], f["codec"]), ratio(f["codec"], f["library"])
         if not BIAS[0] <= bias[0] <= BIAS[1]:
             flagged.append(f"{cid} {op} harness/codec {bias[0]:.3f}")
-        out.append([cid, op, f"{statistics.median(f['harness']) / 1000:.3f}", f"{statistics.median(f['codec']) / 1000:.3f}",
-                    f"{statistics.median(f['library']) / 1000:.3f}", f"{bias[0]:.3f} [{bias[1]:.2f}-{bias[2]:.2f}]",
+        us = [f"{statistics.median(f[name]) / 1000:.3f}" for name in ("harness", "codec", "library")]
+        out.append([cid, op, *us, f"{bias[0]:.3f} [{bias[1]:.2f}-{bias[2]:.2f}]",
                     f"{over[0]:.3f} [{over[1]:.2f}-{over[2]:.2f}]", m["extra"][op] if over[0] > OVERHEAD else ""])
     return out
 

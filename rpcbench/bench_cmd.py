@@ -238,7 +238,7 @@ class OutputFolder:
                 os.replace(entry, self.final / entry.name)
             self.temp.rmdir()
         except OSError as e:
-            raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} (they are in {self.temp})")
+            raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} (they are in {self.temp})") from None
 
 
 def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry: Registry,

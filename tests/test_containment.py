@@ -82,7 +82,8 @@ def write_trace(path: Path) -> Path:
 
 def bench(tmp_path: Path, after: int, codecs: str, *extra: str, **popen) -> "subprocess.CompletedProcess[str]":
     args = [sys.executable, str(REPO / "run_bench.py"), "--trace", str(write_trace(tmp_path / "t.rpct")),
-            "--codec-path", str(_plugin(tmp_path, after)), "--codecs", codecs, "--out", str(tmp_path / "out"), *FAST, *extra]
+            "--codec-path", str(_plugin(tmp_path, after)), "--codecs", codecs, "--out", str(tmp_path / "out"),
+            *FAST, *extra]
     return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120, **popen)
 
 
