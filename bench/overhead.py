@@ -66,7 +66,8 @@ def library_loops(cid: str, codec: Any, calls: List[Any], payloads: List[bytes])
     if base == "ujson":
         return (lambda e: ujson.dumps(e, ensure_ascii=False, escape_forward_slashes=False).encode("utf-8"),
                 envelopes(calls, bytes_to_base64), ujson.loads, payloads,
-                {"encode": "envelope dict; base64 of bytes (no hook in ujson)", "decode": PLAIN["decode"]})
+                {"encode": "envelope dict; base64 of bytes (no hook in ujson); the method call",
+                 "decode": PLAIN["decode"]})
     if base == "orjson":
         return (lambda e: orjson.dumps(e, default=base64_default, option=orjson.OPT_NON_STR_KEYS), envelopes(calls),
                 orjson.loads, payloads, PLAIN)
