@@ -354,6 +354,18 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
             tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
 
 
+def _answer(fd: int, reopen: Callable[[], Iterable[Call]], tallies: List[CodecTally], beat: Any) -> None:
+    """In a forked process: run ``tallies`` over the trace; their figures (or the error) pickled to ``fd``."""
+    try:
+        for index, call in enumerate(reopen()):
+            check_call(tallies, index, call, beat)
+        answer: Any = [tally.export() for tally in tallies]
+    except BaseException as e:
+        answer = f"{type(e).__name__}: {e}"
+    with os.fdopen(fd, "wb") as out:
+        pickle.dump(answer, out)
+
+
 class _TallyProcess:
     """A forked process running a group of tallies over its own read of the trace, watched.
 
@@ -375,18 +387,13 @@ class _TallyProcess:
         if self.pid:
             os.close(write_fd)
             return
-        os.close(self.fd)
-        silence_stdout()
-        logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once
-        try:
-            for index, call in enumerate(self.reopen()):
-                check_call(self.live, index, call, self.beat)
-            answer: Any = [tally.export() for tally in self.live]
-        except BaseException as e:
-            answer = f"{type(e).__name__}: {e}"
-        with os.fdopen(write_fd, "wb") as out:
-            pickle.dump(answer, out)
-        os._exit(0)
+        try:  # whatever happens, the child never returns into the parent's code
+            os.close(self.fd)
+            silence_stdout()
+            logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once
+            _answer(write_fd, self.reopen, self.live, self.beat)
+        finally:
+            os._exit(0)
 
     def finish(self, timeout: float) -> None:
         """Wait for the answer, failing and replacing what stalls or dies; absorb the figures."""

@@ -54,41 +54,82 @@ def time_in_processes(sample_path: str, argv: List[str], plan: Dict[str, Any],
     """Run the plan in a zygote started with the run's options.
 
     Returns results by codec name per process set, and whether Ctrl-C cut the timing
-    short (the zygote is told, and answers with what was measured).
+    short. The zygote runs in a session of its own, so the terminal's Ctrl-C reaches this
+    process only; it is passed on once the zygote said it is ready to stop softly (it
+    then answers with what was measured). A second Ctrl-C stops everything at once.
     """
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-m", "rpcbench.worker", sample_path, str(write_fd), "--", *argv],
-                            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,),
-                            text=True)  # same cwd: same paths
-    os.close(write_fd)
-    interrupted: List[bool] = []
-
-    def pass_on(*_: Any) -> None:  # Ctrl-C reaches the zygote too; `kill -INT` of this process only this one
-        if interrupted:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop now, keep nothing
-        interrupted.append(True)
-        proc.send_signal(signal.SIGINT)
-
-    previous = signal.signal(signal.SIGINT, pass_on)
+    zygote = _Zygote()
+    previous = signal.signal(signal.SIGINT, zygote.interrupt)
     try:
-        assert proc.stdin
-        proc.stdin.write(json.dumps(plan) + "\n")
-        proc.stdin.close()
-        with os.fdopen(read_fd, encoding="utf-8") as answers:
-            for line in answers:
-                if line.startswith("progress "):
-                    progress(line[9:].rstrip("\n"))
-                else:
-                    reply = json.loads(line)
-                    return reply["generations"], bool(interrupted) or reply["interrupted"]
+        answers = zygote.start(sample_path, argv, plan)
+        for line in answers:
+            if line == "ready\n":
+                zygote.ready()
+            elif line.startswith("progress "):
+                progress(line[9:].rstrip("\n"))
+            else:
+                reply = json.loads(line)
+                return reply["generations"], zygote.interrupted or reply["interrupted"]
     except KeyboardInterrupt:
-        proc.kill()
+        zygote.kill()
         raise
     finally:
-        proc.wait()
+        zygote.wait()
         signal.signal(signal.SIGINT, previous)
-    raise BenchError(f"timing worker exited without results (status {proc.returncode})")
+    raise BenchError(f"timing worker exited without results (status {zygote.status})")
+
+
+class _Zygote:
+    """The parent's handle on the zygote process: start it, pass Ctrl-C on, end it."""
+
+    def __init__(self) -> None:
+        self.proc: Optional[subprocess.Popen] = None
+        self.interrupted = False
+        self._ready = False
+
+    def start(self, sample_path: str, argv: List[str], plan: Dict[str, Any]) -> Any:
+        """Start the zygote, send it the plan; returns the text stream of its answers."""
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        read_fd, write_fd = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rpcbench.worker", sample_path, str(write_fd), "--", *argv], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,), text=True,
+            start_new_session=True)  # same cwd: same paths
+        os.close(write_fd)
+        assert self.proc.stdin
+        self.proc.stdin.write(json.dumps(plan) + "\n")
+        self.proc.stdin.close()
+        return os.fdopen(read_fd, encoding="utf-8")
+
+    def interrupt(self, *_: Any) -> None:
+        """SIGINT handler: the first asks the zygote to stop softly, the second stops now."""
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+        if self._ready:
+            self._signal()
+
+    def ready(self) -> None:
+        """The zygote handles SIGINT from now on (pass on one that came before)."""
+        self._ready = True
+        if self.interrupted:
+            self._signal()
+
+    def _signal(self) -> None:
+        if self.proc:
+            self.proc.send_signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        if self.proc:
+            self.proc.kill()
+
+    def wait(self) -> None:
+        if self.proc:
+            self.proc.wait()
+
+    @property
+    def status(self) -> Optional[int]:
+        return self.proc.returncode if self.proc else None
 
 
 class Child:
@@ -99,11 +140,13 @@ class Child:
         self._from_child, from_child = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the zygote decides what Ctrl-C stops
-            for fd in (self._to_child, self._from_child, plan["channel"]):
-                os.close(fd)
-            _child_loop(make_job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
-            os._exit(0)
+            try:  # whatever happens, the child never returns into the zygote's code
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the zygote decides what Ctrl-C stops
+                for fd in (self._to_child, self._from_child, plan["channel"]):
+                    os.close(fd)
+                _child_loop(make_job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
+            finally:
+                os._exit(0)
         os.close(to_child)
         os.close(from_child)
         self.codec = codec
@@ -221,18 +264,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     signal.signal(signal.SIGINT, _stop_softly)
     argv = list(sys.argv[1:] if argv is None else argv)
     sample_path, channel_fd, options = argv[0], int(argv[1]), argv[3:]
-    from .bench_cmd import build_parser, create_codecs, setup
-
-    args = build_parser().parse_args(options)
-    codecs = {codec.name: codec for codec in create_codecs(setup(args), args.codecs, announce=False)}
-    sample = list(open_trace(sample_path))
-    plan = dict(json.loads(sys.stdin.readline()), channel=channel_fd)
     with os.fdopen(channel_fd, "w", encoding="utf-8") as channel:
 
         def say(line: str) -> None:
             channel.write(line + "\n")
             channel.flush()
 
+        say("ready")
+        from .bench_cmd import build_parser, create_codecs, setup
+
+        args = build_parser().parse_args(options)
+        codecs = {codec.name: codec for codec in create_codecs(setup(args), args.codecs, announce=False)}
+        sample = list(open_trace(sample_path))
+        plan = dict(json.loads(sys.stdin.readline()), channel=channel_fd)
         generations = []
         for g in range(plan["processes"]):
             if not _interrupted:
