@@ -1,4 +1,4 @@
-"""Contained plugins, end to end: a codec that hangs, aborts, exits or prints fails alone.
+"""Contained plugins, end to end: a codec that hangs, aborts, segfaults, exits or prints fails alone.
 
 Each misbehaving codec is a real plugin file loaded by ``run_bench.py``; it works for its
 first calls and misbehaves from call ``AFTER`` of its process on, so one run exercises
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from rpc_capture import Call, TraceWriter
+from rpcbench.results import load
 
 REPO = Path(__file__).resolve().parent.parent
 CALLS = 60
@@ -59,6 +60,12 @@ class Exit0(Misbehaving):
     id = "exit0"
     def misbehave(self):
         sys.exit(0)
+
+class Segfault(Misbehaving):
+    id = "segfault"
+    def misbehave(self):
+        import ctypes
+        ctypes.string_at(0)
 
 class Chatty(Misbehaving):
     id = "chatty"
@@ -102,15 +109,17 @@ def assert_json_complete(found: dict) -> None:
     ("size pass", 5, {"hang": "timed out: no progress on call 5 within 2 s",
                       "abort": "size pass stopped at call 5: its process was killed by SIGABRT",
                       "exit0": "size pass stopped at call 5: SystemExit: 0",
+                      "segfault": "size pass stopped at call 5: its process was killed by SIGSEGV",
                       "chatty": None}),  # stdout of the size pass goes nowhere; caught in timing below
     ("timing", 100, {"hang": "timed out in warmup: no answer within 2 s",
                      "abort": "timing stopped in warmup: its process was killed by SIGABRT",
                      "exit0": "timing stopped: SystemExit: 0",
+                     "segfault": "timing stopped in warmup: its process was killed by SIGSEGV",
                      "chatty": "the codec wrote to stdout ("}),
 ])
 def test_misbehaving_codecs_fail_alone(tmp_path, phase, after, reasons):
     started = time.monotonic()
-    result = bench(tmp_path, after, "hang,json,abort,exit0,chatty", "--codec-timeout", "2")
+    result = bench(tmp_path, after, "hang,json,abort,exit0,segfault,chatty", "--codec-timeout", "2")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr and "hello from a codec" not in result.stdout.splitlines()
     found = results(tmp_path)
@@ -166,3 +175,15 @@ def test_a_failed_run_leaves_no_folder(tmp_path):
                             timeout=120)
     assert result.returncode == 2 and "holds no calls" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.rpct"]
+
+
+def test_version_1_results_still_load_as_complete(tmp_path):
+    result = bench(tmp_path, 10**9, "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["schema_version"] == 2 and data["partial"] is None
+    del data["partial"]
+    data["schema_version"] = 1
+    (tmp_path / "v1.json").write_text(json.dumps(data))
+    suite = load(str(tmp_path / "v1.json"))
+    assert suite.partial is None and suite.result("json").calls == CALLS
