@@ -1,114 +1,172 @@
-"""Harness overhead: rpcbench's timed rounds against a bare hand-written loop, per codec.
+"""Harness bias and codec overhead, measured apart, interleaved in one process run.
 
     python bench/overhead.py [--trace FILE] [--calls N] [--codecs LIST] [--repeat N] [--min-time S]
 
-For each codec (default: ``DEFAULT_CODECS`` of run_bench.py), in this one process:
+For each codec (default: json, ujson, orjson, msgpack, bson, protobuf, json+zlib-1), on
+the first N calls of the trace, three loops take turns (order rotating each repetition,
+so drift of the machine's speed hits them alike), each one batch of ``loops`` replays:
 
-* harness: a ``TimingJob`` on the first N calls of the trace, warmed up and calibrated
-  (``--min-time``) as run_bench.py does, one ``run_round`` per repetition; its figure is
-  the ns per call that round recorded;
-* bare: ``for m in msgs: enc(m)`` (and ``dec``) between two ``perf_counter_ns`` reads,
-  GC off, over the very same encodable calls and payloads, with the same loop count
-  (``bench/_common.py: bare_ns``).
+* harness: one ``TimingJob.run_round`` (what run_bench.py records), ns per call;
+* codec: a bare hand-written loop over THE SAME codec objects, ``for m in calls:
+  codec.encode(m)`` (``bench/_common.py: bare_ns``);
+* library: a bare loop over the library call the codec wraps, with the same options
+  (``json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=...)``,
+  ``ujson.dumps(..., ensure_ascii=False, escape_forward_slashes=False)``...), fed
+  inputs prepared outside the timer: the envelope dict ``{"method", "args"}`` (with
+  bytes already base64 for ujson, which has no hook for them) and the wire bytes.
 
-The two alternate (harness first on even repetitions, bare first on odd ones). The
-printed ratio is the median over repetitions of harness/bare measured back to back, so
-machine drift cancels; medians of each side are shown too. A ratio of 1.00 is the
-physical limit (the harness adds nothing to the loop); the issue's target is 0.97-1.05.
-Per-connection streaming codecs (``+zlibstream``) are timed honestly on both sides:
-fresh state per replay built outside the timer, one dict look-up per call to reach the
-call's connection state.
+Printed per codec and op: medians over repetitions of the back-to-back ratios
+harness/codec (harness bias; target 0.95-1.05) and codec/library (codec overhead; target
+<= 1.05, or the extra work named in the last column: it is work a server doing the
+same job pays too, such as building the envelope dict or converting dicts to protobuf
+messages).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+import zlib
+from typing import Any, Callable, Dict, List, Tuple
 
 import _common
+from rpcbench.codec import base64_default, bytes_to_base64
 from rpcbench.registry import Registry
-from rpcbench.timing import TimingJob
+from rpcbench.timing import TimingJob, time_batch
 
-LOW, HIGH = 0.97, 1.05
+BIAS = (0.95, 1.05)
+OVERHEAD = 1.05
+DEFAULT = "json,ujson,orjson,msgpack,bson,protobuf,json+zlib-1"
+Bare = Tuple[Callable[[Any], Any], List[Any], Callable[[Any], Any], List[Any], Dict[str, str]]
+PLAIN = {"encode": "envelope dict {method, args}; the method call",
+         "decode": "(method, args) from the dict; the method call"}
 
 
-def measure(codec, calls, repeat: int, warmup: int, min_time: float) -> dict:
-    """Interleaved harness and bare figures (ns per call) and back-to-back ratios, per op."""
+def envelopes(calls: List[Any], convert: Callable[[Any], Any] = lambda a: a) -> List[Dict[str, Any]]:
+    """The envelope dicts the codecs build, built here outside any timer (args through ``convert``)."""
+    return [{"method": c.method, "args": convert(c.args)} for c in calls]
+
+
+def library_loops(cid: str, codec: Any, calls: List[Any], payloads: List[bytes]) -> Bare:
+    """(encode fn, its inputs, decode fn, its inputs, the extra work the codec does) for a codec id."""
+    import bson
+    import msgpack
+    import orjson
+    import ujson
+
+    base, _, comp = cid.partition("+")
+    if base == "json":
+        dump = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=base64_default).encode
+        if comp == "zlib-1":
+            return (lambda e: zlib.compress(dump(e).encode("utf-8"), 1), envelopes(calls),
+                    lambda d: json.loads(zlib.decompress(d)), payloads, PLAIN)
+        return lambda e: dump(e).encode("utf-8"), envelopes(calls), json.loads, payloads, PLAIN
+    if base == "ujson":
+        return (lambda e: ujson.dumps(e, ensure_ascii=False, escape_forward_slashes=False).encode("utf-8"),
+                envelopes(calls, bytes_to_base64), ujson.loads, payloads,
+                {"encode": "envelope dict; base64 of bytes (no hook in ujson); the method call",
+                 "decode": PLAIN["decode"]})
+    if base == "orjson":
+        return (lambda e: orjson.dumps(e, default=base64_default, option=orjson.OPT_NON_STR_KEYS), envelopes(calls),
+                orjson.loads, payloads, PLAIN)
+    if base == "msgpack":
+        packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+        return packer.pack, envelopes(calls), lambda d: msgpack.unpackb(d, strict_map_key=False), payloads, PLAIN
+    if base == "bson":
+        return bson.encode, envelopes(calls), bson.decode, payloads, PLAIN
+    if base == "protobuf":
+        schema = codec._encode.__self__
+        entries = [schema.methods[c.method] for c in calls]
+        messages = [e.converter.to_message(c.args) for e, c in zip(entries, calls)]
+        parsed = [(e.converter.cls, e.converter.cls.FromString(m.SerializeToString()).SerializeToString())
+                  for e, m in zip(entries, messages)]
+        return (lambda m: m.SerializeToString(), messages, lambda cp: cp[0].FromString(cp[1]), parsed,
+                {"encode": "dict -> message conversion; envelope key + length (bench/protobuf_split.py)",
+                 "decode": "envelope parse; message -> dict conversion (bench/protobuf_split.py)"})
+    raise SystemExit(f"no bare library loop for {cid}")
+
+
+def measure(cid: str, codec: Any, calls: List[Any], repeat: int, min_time: float) -> Dict[str, Any]:
+    """Interleaved harness / codec / library figures (ns per call) per op, and their back-to-back ratios."""
     job = TimingJob(codec, calls)
     if job.error:
         return {"error": job.error}
-    for _ in range(warmup):
-        job.run_round(record=False)
+    job.run_round(record=False)
     job.calibrate(min_time)
+    enc, enc_items, dec, dec_items, extra = library_loops(cid, codec, job.calls, job.payloads)
     n = job.loops * len(job.calls)
-    items = {"encode": job.calls, "decode": job.payloads}
-    for op in items:  # warm the bare loop too
-        _common.bare_ns(codec, items[op], 1, op)
-    out: dict = {op: {"harness": [], "bare": [], "ratio": []} for op in items}
-    out["cpu"] = []  # wall/CPU time of the bare loops: 1.00 = it had a core to itself
+
+    def harness() -> Dict[str, float]:
+        job.run_round(record=True, stages=False)
+        return {op: job.rounds[op][-1] for op in ("encode", "decode")}
+
+    loops: Dict[str, Callable[[], Dict[str, float]]] = {
+        "codec": lambda: {op: _common.bare_ns(codec, items, job.loops, op) / n
+                          for op, items in (("encode", job.calls), ("decode", job.payloads))},
+        "library": lambda: {"encode": time_batch(enc, enc_items, job.loops) / n,
+                            "decode": time_batch(dec, dec_items, job.loops) / n},
+        "harness": harness,
+    }
+    for run in loops.values():  # warm every loop once
+        run()
+    figures: Dict[str, Dict[str, List[float]]] = {op: {k: [] for k in loops} for op in ("encode", "decode")}
+    names = list(loops)
     for r in range(repeat):
-        bare = {}
+        for name in names[r % 3:] + names[:r % 3]:
+            for op, ns in loops[name]().items():
+                figures[op][name].append(ns)
+    return {"figures": figures, "extra": extra, "loops": job.loops, "calls": len(job.calls)}
 
-        def bare_round() -> None:
-            for op in items:
-                c0 = time.thread_time_ns()
-                bare[op] = _common.bare_ns(codec, items[op], job.loops, op) / n
-                out["cpu"].append(bare[op] * n / max(time.thread_time_ns() - c0, 1))
 
-        if r % 2:
-            bare_round()
-        job.run_round(record=True)
-        if not r % 2:
-            bare_round()
-        for op in items:
-            h = job.rounds[op][-1]
-            out[op]["harness"].append(h)
-            out[op]["bare"].append(bare[op])
-            out[op]["ratio"].append(h / bare[op])
-    out["loops"], out["calls"] = job.loops, len(job.calls)
+def ratio(a: List[float], b: List[float]) -> Tuple[float, float, float]:
+    """Median, min and max of the back-to-back ratios a/b."""
+    rs = [x / y for x, y in zip(a, b)]
+    return statistics.median(rs), min(rs), max(rs)
+
+
+def rows_for(cid: str, m: Dict[str, Any], flagged: List[str]) -> List[List[str]]:
+    out = []
+    for op in ("encode", "decode"):
+        f = m["figures"][op]
+        bias, over = ratio(f["harness"], f["codec"]), ratio(f["codec"], f["library"])
+        if not BIAS[0] <= bias[0] <= BIAS[1]:
+            flagged.append(f"{cid} {op} harness/codec {bias[0]:.3f}")
+        us = [f"{statistics.median(f[name]) / 1000:.3f}" for name in ("harness", "codec", "library")]
+        out.append([cid, op, *us, f"{bias[0]:.3f} [{bias[1]:.2f}-{bias[2]:.2f}]",
+                    f"{over[0]:.3f} [{over[1]:.2f}-{over[2]:.2f}]", m["extra"][op] if over[0] > OVERHEAD else ""])
     return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trace", default=_common.BUNDLED_TRACE, help="trace (default: the bundled sample)")
-    p.add_argument("--calls", type=int, default=20000, help="first N calls of the trace (default: 20000)")
-    p.add_argument("--codecs", default=_common.DEFAULT_IDS, help="codec ids (default: run_bench.py's default set)")
-    p.add_argument("--repeat", type=int, default=7, help="harness/bare pairs per codec (default: 7)")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up rounds before calibration (default: 1)")
-    p.add_argument("--min-time", type=float, default=0.05, help="calibrated batch length, s (default: 0.05)")
+    p.add_argument("--calls", type=int, default=2000, help="first N calls of the trace (default: 2000)")
+    p.add_argument("--codecs", default=DEFAULT, help=f"codec ids (default: {DEFAULT})")
+    p.add_argument("--repeat", type=int, default=31, help="interleaved repetitions per codec (default: 31)")
+    p.add_argument("--min-time", type=float, default=0.01, help="calibrated batch length, s (default: 0.01)")
     args = p.parse_args()
     calls = _common.first_calls(args.trace, args.calls)
     registry = Registry.default()
-    print(f"trace: {args.trace}, first {len(calls):,} calls; {args.repeat} interleaved pairs per codec, "
-          f"min-time {args.min_time} s; {_common.cpu_note()}")
-    rows, flagged, all_ratios = [], [], []
+    print(f"trace: {args.trace}, first {len(calls):,} calls; {args.repeat} interleaved repetitions of harness, "
+          f"codec and library loops per codec, min-time {args.min_time} s; {_common.cpu_note()}")
+    rows: List[List[str]] = []
+    flagged: List[str] = []
     started = time.perf_counter()
     for cid in args.codecs.split(","):
-        m = measure(registry.create(cid), calls, args.repeat, args.warmup, args.min_time)
+        m = measure(cid, registry.create(cid), calls, args.repeat, args.min_time)
         if "error" in m:
-            rows.append([cid, "-", "-", m["error"]] + [""] * 6)
+            rows.append([cid, "-", "-", "-", "-", "-", "-", m["error"]])
             continue
-        row = [cid, m["loops"], m["calls"]]
-        for op in ("encode", "decode"):
-            ratios = m[op]["ratio"]
-            ratio = statistics.median(ratios)
-            row += [f"{statistics.median(m[op]['harness']) / 1000:.3f}", f"{statistics.median(m[op]['bare']) / 1000:.3f}",
-                    f"{ratio:.3f} [{min(ratios):.2f}-{max(ratios):.2f}]"]
-            all_ratios.append(ratio)
-            if not LOW <= ratio <= HIGH:
-                flagged.append(f"{cid} {op} {ratio:.3f}")
-        rows.append(row + [f"{statistics.median(m['cpu']):.2f}"])
-        print(f"  done {cid} ({time.perf_counter() - started:.0f} s)", flush=True)
+        rows += rows_for(cid, m, flagged)
     print()
-    print(_common.table(["codec", "loops", "calls", "enc harness us", "enc bare us", "enc ratio [min-max]",
-                         "dec harness us", "dec bare us", "dec ratio [min-max]", "wall/cpu"], rows))
-    print(f"\nratio = median over pairs of harness/bare (1.00 = no overhead; target {LOW}-{HIGH}); "
+    print(_common.table(["codec", "op", "harness us", "codec us", "library us", "harness/codec [min-max]",
+                         "codec/library [min-max]", "codec's extra work (where > 1.05)"], rows))
+    print(f"\nharness/codec: harness bias (target {BIAS[0]}-{BIAS[1]}); codec/library: the codec class's cost over "
+          f"its bare library call with the same options; medians of back-to-back ratios; "
           f"{time.perf_counter() - started:.0f} s")
-    print(f"median of all ratios: {statistics.median(all_ratios):.3f}; wall/cpu = bare loop's perf_counter time over its "
-          "thread CPU time (1.00: it had a core to itself; above: other processes took the CPU mid-batch)")
-    print("outside target: " + (", ".join(flagged) if flagged else "none"))
+    print("harness bias outside target: " + (", ".join(flagged) if flagged else "none"))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 import bson
 
 from rpc_capture import Call
-from rpcbench.codec import Codec
+from rpcbench.codec import Codec, Received
 from rpcbench.fidelity import BIG_INTS, INT_KEYS, NUL_KEYS, SURROGATES, TUPLES, UINT64
 
 
@@ -31,6 +31,6 @@ class Bson(Codec):
     def encode(self, call: Call) -> bytes:
         return bson.encode({"method": call.method, "args": call.args})
 
-    def decode(self, data: bytes) -> Call:
+    def decode(self, data: bytes) -> Received:
         doc = bson.decode(data)
-        return Call(doc["method"], doc["args"])
+        return doc["method"], doc["args"]

@@ -3,7 +3,7 @@
 import json
 
 from rpc_capture import Call
-from rpcbench.codec import JSON_CHANGES, Codec, base64_default
+from rpcbench.codec import Codec, JSON_CHANGES, Received, base64_default
 
 
 class Json(Codec):
@@ -29,6 +29,6 @@ class Json(Codec):
     def encode(self, call: Call) -> bytes:
         return self._encode({"method": call.method, "args": call.args}).encode("utf-8")
 
-    def decode(self, data: bytes) -> Call:
+    def decode(self, data: bytes) -> Received:
         obj = self._decode(data.decode("utf-8"))
-        return Call(obj["method"], obj["args"])
+        return obj["method"], obj["args"]

@@ -3,7 +3,7 @@
 import msgpack
 
 from rpc_capture import Call
-from rpcbench.codec import Codec
+from rpcbench.codec import Codec, Received
 from rpcbench.fidelity import BIG_INTS, SURROGATES, TUPLES
 
 
@@ -26,10 +26,11 @@ class Msgpack(Codec):
         self.use_bin_type = True
         self.strict_map_key = False
         self._packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+        self._unpackb = msgpack.unpackb  # raw=False is the default: not restated per call
 
     def encode(self, call: Call) -> bytes:
         return self._packer.pack({"method": call.method, "args": call.args})
 
-    def decode(self, data: bytes) -> Call:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        return Call(obj["method"], obj["args"])
+    def decode(self, data: bytes) -> Received:
+        obj = self._unpackb(data, strict_map_key=False)
+        return obj["method"], obj["args"]

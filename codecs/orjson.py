@@ -3,7 +3,7 @@
 import orjson
 
 from rpc_capture import Call
-from rpcbench.codec import JSON_CHANGES, Codec, base64_default
+from rpcbench.codec import Codec, JSON_CHANGES, Received, base64_default
 from rpcbench.fidelity import BIG_INTS, NON_FINITE
 
 
@@ -25,6 +25,6 @@ class Orjson(Codec):
     def encode(self, call: Call) -> bytes:
         return orjson.dumps({"method": call.method, "args": call.args}, default=base64_default, option=self._option)
 
-    def decode(self, data: bytes) -> Call:
+    def decode(self, data: bytes) -> Received:
         obj = orjson.loads(data)
-        return Call(obj["method"], obj["args"])
+        return obj["method"], obj["args"]

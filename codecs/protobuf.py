@@ -11,7 +11,7 @@ from google.protobuf.internal import api_implementation
 
 from rpc_capture import Call
 from rpcbench import protoschema
-from rpcbench.codec import Codec, Stage
+from rpcbench.codec import Codec, Received, Stage
 from rpcbench.fidelity import (BIG_INTS, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOWN, FLOAT32, FLOAT_IN_INT, INT_AS_FLOAT,
                                INT_KEYS, INT_RANGE, NON_FINITE, NULLS, SURROGATES, TUPLES)
 
@@ -59,8 +59,8 @@ class Protobuf(Codec):
     def encode(self, call: Call) -> bytes:
         return self._encode(call.method, call.args)
 
-    def decode(self, data: bytes) -> Call:
-        return Call(*self._decode(data))
+    def decode(self, data: bytes) -> Received:
+        return self._decode(data)
 
     def encode_stages(self) -> List[Stage]:
         """convert (args -> message), then serialize (message -> envelope bytes)."""
@@ -68,9 +68,8 @@ class Protobuf(Codec):
         return [("convert", lambda call: message_of(call.method, call.args)), ("serialize", self._schema.serialize)]
 
     def decode_stages(self) -> List[Stage]:
-        """parse (bytes -> message), then convert (message -> Call)."""
-        to_call = self._schema.to_call
-        return [("parse", self._schema.parse), ("convert", lambda parsed: Call(*to_call(parsed)))]
+        """parse (bytes -> message), then convert (message -> (method, args))."""
+        return [("parse", self._schema.parse), ("convert", self._schema.to_call)]
 
 
 class ProtobufStruct(Codec):
@@ -94,20 +93,25 @@ class ProtobufStruct(Codec):
         self.backend = api_implementation.Type()
         self.envelope = "message Call { string method = 1; google.protobuf.Value args = 2; }"
         self._value = struct_pb2.Value
+        self._jsonlike_methods: set = set()  # methods whose args needed jsonlike() (no failed try per call)
 
     def encode(self, call: Call) -> bytes:
         method = call.method.encode("utf-8")
-        try:
-            args = self._value(**protoschema.value_kwargs(call.args))
-        except (TypeError, ValueError):  # bytes, tuples or int keys somewhere: make it JSON-like first
+        if call.method in self._jsonlike_methods:  # seen carrying bytes, tuples or int keys: convert up front
             args = self._value(**protoschema.value_kwargs(protoschema.jsonlike(call.args)))
+        else:
+            try:
+                args = self._value(**protoschema.value_kwargs(call.args))
+            except (TypeError, ValueError):  # bytes, tuples or int keys somewhere: make it JSON-like first
+                self._jsonlike_methods.add(call.method)
+                args = self._value(**protoschema.value_kwargs(protoschema.jsonlike(call.args)))
         payload = args.SerializeToString()
         return b"".join((b"\x0a", protoschema.varint(len(method)), method,
                          b"\x12", protoschema.varint(len(payload)), payload))
 
-    def decode(self, data: bytes) -> Call:
+    def decode(self, data: bytes) -> Received:
         method, pos = protoschema.read_field(data, 0, 1)
         args, end = protoschema.read_field(data, pos, 2)
         if end != len(data):
             raise ValueError(f"{len(data) - end} bytes after the call")
-        return Call(method.decode("utf-8"), protoschema.value_to_python(self._value.FromString(args)))
+        return method.decode("utf-8"), protoschema.value_to_python(self._value.FromString(args))

@@ -116,7 +116,7 @@ def warnings(suite: Suite) -> List[str]:
             [f"{bad:,} calls failed or came back different, undeclared (see Fidelity)"] if bad else [])
         if reasons:
             notes.append(f"{r.codec}: {'; '.join(reasons)}.")
-    titles = {"unstable": "Unstable timings", "speed states": "Speed states"}
+    titles = {"partial": "Partial run", "unstable": "Unstable timings", "speed states": "Speed states"}
     notes += [f"{titles[name]}: {text[0].upper()}{text[1:]}" for name, text in timing_notes(suite)]
     recorder = suite.trace.get("recorder") or {}
     dropped = sum(v for k, v in recorder.items() if k.startswith("dropped") and isinstance(v, int))
@@ -128,8 +128,9 @@ def warnings(suite: Suite) -> List[str]:
 
 
 def timing_notes(suite: Suite) -> List[Tuple[str, str]]:
-    """The reasons to read the timings with care, as (name, text): unstable rounds, speed states."""
-    notes = [("unstable", unstable_summary(suite)), ("speed states", state_summary(suite))]
+    """The reasons to read the timings with care, as (name, text): a partial run, unstable rounds, speed states."""
+    partial = f"{suite.partial}: the timings cover the rounds done before it" if suite.partial else ""
+    notes = [("partial", partial), ("unstable", unstable_summary(suite)), ("speed states", state_summary(suite))]
     return [(name, text) for name, text in notes if text]
 
 

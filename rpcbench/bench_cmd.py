@@ -6,11 +6,12 @@ import argparse
 from collections import Counter
 import datetime as dt
 import os
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from rpc_capture import TraceWriter, damage_note, open_trace
 
@@ -20,6 +21,7 @@ from .cli import seconds, whole_number
 from .codec import Codec
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
+from .isolation import DEFAULT_CODEC_TIMEOUT
 from .measure import CodecTally, SizePass
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing
@@ -79,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=seconds(30 * 86400), metavar="SECONDS",
                    help="fit the run into this many seconds: the size pass always covers every call, then the timing "
                    "sample, batch length, rounds and processes shrink as needed (see rpcbench/budget.py)")
+    p.add_argument("--codec-timeout", type=seconds(86400), default=DEFAULT_CODEC_TIMEOUT, metavar="SECONDS",
+                   help="longest one codec may take for one step (the size pass over one call, a warm-up, a timed "
+                   "round, the tails): a codec past it is stopped and reported as failed, the others carry on "
+                   "(default: %(default)g)")
     p.add_argument("--no-tails", action="store_true", help="skip the per-call latency percentiles pass")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc allocations pass")
     p.add_argument("--codec-path", action="append", default=[], metavar="FILE.py", help="load codec classes from a file (repeatable)")
@@ -107,18 +113,33 @@ def main(argv: List[str]) -> int:
     out = make_out_dir(args.out, args.trace)
     started = time.perf_counter()
     progress = Progress(enabled=not args.quiet)
-    suite = run(args, argv, codecs, registry, progress)
-    progress.done()
-    suite.save(str(out))
+    with OutputFolder(out) as folder:
+        suite = run(args, argv, codecs, registry, progress)
+        progress.done()
+        report = write_outputs(suite, folder, args.no_report)
+    if suite.partial:
+        print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
+        return 130
+    if report:
+        print(f"report: {out / report}")
+    print(f"results: {out / 'results.json'}, {out / 'results.csv'} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
+    """results.json/csv into ``folder``; for a complete run also the table (printed) and the
+    report (unless ``no_report``), whose file name is returned."""
+    suite.save(str(folder))
+    if suite.partial:
+        return None
     from reports.table import format_table
 
     print(format_table(suite))
-    if not args.no_report:
-        from reports import build
+    if no_report:
+        return None
+    from reports import build
 
-        print(f"report: {build(suite, str(out))}")
-    print(f"results: {out / 'results.json'}, {out / 'results.csv'} ({time.perf_counter() - started:.1f} s)")
-    return 0
+    return Path(build(suite, str(folder))).name
 
 
 def setup(args: argparse.Namespace) -> Registry:
@@ -175,22 +196,51 @@ def create_codecs(registry: Registry, spec: str, announce: bool = True) -> List[
 
 
 def make_out_dir(out: Optional[str], trace: str) -> Path:
-    """The given folder (created if needed) or a fresh one under results/."""
+    """The given folder or a fresh name under results/; nothing is created yet (see OutputFolder)."""
     if out:
-        path = Path(out)
-    else:
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        path = REPO / "results" / f"{stamp}-{Path(trace).name.split('.')[0]}"
-        n = 1
-        while path.exists():
-            n += 1
-            path = path.with_name(f"{path.name.rsplit('~', 1)[0]}~{n}")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=path).close()  # writable: found now, not after the whole run
-    except OSError as e:
-        raise BenchError(f"cannot write to output folder {path}: {e.strerror or e}") from None
+        return Path(out)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = REPO / "results" / f"{stamp}-{Path(trace).name.split('.')[0]}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = path.with_name(f"{path.name.rsplit('~', 1)[0]}~{n}")
     return path
+
+
+class OutputFolder:
+    """A hidden temporary folder beside ``final`` that becomes ``final`` when the run ends well.
+
+    A run that fails or is stopped leaves no folder behind. When ``final`` already exists
+    (``--out`` given an existing folder), the new files replace their namesakes in it.
+    """
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            if final.is_dir():
+                tempfile.TemporaryFile(dir=final).close()  # writable: found now, not after the whole run
+            self.temp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+        except OSError as e:
+            raise BenchError(f"cannot write to output folder {final}: {e.strerror or e}") from None
+
+    def __enter__(self) -> Path:
+        return self.temp
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        if kind is not None:
+            shutil.rmtree(self.temp, ignore_errors=True)
+            return
+        try:
+            if not self.final.is_dir():
+                os.rename(self.temp, self.final)
+                return
+            for entry in self.temp.iterdir():
+                os.replace(entry, self.final / entry.name)
+            self.temp.rmdir()
+        except OSError as e:
+            raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} (they are in {self.temp})") from None
 
 
 def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry: Registry,
@@ -199,7 +249,8 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
     started = time.perf_counter()
     reader = open_trace(args.trace, args.salvage)
     size_pass = SizePass(codecs, args.sample, args.seed)
-    size_pass.run_split(reader, lambda: open_trace(args.trace, args.salvage), args.jobs, progress)
+    size_pass.run_split(reader, lambda: open_trace(args.trace, args.salvage), args.jobs, progress,
+                        args.codec_timeout)
     if damage_note(reader):
         print(f"warning: {damage_note(reader)}", file=sys.stderr)
     if not size_pass.stats.calls:
@@ -212,7 +263,9 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
     progress("drawing the timing sample")
     sample = size_pass.sample(lambda: open_trace(args.trace, args.salvage))
     timing_started = time.perf_counter()
-    timings = time_sample(args, argv, plan, codecs, sample, progress)
+    failed = {t.codec.name: {"error": t.error} for t in size_pass.tallies if t.error}
+    timings, interrupted = time_sample(args, argv, plan, [c for c in codecs if c.name not in failed], sample, progress)
+    timings.update(failed)
     durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
     return Suite(
         schema_version=SCHEMA_VERSION,
@@ -225,10 +278,12 @@ def run(args: argparse.Namespace, argv: List[str], codecs: List[Codec], registry
             "sample_method": "all calls" if len(sample) == size_pass.stats.calls else "stratified by method, seeded",
             "sample_by_method": dict(Counter(call.method for call in sample).most_common()), "jobs": args.jobs,
             "gc": f"{args.gc} inside timed loops", "timer": "perf_counter_ns around whole batches",
-            "tails": not args.no_tails, "memory": not args.no_memory, **durations,
+            "tails": not args.no_tails, "memory": not args.no_memory, "codec_timeout_s": args.codec_timeout,
+            **durations,
         },
         trace=_trace_info(args.trace, reader, size_pass, codecs),
-        results=tuple(_codec_result(t, timings[t.codec.name], registry) for t in size_pass.tallies),
+        results=tuple(_codec_result(t, timings.get(t.codec.name, {}), registry) for t in size_pass.tallies),
+        partial="interrupted (Ctrl-C) during timing" if interrupted else None,
     )
 
 
@@ -244,34 +299,37 @@ def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
 
 
 def time_sample(args: argparse.Namespace, argv: List[str], plan: Plan, codecs: List[Codec], sample: list,
-                progress: "Progress") -> Dict[str, Dict[str, Any]]:
-    """Timing results per codec name: in fresh worker processes, or interleaved in this one."""
+                progress: "Progress") -> Tuple[Dict[str, Dict[str, Any]], bool]:
+    """Timing results per codec name (in fresh worker processes, or interleaved in this one),
+    and whether Ctrl-C cut the timing short."""
+    if not codecs:
+        return {}, False
     if plan.processes == 0:
         jobs = [TimingJob(codec, sample, gc_enabled=args.gc == "on") for codec in codecs]
-        run_jobs(jobs, plan.repeat, plan.warmup, plan.min_time, STAGE_ROUNDS, progress)
+        interrupted = run_jobs(jobs, plan.repeat, plan.warmup, plan.min_time, STAGE_ROUNDS, progress)
         out = {}
         for j in jobs:
             out[j.codec.name] = j.result()
-            if not j.error:
+            if not j.error and not interrupted:
                 progress(f"tails and allocations: {j.codec.name}")
                 out[j.codec.name].update(latency={} if args.no_tails else j.tails(),
                                          memory={} if args.no_memory else j.memory(MEMORY_CALLS))
-        return out
+        return out, interrupted
     job_plan = {"codecs": [c.name for c in codecs], "repeat": plan.repeat, "warmup": plan.warmup,
                 "min_time": plan.min_time, "processes": plan.processes, "gc": args.gc == "on",
                 "stage_rounds": STAGE_ROUNDS, "tails": not args.no_tails, "memory": not args.no_memory,
-                "memory_calls": MEMORY_CALLS}
+                "memory_calls": MEMORY_CALLS, "codec_timeout": args.codec_timeout}
     with tempfile.TemporaryDirectory() as tmp:
         sample_path = os.path.join(tmp, "sample.rpct")
         with TraceWriter(sample_path) as w:
             for call in sample:
                 w.write(call)
-        generations = worker.time_in_processes(sample_path, argv, job_plan, progress)
+        generations, interrupted = worker.time_in_processes(sample_path, argv, job_plan, progress)
     merged: Dict[str, Dict[str, Any]] = {}
     for answers in generations:
         for name, answer in answers.items():
             _merge(merged.setdefault(name, {}), answer)
-    return merged
+    return merged, interrupted
 
 
 def _merge(into: Dict[str, Any], answer: Dict[str, Any]) -> None:
@@ -304,7 +362,7 @@ def _codec_result(tally: CodecTally, timing: Dict[str, Any], registry: Registry)
         encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
         problems=tally.problem_list(),
         by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
-        error=timing.get("error"),
+        error=timing.get("error") or (None if rounds.get("encode") else "not timed: the run was interrupted first"),
         stages={op: {name: as_timing(v) for name, v in stages.items()}  # type: ignore[misc]
                 for op, stages in timing.get("stage_rounds", {}).items() if stages},
         latency=timing.get("latency", {}), memory=timing.get("memory", {}),

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import logging
 import math
+import mmap
 import os
 import pickle
 import random
+import select
 import time
 from collections import Counter
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from rpc_capture import Call
 
-from .codec import Codec, Compressed
+from .codec import Codec, Compressed, received_call
 from .errors import BenchError
 from .fidelity import OTHER, Limit, compare, features_of
+from .isolation import reap, silence_stdout
 from .results import Problem, Sizes
 from .trace_stats import TraceStats
 
@@ -54,7 +57,7 @@ def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
         found = sorted(features_of(call.args) & declared)
         return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), timer() - t0)
     try:
-        back = codec.decode(data)
+        back = received_call(codec.decode(data))
     except Exception as e:
         return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
     ns = timer() - t0
@@ -101,9 +104,16 @@ class CodecTally:
         self.mismatches = 0
         self.problems: Dict[Tuple[str, str], list] = {}
         self.ns = 0  #: encode + decode time over the pass, for planning the timing phase
+        self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
         self._sessions: Dict[Any, Codec] = {}
 
-    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns")
+    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error")
+
+    def fail(self, reason: str) -> None:
+        """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
+        self.sizes, self.by_method, self.problems = Counter(), {}, {}
+        self.failures = self.mismatches = 0
+        self.error = reason
 
     def export(self) -> Dict[str, Any]:
         """The figures (no codec objects), to send from a forked process."""
@@ -221,37 +231,31 @@ class SizePass:
         for index, call in enumerate(calls):
             stats.add(call)
             self._offer_sample(index, call, methods[call.method])
-            shared: Dict[str, Outcome] = {}
-            for tally in tallies:
-                tally.check(index, call, shared)
+            check_call(tallies, index, call)
             if index % every == every - 1:
                 progress(f"size and fidelity pass: {index + 1:,} calls")
 
     def run_split(self, reader: Any, reopen: Callable[[], Iterable[Call]], processes: int,
-                  progress: Progress = _quiet) -> None:
-        """:meth:`run` with the codecs shared among ``processes`` forked processes (each reads the trace)."""
-        if processes < 2 or len(self.tallies) < 2 or not hasattr(os, "fork"):
+                  progress: Progress = _quiet, codec_timeout: float = 120.0) -> None:
+        """:meth:`run` with the codecs in ``processes`` forked processes (each reads the trace).
+
+        No codec runs in this process: it reads the trace for the statistics and the
+        sample while the codec processes work, then watches them. A codec that stalls on
+        one call for ``codec_timeout`` seconds, or kills its process (abort, segfault,
+        ``os._exit``), is failed with the reason, and its process mates start over without it.
+        """
+        if not hasattr(os, "fork"):
             self.run(reader, progress)
             return
-        groups = split_tallies(self.tallies, processes)
-        children = [_fork_tallies(reopen, group) for group in groups[1:]]
+        workers = [_TallyProcess(reopen, group) for group in split_tallies(self.tallies, max(1, processes))]
         try:
-            self.run(reader, progress, tallies=groups[0])
+            self.run(reader, progress, tallies=[])
+            progress("size and fidelity pass: waiting for the codec processes")
+            for w in workers:
+                w.finish(codec_timeout)
         finally:
-            answers = [_collect(pid, fd) for pid, fd in children]
-        for group, answer in zip(groups[1:], answers):
-            if isinstance(answer, str):
-                raise BenchError(f"size pass worker failed: {answer}")
-            for tally, state in zip(group, answer):
-                tally.absorb(state)
-
-    @staticmethod
-    def _tally_only(calls: Iterable[Call], group: List[CodecTally]) -> List[Dict[str, Any]]:
-        for index, call in enumerate(calls):
-            shared: Dict[str, Outcome] = {}
-            for tally in group:
-                tally.check(index, call, shared)
-        return [tally.export() for tally in group]
+            for w in workers:
+                w.stop()
 
     def _offer_sample(self, index: int, call: Call, seen: int) -> None:
         """Keep the first calls, and a reservoir of indices per method (algorithm R)."""
@@ -323,27 +327,112 @@ def proportional_quotas(counts: Dict[str, int], size: int) -> Dict[str, int]:
     return {m: q for m, q in quotas.items() if q}
 
 
-def _fork_tallies(reopen: Callable[[], Iterable[Call]], group: List[CodecTally]) -> Tuple[int, int]:
-    """Fork a process that runs ``group`` over its own read of the trace; returns (pid, read fd)."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(write_fd)
-        return pid, read_fd
-    os.close(read_fd)
-    logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once
+def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None) -> None:
+    """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work.
+
+    ``sys.exit`` in a codec stops that codec only.
+    """
+    if beat is not None:
+        beat[0] = index
+    shared: Dict[str, Outcome] = {}
+    for position, tally in enumerate(tallies):
+        if tally.error:
+            continue
+        if beat is not None:
+            beat[1] = position
+        try:
+            tally.check(index, call, shared)
+        except (Exception, SystemExit) as e:
+            tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+
+
+def _answer(fd: int, reopen: Callable[[], Iterable[Call]], tallies: List[CodecTally], beat: Any) -> None:
+    """In a forked process: run ``tallies`` over the trace; their figures (or the error) pickled to ``fd``."""
     try:
-        answer: Any = SizePass._tally_only(reopen(), group)
+        for index, call in enumerate(reopen()):
+            check_call(tallies, index, call, beat)
+        answer: Any = [tally.export() for tally in tallies]
     except BaseException as e:
         answer = f"{type(e).__name__}: {e}"
-    with os.fdopen(write_fd, "wb") as out:
+    with os.fdopen(fd, "wb") as out:
         pickle.dump(answer, out)
-    os._exit(0)
 
 
-def _collect(pid: int, fd: int) -> Any:
-    """Read a forked tally process's answer (before waiting, so a large answer can't block it)."""
-    with os.fdopen(fd, "rb") as inp:
-        data = inp.read()
-    os.waitpid(pid, 0)
-    return pickle.loads(data) if data else "worker died"
+class _TallyProcess:
+    """A forked process running a group of tallies over its own read of the trace, watched.
+
+    It writes which call and which codec it is at into shared memory; :meth:`finish`
+    fails the codec it was at when it stalls or dies, and starts over without that codec.
+    """
+
+    def __init__(self, reopen: Callable[[], Iterable[Call]], group: List[CodecTally]) -> None:
+        self.reopen, self.group = reopen, group
+        self.pid, self.fd = 0, -1
+        self._start()
+
+    def _start(self) -> None:
+        self.live = [t for t in self.group if not t.error]
+        self.beat = memoryview(mmap.mmap(-1, 16)).cast("q")  # shared with the child: [call, codec position]
+        self.beat[0] = self.beat[1] = -1
+        self.fd, write_fd = os.pipe()
+        self.pid = os.fork()
+        if self.pid:
+            os.close(write_fd)
+            return
+        try:  # whatever happens, the child never returns into the parent's code
+            os.close(self.fd)
+            silence_stdout()
+            logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once
+            _answer(write_fd, self.reopen, self.live, self.beat)
+        finally:
+            os._exit(0)
+
+    def finish(self, timeout: float) -> None:
+        """Wait for the answer, failing and replacing what stalls or dies; absorb the figures."""
+        while True:
+            answer = self._wait(timeout)
+            if isinstance(answer, str):
+                raise BenchError(f"size pass worker failed: {answer}")
+            if answer is not None:
+                for tally, state in zip(self.live, answer):
+                    tally.absorb(state)
+                return
+            if all(t.error for t in self.live):
+                return
+            self._start()
+
+    def _wait(self, timeout: float) -> Any:
+        """The process's answer; None if it stalled or died (the codec at work is failed)."""
+        seen, since = (self.beat[0], self.beat[1]), time.monotonic()
+        while not select.select([self.fd], [], [], min(1.0, timeout))[0]:
+            now = (self.beat[0], self.beat[1])
+            if now != seen:
+                seen, since = now, time.monotonic()
+            elif time.monotonic() - since >= timeout:
+                self._blame(f"timed out: no progress on call {seen[0]} within {timeout:g} s (--codec-timeout)", True)
+                return None
+        with os.fdopen(self.fd, "rb") as inp:
+            data = inp.read()
+        self.fd = -1
+        if not data:
+            self._blame(f"size pass stopped at call {self.beat[0]}: ", False)
+            return None
+        reap(self.pid)
+        self.pid = 0
+        return pickle.loads(data)
+
+    def _blame(self, reason: str, kill: bool) -> None:
+        """Fail the codec the process was at, with how the process ended (killed first if ``kill``)."""
+        how = reap(self.pid, kill=kill)
+        self.pid = 0
+        self.stop()
+        self.live[max(self.beat[1], 0)].fail(reason if kill else reason + how)
+
+    def stop(self) -> None:
+        """Kill and reap the process if it is still there; close its pipe."""
+        if self.pid:
+            reap(self.pid, kill=True)
+            self.pid = 0
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -117,6 +117,9 @@ class Registry:
             raise BenchError(f"{key.lstrip('+')!r} is defined twice: {self.origins[key]} and {origin}")
         if not _ID.match(key.lstrip("+")) or "+" in key.lstrip("+"):
             raise BenchError(f"{origin}: id {key!r} must be lower case letters, digits, _ . - and no +")
+        if inspect.isabstract(cls):
+            missing = ", ".join(sorted(cls.__abstractmethods__))  # type: ignore[attr-defined]
+            raise BenchError(f"{origin or cls.__module__}: {cls.__name__} does not define {missing} (see rpcbench.codec)")
         table[key.lstrip("+")] = cls  # type: ignore[index]
         self.origins[key] = origin
 

@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BenchError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  #: version 1 files have no ``partial`` (they are complete runs)
 
 #: A round more than this factor above the fastest round of its timing ran while the machine
 #: was in a slow state. Shared VMs switch between a fast and a slow state for a second or
@@ -205,6 +206,7 @@ class Suite:
     settings: Dict[str, Any]
     trace: Dict[str, Any]
     results: Tuple[CodecResult, ...]
+    partial: Optional[str] = None  #: why the run stopped early (Ctrl-C during timing); None for a complete run
 
     def find(self, codec: str) -> Optional[CodecResult]:
         """The result for a codec id, or None if it wasn't run."""
@@ -276,7 +278,7 @@ def load(path: str) -> Suite:
             data = json.load(f)
     except (OSError, ValueError, RecursionError) as e:
         raise BenchError(f"{path}: cannot read results ({str(e) or type(e).__name__})") from None
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(data, dict) or data.get("schema_version") not in READABLE_VERSIONS:
         version = data.get("schema_version") if isinstance(data, dict) else None
         raise BenchError(f"{path}: results schema version {str(version)[:20]}, expected {SCHEMA_VERSION}")
     try:
@@ -340,7 +342,7 @@ def _check_timing(t: Any, where: str) -> None:
 
 def _check_suite(data: Dict[str, Any]) -> None:
     """Every field the reports use, with its type: a foreign or tampered file fails here, in one line."""
-    _fields(data, _SUITE_FIELDS, "results.json")
+    _fields(data, _SUITE_FIELDS, "results.json", {"partial": (str, _NONE)})
     if not all(type(word) is str for word in data["command"]):
         raise TypeError("command is not a list of strings")
     _fields(data["trace"], {}, "trace", _TRACE_FIELDS)
@@ -380,6 +382,7 @@ def _suite(data: Dict[str, Any]) -> Suite:
         settings=data["settings"],
         trace=data["trace"],
         results=tuple(_codec_result(r) for r in data["results"]),
+        partial=data.get("partial"),
     )
 
 

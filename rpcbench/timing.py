@@ -237,22 +237,27 @@ def _memory_per_call(func: Callable[[Any], Any], items: List[Any]) -> Dict[str, 
 
 
 def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float, stage_rounds: int,
-             progress: Callable[[str], None] = lambda _: None) -> None:
+             progress: Callable[[str], None] = lambda _: None) -> bool:
     """In one process: warm up and calibrate every job, then ``repeat`` interleaved rounds.
 
     Codecs take turns round-robin (starting point rotating each round), so that drift of
-    the machine's speed during the run hits every codec alike.
+    the machine's speed during the run hits every codec alike. Returns True when Ctrl-C
+    cut the rounds short (the rounds done so far are kept).
     """
     live = [job for job in jobs if not job.error]
-    for r in range(warmup + repeat):
-        start = r % len(live) if live else 0
-        for i, job in enumerate(live[start:] + live[:start]):
-            label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
-            progress(f"timing {label}: {job.codec.name} ({i + 1}/{len(live)})")
-            try:
-                job.run_round(record=r >= warmup, stages=r - warmup < stage_rounds)
-                if r == warmup - 1:
-                    job.calibrate(min_time)
-            except Exception as e:  # a codec that breaks under timing is reported, the rest go on
-                job.error = f"timing stopped: {type(e).__name__}: {e}"
-        live = [job for job in live if not job.error]
+    try:
+        for r in range(warmup + repeat):
+            start = r % len(live) if live else 0
+            for i, job in enumerate(live[start:] + live[:start]):
+                label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
+                progress(f"timing {label}: {job.codec.name} ({i + 1}/{len(live)})")
+                try:
+                    job.run_round(record=r >= warmup, stages=r - warmup < stage_rounds)
+                    if r == warmup - 1:
+                        job.calibrate(min_time)
+                except Exception as e:  # a codec that breaks under timing is reported, the rest go on
+                    job.error = f"timing stopped: {type(e).__name__}: {e}"
+            live = [job for job in live if not job.error]
+    except KeyboardInterrupt:
+        return True
+    return False

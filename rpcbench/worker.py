@@ -1,6 +1,6 @@
 """Timing in fresh processes, interleaved: one live forked process per codec, driven round-robin.
 
-The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE -- <the run's options>``.
+The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE FD -- <the run's options>``.
 The zygote sets up the codecs from the same options as the parent (plugin files, proto
 schemas) and reads the timing sample once; no codec has run in it. Then, for each of
 ``processes`` generations, it forks one child per codec. Each child encodes the sample
@@ -12,8 +12,15 @@ measure contention. At the end each child sends its figures (plus tails and
 allocations, in the first generation) and exits, and the next generation starts from
 the pristine zygote again.
 
-Protocol: the parent sends one JSON line (the plan) on the zygote's stdin; the zygote
-answers ``progress <text>`` lines and finally one JSON line ``{codec: result}``.
+Protocol: the parent starts the zygote as ``python -m rpcbench.worker SAMPLE FD -- OPTIONS``
+with its stdout on /dev/null and sends one JSON line (the plan) on its stdin; the zygote
+answers on file descriptor FD, a pipe of its own that codec output cannot reach:
+``progress <text>`` lines and finally one JSON line ``{"generations": [{codec: result}],
+"interrupted": bool}``. Each child answers the zygote on its own pipe; a child that
+does not answer a command within ``plan["codec_timeout"]`` seconds is killed, one that
+dies is reaped, one that prints is stopped, and either is that codec's error only.
+On SIGINT (Ctrl-C) the zygote finishes the round under way, collects what each child
+has measured so far (no tails or allocations) and answers with ``interrupted: true``.
 """
 
 from __future__ import annotations
@@ -21,17 +28,20 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rpc_capture import open_trace
 
 from .errors import BenchError
+from .isolation import CodecTimeout, read_line, reap, silence_stdout, stray_output
 from .timing import TimingJob
 
 REPO = Path(__file__).resolve().parent.parent
+_interrupted = False  #: set by SIGINT in the zygote: finish the round, then answer with what there is
 
 
 def available() -> bool:
@@ -40,66 +50,139 @@ def available() -> bool:
 
 
 def time_in_processes(sample_path: str, argv: List[str], plan: Dict[str, Any],
-                      progress: Callable[[str], None]) -> List[Dict[str, Dict[str, Any]]]:
-    """Run the plan in a zygote started with the run's options; results by codec name, per process set."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-m", "rpcbench.worker", sample_path, "--", *argv],
-                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # same cwd: same paths
-    assert proc.stdin and proc.stdout
+                      progress: Callable[[str], None]) -> Tuple[List[Dict[str, Dict[str, Any]]], bool]:
+    """Run the plan in a zygote started with the run's options.
+
+    Returns results by codec name per process set, and whether Ctrl-C cut the timing
+    short. The zygote runs in a session of its own, so the terminal's Ctrl-C reaches this
+    process only; it is passed on once the zygote said it is ready to stop softly (it
+    then answers with what was measured). A second Ctrl-C stops everything at once.
+    """
+    zygote = _Zygote()
+    previous = signal.signal(signal.SIGINT, zygote.interrupt)
     try:
-        proc.stdin.write(json.dumps(plan) + "\n")
-        proc.stdin.close()
-        for line in proc.stdout:
-            if line.startswith("progress "):
+        answers = zygote.start(sample_path, argv, plan)
+        for line in answers:
+            if line == "ready\n":
+                zygote.ready()
+            elif line.startswith("progress "):
                 progress(line[9:].rstrip("\n"))
             else:
-                return json.loads(line)
+                reply = json.loads(line)
+                return reply["generations"], zygote.interrupted or reply["interrupted"]
+    except KeyboardInterrupt:
+        zygote.kill()
+        raise
     finally:
-        proc.wait(timeout=60)
-    raise BenchError(f"timing worker exited without results (status {proc.returncode})")
+        zygote.wait()
+        signal.signal(signal.SIGINT, previous)
+    raise BenchError(f"timing worker exited without results (status {zygote.status})")
+
+
+class _Zygote:
+    """The parent's handle on the zygote process: start it, pass Ctrl-C on, end it."""
+
+    def __init__(self) -> None:
+        self.proc: Optional[subprocess.Popen] = None
+        self.interrupted = False
+        self._ready = False
+
+    def start(self, sample_path: str, argv: List[str], plan: Dict[str, Any]) -> Any:
+        """Start the zygote, send it the plan; returns the text stream of its answers."""
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        read_fd, write_fd = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rpcbench.worker", sample_path, str(write_fd), "--", *argv], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,), text=True,
+            start_new_session=True)  # same cwd: same paths
+        os.close(write_fd)
+        assert self.proc.stdin
+        self.proc.stdin.write(json.dumps(plan) + "\n")
+        self.proc.stdin.close()
+        return os.fdopen(read_fd, encoding="utf-8")
+
+    def interrupt(self, *_: Any) -> None:
+        """SIGINT handler: the first asks the zygote to stop softly, the second stops now."""
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+        if self._ready:
+            self._signal()
+
+    def ready(self) -> None:
+        """The zygote handles SIGINT from now on (pass on one that came before)."""
+        self._ready = True
+        if self.interrupted:
+            self._signal()
+
+    def _signal(self) -> None:
+        if self.proc:
+            self.proc.send_signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        if self.proc:
+            self.proc.kill()
+
+    def wait(self) -> None:
+        if self.proc:
+            self.proc.wait()
+
+    @property
+    def status(self) -> Optional[int]:
+        return self.proc.returncode if self.proc else None
 
 
 class Child:
-    """The zygote's handle on one forked codec process: send a command, read one JSON reply."""
+    """The zygote's handle on one forked codec process: send a command, read one JSON reply in time."""
 
     def __init__(self, codec: str, make_job: Callable[[], TimingJob], plan: Dict[str, Any]) -> None:
         to_child, self._to_child = os.pipe()
         self._from_child, from_child = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
-            os.close(self._to_child)
-            os.close(self._from_child)
-            _child_loop(make_job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
-            os._exit(0)
+            try:  # whatever happens, the child never returns into the zygote's code
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the zygote decides what Ctrl-C stops
+                for fd in (self._to_child, self._from_child, plan["channel"]):
+                    os.close(fd)
+                _child_loop(make_job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
+            finally:
+                os._exit(0)
         os.close(to_child)
         os.close(from_child)
         self.codec = codec
-        self._out = os.fdopen(self._to_child, "w")
-        self._in = os.fdopen(self._from_child)
+        self.timeout = plan["codec_timeout"]
+        self._pending = bytearray()
+        self._alive = True
 
     def ask(self, command: str) -> Dict[str, Any]:
-        """Send a command (warmup, round, finish); a dead child answers with an error."""
+        """Send a command (warmup, round, finish, result); silence or death is answered as an error."""
         try:
-            self._out.write(command + "\n")
-            self._out.flush()
-            reply = self._in.readline()
+            os.write(self._to_child, (command + "\n").encode())
+            reply = read_line(self._from_child, self.timeout, self._pending)
         except BrokenPipeError:
-            reply = ""
-        return json.loads(reply) if reply else {"error": f"timing process of {self.codec} died"}
+            reply = b""
+        except CodecTimeout as e:
+            self._alive = False
+            reap(self.pid, kill=True)
+            return {"error": f"timed out in {command}: {e}"}
+        if reply:
+            return json.loads(reply)
+        self._alive = False
+        return {"error": f"timing stopped in {command}: {reap(self.pid)}"}
 
     def close(self) -> None:
         """Let the child exit and reap it."""
-        for f in (self._out, self._in):
-            try:
-                f.close()
-            except BrokenPipeError:
-                pass
-        os.waitpid(self.pid, 0)
+        os.close(self._to_child)
+        os.close(self._from_child)
+        if self._alive:
+            reap(self.pid)
 
 
 def _child_loop(make_job: Callable[[], TimingJob], plan: Dict[str, Any], commands: Any, replies: Any) -> None:
     """In the child: build the codec's timing job (encoding the sample here, not in the
-    zygote), then obey warmup / round / finish until told to finish or the pipe closes."""
+    zygote), then obey warmup / round / finish until told to finish or the pipe closes.
+    A codec that prints is stopped: its figures would include the output."""
+    captured = silence_stdout()
     job: Optional[TimingJob] = None
     for command in commands:
         try:
@@ -107,9 +190,12 @@ def _child_loop(make_job: Callable[[], TimingJob], plan: Dict[str, Any], command
             answer = _obey(job, plan, command.strip())
         except BaseException as e:  # reported as this codec's error; the others carry on
             answer = {"error": f"timing stopped: {type(e).__name__}: {e}"}
+        printed = stray_output(captured)
+        if printed:
+            answer = {"error": printed}
         replies.write(json.dumps(answer) + "\n")
         replies.flush()
-        if command.strip() == "finish" or "error" in answer:
+        if command.strip() in ("finish", "result") or "error" in answer:
             return
 
 
@@ -125,13 +211,14 @@ def _obey(job: TimingJob, plan: Dict[str, Any], command: str) -> Dict[str, Any]:
         job.run_round(record=True, stages=len(job.rounds["encode"]) < plan["stage_rounds"])
         return {}
     result = job.result()
-    if plan["first_generation"]:
+    if command == "finish" and plan["first_generation"]:
         result["latency"] = job.tails() if plan["tails"] else {}
         result["memory"] = job.memory(plan["memory_calls"]) if plan["memory"] else {}
     return result
 
 
-def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], generation: int) -> Dict[str, Dict]:
+def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], generation: int,
+                say: Callable[[str], None]) -> Dict[str, Dict]:
     """One child per codec, warmed up one after another, then ``repeat`` interleaved rounds."""
     plan = dict(plan, first_generation=generation == 0)
     children: List[Child] = []
@@ -139,7 +226,9 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
     tag = f"process set {generation + 1}/{plan['processes']}"
     try:
         for name in plan["codecs"]:
-            print(f"progress timing {tag}: warming up {name}", flush=True)
+            if _interrupted:
+                break
+            say(f"progress timing {tag}: warming up {name}")
             child = Child(name, functools.partial(TimingJob, codecs[name], sample, gc_enabled=plan["gc"]), plan)
             reply = child.ask("warmup")
             if "error" in reply:
@@ -150,33 +239,49 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
         for r in range(plan["repeat"]):
             start = r % len(children) if children else 0
             for child in children[start:] + children[:start]:
-                if child.codec not in answers:
-                    print(f"progress timing {tag}, round {r + 1}/{plan['repeat']}: {child.codec}", flush=True)
+                if child.codec not in answers and not _interrupted:
+                    say(f"progress timing {tag}, round {r + 1}/{plan['repeat']}: {child.codec}")
                     reply = child.ask("round")
                     if "error" in reply:
                         answers[child.codec] = reply
         for child in children:
             if child.codec not in answers:
-                print(f"progress timing {tag}: tails and allocations of {child.codec}", flush=True)
-                answers[child.codec] = child.ask("finish")
+                say(f"progress timing {tag}: tails and allocations of {child.codec}")
+                answers[child.codec] = child.ask("result" if _interrupted else "finish")
     finally:
         for child in children:
             child.close()
     return answers
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point of the zygote process: ``SAMPLE -- OPTIONS``, then the plan on stdin."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    sample_path, options = argv[0], argv[2:]
-    from .bench_cmd import build_parser, create_codecs, setup
+def _stop_softly(*_: Any) -> None:
+    global _interrupted
+    _interrupted = True
 
-    args = build_parser().parse_args(options)
-    codecs = {codec.name: codec for codec in create_codecs(setup(args), args.codecs, announce=False)}
-    sample = list(open_trace(sample_path))
-    plan = json.loads(sys.stdin.readline())
-    generations = [_generation(codecs, sample, plan, g) for g in range(plan["processes"])]
-    print(json.dumps(generations), flush=True)
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the zygote process: ``SAMPLE FD -- OPTIONS``, then the plan on stdin."""
+    signal.signal(signal.SIGINT, _stop_softly)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sample_path, channel_fd, options = argv[0], int(argv[1]), argv[3:]
+    with os.fdopen(channel_fd, "w", encoding="utf-8") as channel:
+
+        def say(line: str) -> None:
+            channel.write(line + "\n")
+            channel.flush()
+
+        say("ready")
+        from .bench_cmd import build_parser, create_codecs, setup
+
+        args = build_parser().parse_args(options)
+        codecs = {codec.name: codec for codec in create_codecs(setup(args), args.codecs, announce=False)}
+        sample = list(open_trace(sample_path))
+        plan = dict(json.loads(sys.stdin.readline()), channel=channel_fd)
+        generations = []
+        for g in range(plan["processes"]):
+            if not _interrupted:
+                generations.append(_generation(codecs, sample, plan, g, say))
+        say(json.dumps({"generations": generations, "interrupted": _interrupted}))
     return 0
 
 

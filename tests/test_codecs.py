@@ -12,7 +12,7 @@ from hypothesis import given, settings
 
 from rpc_capture import Call
 from rpcbench import fidelity as F
-from rpcbench.codec import Compressed
+from rpcbench.codec import Compressed, received_call
 from rpcbench.errors import BenchError
 from rpcbench.registry import Registry
 from strategies import calls
@@ -25,7 +25,7 @@ WRAPPED_IDS = ["json+zlib-1", "json+zlib-9", "bson+zlib-6", "ujson+zlib-0", "msg
 def round_trip_all(codec, sample):
     """Encode then decode each call through one connection's codec, in order."""
     session = codec.connection()
-    return [session.decode(session.encode(call)) for call in sample]
+    return [received_call(session.decode(session.encode(call))) for call in sample]
 
 
 @pytest.mark.parametrize("codec_id", BASE_IDS + WRAPPED_IDS + ["json+zlibstream-6"])
@@ -37,7 +37,7 @@ def test_round_trip_within_declared_capabilities(codec_id):
     def check(call):
         data = codec.connection().encode(call)
         assert type(data) is bytes
-        assert F.compare(call, codec.connection().decode(data)) is None
+        assert F.compare(call, received_call(codec.connection().decode(data))) is None
 
     check()
 
@@ -54,7 +54,7 @@ def test_declared_features_really_change(codec_id):
     for feature in codec.changes:
         call = Call("m", examples[feature])
         try:
-            back = codec.decode(codec.encode(call))
+            back = received_call(codec.decode(codec.encode(call)))
         except Exception:
             continue  # declared as failing
         assert F.compare(call, back, codec.changes).feature == feature
@@ -88,7 +88,7 @@ def test_zlibstream_shrinks_repeated_messages_per_connection():
     first, second = conn.encode(call), conn.encode(call)
     assert len(second) < len(first) / 2
     receiver = codec.connection()
-    assert receiver.decode(first) == call and receiver.decode(second) == call
+    assert received_call(receiver.decode(first)) == call and received_call(receiver.decode(second)) == call
 
 
 def test_unknown_ids_list_the_known_ones():
@@ -147,7 +147,8 @@ def test_duplicate_ids_are_an_error(tmp_path):
 def test_module_class_spec(tmp_path, monkeypatch):
     (tmp_path / "mycodecs.py").write_text(
         "from rpcbench.codec import Codec\nclass Raw(Codec):\n    id = 'raw'\n"
-        "    def encode(self, call): return call.method.encode()\n")
+        "    def encode(self, call): return call.method.encode()\n"
+        "    def decode(self, data): return data.decode(), None\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     registry = Registry.default()
     registry.load_class("mycodecs:Raw")
@@ -158,6 +159,14 @@ def test_module_class_spec(tmp_path, monkeypatch):
         registry.load_class("mycodecs:Nope")
 
 
+def test_codec_without_decode_is_refused_when_loaded(tmp_path):
+    plugin = tmp_path / "half.py"
+    plugin.write_text("from rpcbench.codec import Codec\nclass Half(Codec):\n    id = 'half'\n"
+                      "    def encode(self, call): return b''\n")
+    with pytest.raises(BenchError, match=r"half.py: Half does not define decode"):
+        Registry.default().load_file(str(plugin))
+
+
 def test_json_bytes_are_standard_padded_base64():
-    back = REGISTRY.create("json").decode(REGISTRY.create("json").encode(Call("m", {"b": b"\xfb\xff"})))
+    back = received_call(REGISTRY.create("json").decode(REGISTRY.create("json").encode(Call("m", {"b": b"\xfb\xff"}))))
     assert back.args["b"] == base64.b64encode(b"\xfb\xff").decode() == "+/8="

@@ -24,6 +24,7 @@ from rpc_capture import values as V
 from rpcbench import fidelity
 from rpcbench.measure import SizePass
 from rpcbench.registry import Registry
+from rpcbench.results import SCHEMA_VERSION
 from test_hostile import FAST, REPO
 
 scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=1 << 60, max_value=1 << 4000)
@@ -107,7 +108,7 @@ def test_the_intact_seeds_read_back_exactly(seeds):
         back = list(open_trace(folder / name))
         assert len(back) == len(expected)
         assert all(fidelity.compare(a, b) is None for a, b in zip(expected, back))
-    assert json.loads(intact["results"])["schema_version"] == 1
+    assert json.loads(intact["results"])["schema_version"] == SCHEMA_VERSION
 
 
 def test_length_fields_and_spliced_records_are_never_read_as_other_calls(tmp_path):
