@@ -42,12 +42,12 @@ class Protobuf(Codec):
         NON_FINITE: "NaN or infinity in an integer or enum field fails to encode (double/float fields carry them)",
     }
 
-    def __init__(self) -> None:
-        schema = protoschema.load()
+    def __init__(self, settings: protoschema.Settings = protoschema.Settings()) -> None:
+        schema = protoschema.load(settings)
         self.backend = api_implementation.Type()
         self.schemas = list(schema.files)
-        self.proto_path = list(protoschema.settings.include)
-        self.mapping = protoschema.settings.mapping
+        self.proto_path = list(settings.include)
+        self.mapping = settings.mapping
         self.enums = schema.enums
         self.methods = len(schema.methods)
         self.envelope = "oneof: varint(method id << 3 | 2) + varint(length) + message"

@@ -147,8 +147,8 @@ def setup(args: argparse.Namespace) -> Registry:
 
     Worker processes call this with the same options, so they build the same codecs.
     """
-    protoschema.configure(args.proto, args.proto_path, args.proto_map, args.proto_enums)
-    registry = Registry.default(args.codecs_dir)
+    proto = protoschema.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums)
+    registry = Registry.default(args.codecs_dir, codec_options={"protobuf": {"settings": proto}})
     for file in args.codec_path:
         registry.load_file(file)
     for spec in args.codec:

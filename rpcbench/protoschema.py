@@ -58,21 +58,11 @@ class Settings:
     enums: str = "names"  #: how decoded enum values come back: "names" or "numbers"
 
 
-settings = Settings()
 ENUM_FORMS = ("names", "numbers")
 
 
-def configure(files: Iterable[str] = (), include: Iterable[str] = (), mapping: Optional[str] = None,
-              enums: str = "names") -> None:
-    """Set the schemas for codecs created from now on (``--proto``, ``--proto-path``, ``--proto-map``,
-    ``--proto-enums``)."""
-    global settings
-    settings = Settings(tuple(files), tuple(include), mapping, enums)
-
-
-def load(chosen: Optional[Settings] = None) -> "Schema":
-    """The schema for ``chosen`` (default: the configured settings); compiling is cached on disk."""
-    chosen = chosen or settings
+def load(chosen: Settings = Settings()) -> "Schema":
+    """The schema for ``chosen`` (default: every .proto in ``proto/``); compiling is cached on disk."""
     files = [Path(f) for f in chosen.files] or sorted(PROTO_DIR.glob("*.proto"))
     if not files:
         raise BenchError(f"no .proto schema: put one in {PROTO_DIR} or pass --proto FILE")

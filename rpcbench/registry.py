@@ -24,7 +24,7 @@ import sys
 import zlib
 from pathlib import Path
 from types import ModuleType
-from typing import Dict, Iterable, List, Optional, Type, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Type, Union
 
 from .codec import Codec, Compressed, Compressor
 from .errors import BenchError
@@ -36,18 +36,24 @@ _ID = re.compile(r"^(?P<codec>[a-z0-9_.\-]+?)(?:\+(?P<comp>[a-z0-9_]+)(?:-(?P<le
 
 
 class Registry:
-    """Codec and compressor classes by id, plus the plugin files that were skipped and why."""
+    """Codec and compressor classes by id, plus the plugin files that were skipped and why.
 
-    def __init__(self) -> None:
+    ``codec_options`` maps a codec id to keyword arguments for its constructor (the run's
+    protobuf schemas for ``protobuf``, say): settings reach codecs as data, never globals.
+    """
+
+    def __init__(self, codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+        self.codec_options: Mapping[str, Mapping[str, Any]] = codec_options or {}
         self.codecs: Dict[str, Type[Codec]] = {}
         self.compressors: Dict[str, Type[Compressor]] = {}
         self.origins: Dict[str, str] = {}
         self.skipped: Dict[str, str] = {}
 
     @classmethod
-    def default(cls, extra_dirs: Iterable[Union[str, os.PathLike]] = ()) -> "Registry":
+    def default(cls, extra_dirs: Iterable[Union[str, os.PathLike]] = (),
+                codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Registry":
         """The built-in ``codecs/`` folder plus any extra plugin folders."""
-        reg = cls()
+        reg = cls(codec_options)
         for folder in (CODECS_DIR, *extra_dirs):
             reg.load_dir(folder)
         return reg
@@ -133,7 +139,7 @@ class Registry:
         if not m or m["codec"] not in self.codecs:
             base = m["codec"] if m else codec_id
             raise BenchError(f"unknown codec {base!r}; known: {', '.join(self.known())}{self._skipped_note()}")
-        codec = self.codecs[m["codec"]]()
+        codec = self.codecs[m["codec"]](**self.codec_options.get(m["codec"], {}))
         if not m["comp"]:
             return codec
         if m["comp"] not in self.compressors:

@@ -54,11 +54,11 @@ def unseen_calls(n=400, seed=3):
 
 
 @pytest.fixture
-def tally_for(monkeypatch):
+def tally_for():
     """Run every call of a trace through the protobuf codec with the given schema; return the tally."""
     def run(proto, trace, mapping=None):
-        monkeypatch.setattr(protoschema, "settings", protoschema.Settings((str(proto),), (), mapping and str(mapping)))
-        tally = CodecTally(REGISTRY.create("protobuf"))
+        chosen = protoschema.Settings((str(proto),), (), mapping and str(mapping))
+        tally = CodecTally(REGISTRY.codecs["protobuf"](chosen))
         for i, call in enumerate(open_trace(trace)):
             tally.check(i, call)
         return tally

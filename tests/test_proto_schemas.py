@@ -32,10 +32,9 @@ NAKAMA = protoschema.Settings((str(DATA / "nakama" / "rtapi" / "realtime.proto")
                               str(DATA / "nakama" / "map.json"))
 
 
-def tally(monkeypatch, chosen: protoschema.Settings, calls) -> CodecTally:
+def tally(chosen: protoschema.Settings, calls) -> CodecTally:
     """Every call through the protobuf codec configured with ``chosen``."""
-    monkeypatch.setattr(protoschema, "settings", chosen)
-    result = CodecTally(Registry.default().create("protobuf"))
+    result = CodecTally(Registry.default().codecs["protobuf"](chosen))
     for i, call in enumerate(calls):
         result.check(i, call)
     return result
@@ -46,13 +45,13 @@ def run_bench(*args: str, env=None) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
 
 
-def test_proto2_messages_of_an_imported_file_carry_every_call_with_exact_bytes(monkeypatch, tmp_path):
+def test_proto2_messages_of_an_imported_file_carry_every_call_with_exact_bytes(tmp_path):
     """Done-when: 0 failures, 0 mismatches (enums given as numbers come back as numbers), and each
     call's bytes = protoc's own generated class's bytes + the documented envelope (tag + length)."""
     schema = protoschema.load(NETGAME)
     assert {"CNETMsg_Tick", "CNETMsg_SignonState", "Vector"} <= schema.methods.keys()  # defined in basetypes.proto
     calls = CallMaker(schema, seed=7, enums="numbers").calls(3000)
-    result = tally(monkeypatch, NETGAME, calls)
+    result = tally(NETGAME, calls)
     assert (result.failures, result.mismatches) == (0, 0), result.problem_list()
     generated = _generated(DATA / "netgame", ["netmessages.proto", "basetypes.proto"], tmp_path)
     for call in calls[:600]:
@@ -75,24 +74,24 @@ def _generated(folder: Path, protos, out: Path):
     return {name: m for m in modules for name in m.DESCRIPTOR.message_types_by_name}
 
 
-def test_enums_come_back_as_given_or_as_a_declared_change(monkeypatch):
+def test_enums_come_back_as_given_or_as_a_declared_change():
     names = protoschema.Settings(NETGAME.files)
     calls = CallMaker(protoschema.load(names), seed=3, enums="names").calls(600)
-    assert tally(monkeypatch, names, calls).mismatches == 0  # names round-trip as names
+    assert tally(names, calls).mismatches == 0  # names round-trip as names
     numbers = CallMaker(protoschema.load(names), seed=3, enums="numbers").calls(600)
-    as_names = tally(monkeypatch, names, numbers)  # numbers decoded as names: declared, named, never OTHER
+    as_names = tally(names, numbers)  # numbers decoded as names: declared, named, never OTHER
     assert as_names.failures == 0 and as_names.mismatches > 0
     assert {(p.feature, p.declared) for p in as_names.problem_list()} == {(F.ENUM_FORM, True)}
     nakama = protoschema.load(NAKAMA)
     board = CallMaker(nakama, seed=5, enums="names").call(nakama.methods["Leaderboard"])
-    proto3 = tally(monkeypatch, NAKAMA, [Call("Leaderboard", dict(board.args, operator=9))])
+    proto3 = tally(NAKAMA, [Call("Leaderboard", dict(board.args, operator=9))])
     assert (proto3.failures, proto3.mismatches) == (0, 0)  # a number an open (proto3) enum does not define is carried...
-    closed = tally(monkeypatch, NETGAME, [Call("CCLCMsg_ChatMessage", {"text": "hi", "channel": 9})])
+    closed = tally(NETGAME, [Call("CCLCMsg_ChatMessage", {"text": "hi", "channel": 9})])
     (problem,) = closed.problem_list()  # ...a closed (proto2) one's is a declared, named loss
     assert (problem.feature, problem.declared, problem.example_path) == (F.ENUM_UNKNOWN, True, "args.channel")
 
 
-def test_format_limits_are_declared_by_name_with_an_example(monkeypatch):
+def test_format_limits_are_declared_by_name_with_an_example():
     """ints beyond 64 bits or the field's type, floats and NaN in int fields, invalid UTF-8: never UNDECLARED."""
     cases = [
         (Call("CNETMsg_Tick", {"tick": 1, "host_computationtime": 1 << 64}), F.BIG_INTS, "args.host_computationtime"),
@@ -105,7 +104,7 @@ def test_format_limits_are_declared_by_name_with_an_example(monkeypatch):
         (Call("CNETMsg_StringCmd", {"command": "say \ud800"}), F.SURROGATES, "args.command"),
         (Call("CSVCMsg_ServerInfo", {"rules": {"a\udc00": "x"}}), F.SURROGATES, "args.rules key 'a\\udc00'"),
     ]
-    result = tally(monkeypatch, NETGAME, [call for call, _, _ in cases])
+    result = tally(NETGAME, [call for call, _, _ in cases])
     assert result.failures == len(cases)
     found = {p.feature: p for p in result.problem_list()}
     assert all(p.declared and p.kind == "encode" for p in found.values())
@@ -117,7 +116,7 @@ def test_format_limits_are_declared_by_name_with_an_example(monkeypatch):
         with pytest.raises(F.Limit) as caught:
             result.codec.encode(call)
         assert (caught.value.feature, caught.value.path) == (feature, path)
-    other = tally(monkeypatch, NETGAME, [Call("CNETMsg_Tick", {"tick": "7"})]).problem_list()
+    other = tally(NETGAME, [Call("CNETMsg_Tick", {"tick": "7"})]).problem_list()
     assert [(p.feature, p.declared) for p in other] == [(F.OTHER, False)]  # a wrong type is not a format limit
 
 
@@ -187,18 +186,17 @@ def test_a_mapping_to_a_missing_message_names_the_mapping_file_and_line(tmp_path
         protoschema.load(protoschema.Settings(NETGAME.files, mapping=str(tmp_path / "map.json")))
 
 
-def test_nakama_realtime_protocol_carries_every_call(monkeypatch):
+def test_nakama_realtime_protocol_carries_every_call():
     """A real public proto3 set: packages, an import, enums, nested messages, maps, oneofs, wrappers, timestamps."""
     schema = protoschema.load(NAKAMA)
     assert len(schema.methods) > 150 and schema.methods["Match"].message == "nakama.realtime.Match"
     assert schema.methods["ChannelMessage"].message == "nakama.api.ChannelMessage"  # from the imported api.proto
-    result = tally(monkeypatch, NAKAMA, CallMaker(schema, seed=11, enums="names").calls(3000))
+    result = tally(NAKAMA, CallMaker(schema, seed=11, enums="names").calls(3000))
     assert (result.failures, result.mismatches) == (0, 0), result.problem_list()
 
 
-def test_protobuf_stages_show_in_table_and_report_and_failing_codecs_are_never_named_best(monkeypatch, tmp_path):
-    monkeypatch.setattr(protoschema, "settings", NETGAME)
-    codec = Registry.default().create("protobuf")
+def test_protobuf_stages_show_in_table_and_report_and_failing_codecs_are_never_named_best(tmp_path):
+    codec = Registry.default(codec_options={"protobuf": {"settings": NETGAME}}).create("protobuf")
     call = Call("CCLCMsg_Move", {"num_new_commands": 2, "data": b"\x01", "view_origin": {"x": 1.5}})
     assert [name for name, _ in codec.encode_stages()] == ["convert", "serialize"]
     assert [name for name, _ in codec.decode_stages()] == ["parse", "convert"]

@@ -151,11 +151,10 @@ def schema(settings_all):
 
 
 @pytest.fixture
-def use(monkeypatch):
+def use():
     """Configure the codecs' schemas for one test only."""
     def configure(chosen):
-        monkeypatch.setattr(protoschema, "settings", chosen)
-        return REGISTRY.create("protobuf")
+        return REGISTRY.codecs["protobuf"](chosen)
     return configure
 
 
