@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from rpc_capture import TraceWriter, open_trace  # noqa: E402
 from rpcbench import results  # noqa: E402
-from rpcbench.bench_cmd import DEFAULT_CODECS  # noqa: E402
+from rpcbench.config import DEFAULT_CODECS  # noqa: E402
 from rpcbench.results import SLOW_STATE_FACTOR  # noqa: E402
 
 BUNDLED_TRACE = str(REPO / "samples" / "battle.rpct")

@@ -5,7 +5,7 @@ tick and yields the RPC calls a Python battle server and its ten clients exchang
 frames and move clicks, skill casts, position syncs fanned out to every client that can
 see the entity, damage, buffs, chat, heartbeats, and a full state snapshot per client
 every second. Most calls are 50-150 bytes of compact JSON, snapshots 1-4 KB; the mean
-is 160-190 bytes, close to the ~195 B of the study in docs (see CONTEXT.md).
+is 160-190 bytes, close to the ~195 B of the study in docs/study.md.
 
 Output depends only on ``calls`` and ``seed``: one ``random.Random(seed)``, a start time
 derived from the seed, and float math that IEEE 754 rounds the same everywhere (the one
@@ -14,21 +14,17 @@ libm call, atan2 for the facing, is rounded to 0.1 degree), so traces are byte-i
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import random
 import struct
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from rpc_capture import C2S, S2C, Call, TraceWriter, write_jsonl
+from rpc_capture import C2S, S2C, Call
 
-from .cli import whole_number
 from .codec import base64_default
-from .errors import BenchError
 
 SIM_VERSION = "battle-sim 1"  #: bump when the traffic changes; then regenerate samples/battle.rpct
 TICK_NS = 100_000_000  #: 10 Hz server tick
@@ -500,44 +496,3 @@ def json_size(call: Call) -> int:
     doc = {"method": call.method, "args": call.args}
     text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=base64_default)
     return len(text.encode("utf-8"))
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """``run_bench.py simulate``: write a simulated battle trace and print a one-line summary."""
-    parser = argparse.ArgumentParser(
-        prog="run_bench.py simulate",
-        description="Write a trace of simulated real-time battle RPC traffic (5v5 heroes, creeps and towers "
-                    "on a 10 Hz server tick). The same --calls and --seed always give the same bytes.")
-    parser.add_argument("--calls", type=whole_number(0), default=20000, help="number of calls to write (default 20000)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed: players, fights, start time (default 1)")
-    parser.add_argument("--out", default="battle.rpct",
-                        help="file to write (default battle.rpct); a name ending in .jsonl implies --jsonl")
-    parser.add_argument("--gzip", action="store_true", help="gzip the binary trace (readers detect it)")
-    parser.add_argument("--jsonl", action="store_true", help="write JSON Lines instead of the binary trace format")
-    args = parser.parse_args(argv)
-    jsonl = args.jsonl or args.out.endswith(".jsonl")
-    if jsonl and args.gzip:
-        raise BenchError("--gzip applies to binary traces only, not JSON Lines")
-    total = 0
-
-    def measured() -> Iterator[Call]:
-        nonlocal total
-        for call in simulate(args.calls, args.seed):
-            total += json_size(call)
-            yield call
-
-    try:
-        if jsonl:
-            write_jsonl(measured(), args.out)
-        else:
-            meta = {"game": "rpcbench battle simulator", "build": SIM_VERSION, "seed": args.seed, "calls": args.calls,
-                    "capture_start": capture_start(args.seed), "generator": "rpcbench.simulate"}
-            with TraceWriter(args.out, meta, compresslevel=6 if args.gzip else None) as writer:
-                for call in measured():
-                    writer.write(call)
-    except OSError as e:
-        raise BenchError(f"cannot write {args.out}: {e.strerror or e}") from None
-    mean = total / args.calls if args.calls else 0.0
-    print(f"wrote {args.calls} calls to {args.out} ({os.path.getsize(args.out)} bytes); "
-          f"mean {mean:.1f} B compact JSON per call")
-    return 0

@@ -1,8 +1,9 @@
 """Timing in fresh processes, interleaved: one live forked process per codec, driven round-robin.
 
-The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE FD -- <the run's options>``.
-The zygote sets up the codecs from the same options as the parent (plugin files, proto
-schemas) and reads the timing sample once; no codec has run in it. Then, for each of
+The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE FD``, and sends it the
+run's :class:`~rpcbench.config.RunConfig` with the timing plan. The zygote sets up the
+codecs from that config as the parent did (plugin files, proto schemas) and reads the
+timing sample once; no codec has run in it. Then, for each of
 ``processes`` generations, it forks one child per codec. Each child encodes the sample
 with its codec, warms up and calibrates it, then waits; the zygote tells the children
 in turn to run one round (the starting codec rotating each round), so machine drift
@@ -12,8 +13,8 @@ measure contention. At the end each child sends its figures (plus tails and
 allocations, in the first generation) and exits, and the next generation starts from
 the pristine zygote again.
 
-Protocol: the parent starts the zygote as ``python -m rpcbench.worker SAMPLE FD -- OPTIONS``
-with its stdout on /dev/null and sends one JSON line (the plan) on its stdin; the zygote
+Protocol: the parent starts the zygote as ``python -m rpcbench.worker SAMPLE FD`` with its
+stdout on /dev/null and writes ``pickle.dumps((config, plan))`` to its stdin; the zygote
 answers on file descriptor FD, a pipe of its own that codec output cannot reach:
 ``progress <text>`` lines and finally one JSON line ``{"generations": [{codec: result}],
 "interrupted": bool}``. Each child answers the zygote on its own pipe; a child that
@@ -28,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -36,6 +38,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rpc_capture import open_trace
 
+from .config import RunConfig
 from .errors import BenchError
 from .isolation import CodecTimeout, read_line, reap, silence_stdout, stray_output
 from .timing import TimingJob
@@ -49,9 +52,9 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
-def time_in_processes(sample_path: str, argv: List[str], plan: Dict[str, Any],
+def time_in_processes(sample_path: str, config: RunConfig, plan: Dict[str, Any],
                       progress: Callable[[str], None]) -> Tuple[List[Dict[str, Dict[str, Any]]], bool]:
-    """Run the plan in a zygote started with the run's options.
+    """Run the plan in a zygote set up from the run's config.
 
     Returns results by codec name per process set, and whether Ctrl-C cut the timing
     short. The zygote runs in a session of its own, so the terminal's Ctrl-C reaches this
@@ -61,7 +64,7 @@ def time_in_processes(sample_path: str, argv: List[str], plan: Dict[str, Any],
     zygote = _Zygote()
     previous = signal.signal(signal.SIGINT, zygote.interrupt)
     try:
-        answers = zygote.start(sample_path, argv, plan)
+        answers = zygote.start(sample_path, config, plan)
         for line in answers:
             if line == "ready\n":
                 zygote.ready()
@@ -87,17 +90,17 @@ class _Zygote:
         self.interrupted = False
         self._ready = False
 
-    def start(self, sample_path: str, argv: List[str], plan: Dict[str, Any]) -> Any:
-        """Start the zygote, send it the plan; returns the text stream of its answers."""
+    def start(self, sample_path: str, config: RunConfig, plan: Dict[str, Any]) -> Any:
+        """Start the zygote, send it the config and plan; returns the text stream of its answers."""
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         read_fd, write_fd = os.pipe()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rpcbench.worker", sample_path, str(write_fd), "--", *argv], env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,), text=True,
+            [sys.executable, "-m", "rpcbench.worker", sample_path, str(write_fd)], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,),
             start_new_session=True)  # same cwd: same paths
         os.close(write_fd)
         assert self.proc.stdin
-        self.proc.stdin.write(json.dumps(plan) + "\n")
+        self.proc.stdin.write(pickle.dumps((config, plan)))
         self.proc.stdin.close()
         return os.fdopen(read_fd, encoding="utf-8")
 
@@ -260,10 +263,10 @@ def _stop_softly(*_: Any) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point of the zygote process: ``SAMPLE FD -- OPTIONS``, then the plan on stdin."""
+    """Entry point of the zygote process: ``SAMPLE FD``, then the pickled (config, plan) on stdin."""
     signal.signal(signal.SIGINT, _stop_softly)
     argv = list(sys.argv[1:] if argv is None else argv)
-    sample_path, channel_fd, options = argv[0], int(argv[1]), argv[3:]
+    sample_path, channel_fd = argv[0], int(argv[1])
     with os.fdopen(channel_fd, "w", encoding="utf-8") as channel:
 
         def say(line: str) -> None:
@@ -271,12 +274,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             channel.flush()
 
         say("ready")
-        from .bench_cmd import build_parser, create_codecs, setup
-
-        args = build_parser().parse_args(options)
-        codecs = {codec.name: codec for codec in create_codecs(setup(args), args.codecs, announce=False)}
+        config, plan = pickle.loads(sys.stdin.buffer.read())  # from the parent, which started this process
+        plan = dict(plan, channel=channel_fd)
+        registry = config.registry()
+        codecs = {cid: registry.create(cid) for cid in plan["codecs"]}
         sample = list(open_trace(sample_path))
-        plan = dict(json.loads(sys.stdin.readline()), channel=channel_fd)
         generations = []
         for g in range(plan["processes"]):
             if not _interrupted:

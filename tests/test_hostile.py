@@ -21,9 +21,9 @@ from rpc_capture import Call, Recorder, TraceError, TraceReader, TraceWriter, op
 from rpc_capture import trace as T
 from rpc_capture import values as V
 from rpcbench import fidelity
-from rpcbench.cli import main as cli_main
+from commands import main as cli_main
 from rpcbench.errors import BenchError
-from rpcbench.measure import SizePass
+from rpcbench.size_pass import SizePass
 from rpcbench.registry import Registry
 from rpcbench.results import load
 

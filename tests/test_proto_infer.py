@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from rpc_capture import Call, TraceWriter, open_trace, write_jsonl
 from rpcbench import fidelity as F
 from rpcbench import protoschema
-from rpcbench.cli import main as cli_main
-from rpcbench.measure import CodecTally
+from commands import main as cli_main
+from rpcbench.size_pass import CodecTally
 from rpcbench.proto_tools import infer
 from rpcbench.registry import Registry
 

@@ -20,7 +20,7 @@ from rpcbench import fidelity as F
 from rpcbench import protoschema
 from rpcbench.codec import received_call
 from rpcbench.errors import BenchError
-from rpcbench.measure import CodecTally
+from rpcbench.size_pass import CodecTally
 from rpcbench.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent

@@ -26,9 +26,10 @@ from rpc_capture import DIRECTIONS, Call, JsonlReader, TraceReader, TraceWriter,
 from rpc_capture.jsonl import json_line
 from rpc_capture.recorder import MethodFilter
 
-from .cli import whole_number
-from .errors import BenchError
-from .trace_stats import TraceStats
+from rpcbench.errors import BenchError
+from rpcbench.trace_stats import TraceStats
+
+from .options import whole_number
 
 PROG = "run_bench.py trace"
 

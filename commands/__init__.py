@@ -1,56 +1,28 @@
-"""``run_bench.py``: the benchmark run by default, and tool subcommands (simulate, trace, report, proto)."""
+"""The command line: ``run_bench.py`` runs the benchmark, or one of the tool subcommands.
+
+One module per command, each with ``main(argv) -> int``. Commands parse arguments, call
+the library (``rpcbench``, ``rpc_capture``, ``reports``) and print; they hold no
+measurement logic. This layer is the only code that imports ``reports``, and nothing
+below it imports this layer.
+"""
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import sys
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 from rpc_capture import TraceError
-
-from .errors import BenchError
+from rpcbench.errors import BenchError
 
 #: subcommand -> module with ``main(argv) -> int``; anything else is the benchmark itself
 SUBCOMMANDS = {
-    "simulate": "rpcbench.simulate",
-    "trace": "rpcbench.trace_tools",
+    "simulate": "commands.simulate",
+    "trace": "commands.trace",
     "proto": "rpcbench.proto_tools",
-    "report": "reports",
+    "report": "commands.report",
 }
-
-
-def whole_number(minimum: int, maximum: Optional[int] = None) -> Callable[[str], int]:
-    """An argparse ``type`` accepting whole numbers from ``minimum`` to ``maximum``, with a one-line error."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
-        if maximum is not None and value > maximum:
-            raise argparse.ArgumentTypeError(f"must be at most {maximum:,}, not {value:,}")
-        return value
-
-    return parse
-
-
-def seconds(maximum: float) -> Callable[[str], float]:
-    """An argparse ``type`` accepting a finite number of seconds above 0 and at most ``maximum``."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds") from None
-        if not 0 < value <= maximum:  # NaN fails both comparisons
-            raise argparse.ArgumentTypeError(f"must be above 0 and at most {maximum:g} seconds, not {text[:40]}")
-        return value
-
-    return parse
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -62,7 +34,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             module = importlib.import_module(SUBCOMMANDS[argv[0]])
             return module.main(argv[1:])
-        from .bench_cmd import main as bench_main
+        from .bench import main as bench_main
 
         return bench_main(argv)
     except (BenchError, TraceError) as e:

@@ -1,0 +1,232 @@
+"""``python run_bench.py [options]``: parse the options into a RunConfig, run the benchmark,
+write results.json/csv, print the table and write the charts and report."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, List, Optional
+
+from reports import build, format_table
+from rpcbench import protoschema
+from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
+from rpcbench.errors import BenchError
+from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
+from rpcbench.pipeline import run_benchmark
+from rpcbench.registry import Registry
+from rpcbench.results import Suite
+
+from .options import seconds, whole_number
+
+MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
+MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's options (subcommands are listed in the epilog)."""
+    p = argparse.ArgumentParser(
+        prog="run_bench.py",
+        allow_abbrev=False,
+        description="Replay a recorded RPC trace through serialization codecs and measure bytes per call, "
+        "encode and decode CPU time per call, and whether each codec gives the same call back.",
+        epilog="Subcommands: 'run_bench.py simulate --help' (make a battle trace), 'run_bench.py trace --help' "
+        "(inspect, convert, slice traces), 'run_bench.py report --help' (rebuild a report), "
+        "'run_bench.py proto --help' (protobuf schemas).",
+    )
+    p.add_argument("--trace", default=str(DEFAULT_TRACE),
+                   help="trace to replay: binary .rpct (gzip or not) or JSON Lines (default: the bundled battle sample)")
+    p.add_argument("--salvage", action="store_true",
+                   help="skip damaged records of the trace (a warning says how many calls were lost) instead of stopping")
+    p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
+                   help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
+    p.add_argument("--out", help="output folder (default: a new folder under results/)")
+    p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
+                   help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
+    p.add_argument("--warmup", type=whole_number(1, 1000), default=1, help="untimed warm-up rounds before them (default: 1)")
+    p.add_argument("--min-time", type=seconds(60), default=0.01, metavar="SECONDS",
+                   help="shortest timed batch: the sample is replayed as often as needed to last this long "
+                   "(default: 0.01; many short interleaved rounds beat a few long ones on machines whose speed drifts)")
+    p.add_argument("--sample", type=whole_number(1, 10_000_000), default=1000, metavar="N",
+                   help="calls timed: a seeded sample, stratified by method, of the trace (sizes and fidelity always "
+                   "cover every call; default: 1000)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
+    p.add_argument("--processes", type=whole_number(0, MAX_PROCESSES), default=1, metavar="N",
+                   help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
+                   "round; N sets run one after another and their rounds are pooled. 0 times every codec in this "
+                   "process instead (default: 1)")
+    p.add_argument("--jobs", type=whole_number(1, MAX_JOBS), default=min(2, os.cpu_count() or 1), metavar="N",
+                   help="processes sharing the size and fidelity pass over the whole trace (default: %(default)s)")
+    p.add_argument("--gc", choices=("off", "on"), default="off",
+                   help="garbage collector inside timed loops: off (default, as timeit: one codec's garbage is not "
+                   "collected on another's clock) or on (as in production)")
+    p.add_argument("--budget", type=seconds(30 * 86400), metavar="SECONDS",
+                   help="fit the run into this many seconds: the size pass always covers every call, then the timing "
+                   "sample, batch length, rounds and processes shrink as needed (see rpcbench/budget.py)")
+    p.add_argument("--codec-timeout", type=seconds(86400), default=DEFAULT_CODEC_TIMEOUT, metavar="SECONDS",
+                   help="longest one codec may take for one step (the size pass over one call, a warm-up, a timed "
+                   "round, the tails): a codec past it is stopped and reported as failed, the others carry on "
+                   "(default: %(default)g)")
+    p.add_argument("--no-tails", action="store_true", help="skip the per-call latency percentiles pass")
+    p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc allocations pass")
+    p.add_argument("--codec-path", action="append", default=[], metavar="FILE.py", help="load codec classes from a file (repeatable)")
+    p.add_argument("--codecs-dir", action="append", default=[], metavar="DIR", help="load every codec file in a folder (repeatable)")
+    p.add_argument("--codec", action="append", default=[], metavar="MODULE:CLASS", help="load an importable codec class (repeatable)")
+    p.add_argument("--proto", action="append", default=[], metavar="FILE",
+                   help="protobuf schema for the protobuf codec (repeatable; default: every .proto in proto/)")
+    p.add_argument("--proto-path", action="append", default=[], metavar="DIR", help="protoc include path (repeatable)")
+    p.add_argument("--proto-map", metavar="FILE", help="JSON file mapping methods to messages (docs/protobuf.md)")
+    p.add_argument("--proto-enums", choices=protoschema.ENUM_FORMS, default="names",
+                   help="decoded protobuf enum values: value names (default) or numbers, as the trace gives them")
+    p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
+    p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def main(argv: List[str]) -> int:
+    """Run the benchmark as the options say; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    config = config_from(args, argv)
+    registry = config.registry()
+    if args.list_codecs:
+        print(list_codecs(registry))
+        return 0
+    out = make_out_dir(args.out, args.trace)
+    started = time.perf_counter()
+    progress = Progress(enabled=not args.quiet)
+    with OutputFolder(out) as folder:
+        suite = run_benchmark(config, progress, registry)
+        progress.done()
+        report = write_outputs(suite, folder, args.no_report)
+    if suite.partial:
+        print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
+        return 130
+    if report:
+        print(f"report: {out / report}")
+    print(f"results: {out / 'results.json'}, {out / 'results.csv'} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
+    """The run the options describe."""
+    return RunConfig(
+        trace=args.trace, codecs=tuple(part.strip() for part in args.codecs.split(",") if part.strip()),
+        salvage=args.salvage, sample=args.sample, seed=args.seed, repeat=args.repeat, warmup=args.warmup,
+        min_time=args.min_time, processes=args.processes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
+        codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,
+        codec_files=tuple(args.codec_path), codec_dirs=tuple(args.codecs_dir), codec_classes=tuple(args.codec),
+        proto=protoschema.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums),
+        command=tuple(argv))
+
+
+def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
+    """results.json/csv into ``folder``; for a complete run also the table (printed) and the
+    report (unless ``no_report``), whose file name is returned."""
+    suite.save(str(folder))
+    if suite.partial:
+        return None
+    print(format_table(suite))
+    if no_report:
+        return None
+    return Path(build(suite, str(folder))).name
+
+
+def list_codecs(registry: Registry) -> str:
+    """One line per codec and compressor: id, library, origin, first docstring line."""
+    lines = ["codecs:"]
+    for cid, cls in sorted(registry.codecs.items()):
+        lines.append(f"  {cid:<18} {cls.library or 'stdlib':<10} {_first_line(cls.__doc__)}  [{registry.origin(cid)}]")
+    lines.append("compressors (use as <codec>+<name>-<level>):")
+    for name, comp in sorted(registry.compressors.items()):
+        levels = f"levels {comp.levels.start}-{comp.levels.stop - 1}"
+        lines.append(f"  {name:<18} {levels:<10} {_first_line(comp.__doc__)}")
+    for file, why in registry.skipped.items():
+        lines.append(f"skipped: {file}: {why}")
+    return "\n".join(lines)
+
+
+def _first_line(doc: Optional[str]) -> str:
+    return (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
+
+
+def make_out_dir(out: Optional[str], trace: str) -> Path:
+    """The given folder or a fresh name under results/; nothing is created yet (see OutputFolder)."""
+    if out:
+        return Path(out)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = REPO / "results" / f"{stamp}-{Path(trace).name.split('.')[0]}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = path.with_name(f"{path.name.rsplit('~', 1)[0]}~{n}")
+    return path
+
+
+class OutputFolder:
+    """A hidden temporary folder beside ``final`` that becomes ``final`` when the run ends well.
+
+    A run that fails or is stopped leaves no folder behind. When ``final`` already exists
+    (``--out`` given an existing folder), the new files replace their namesakes in it.
+    """
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            if final.is_dir():
+                tempfile.TemporaryFile(dir=final).close()  # writable: found now, not after the whole run
+            self.temp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+        except OSError as e:
+            raise BenchError(f"cannot write to output folder {final}: {e.strerror or e}") from None
+
+    def __enter__(self) -> Path:
+        return self.temp
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        if kind is not None:
+            shutil.rmtree(self.temp, ignore_errors=True)
+            return
+        try:
+            if not self.final.is_dir():
+                os.rename(self.temp, self.final)
+                return
+            for entry in self.temp.iterdir():
+                os.replace(entry, self.final / entry.name)
+            self.temp.rmdir()
+        except OSError as e:
+            raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} (they are in {self.temp})") from None
+
+
+class Progress:
+    """Progress on stderr: one updating line on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, enabled: bool = True, interval: float = 3.0) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.interval = interval
+        self._last = 0.0
+        self._width = 0
+
+    def __call__(self, message: str) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if self.tty:
+            sys.stderr.write("\r" + message.ljust(self._width))
+            self._width = len(message)
+            sys.stderr.flush()
+        elif now - self._last >= self.interval:
+            print(message, file=sys.stderr)
+            self._last = now
+
+    def done(self) -> None:
+        """End the updating line."""
+        if self.enabled and self.tty and self._width:
+            sys.stderr.write("\r" + " " * self._width + "\r")
+            sys.stderr.flush()

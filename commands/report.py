@@ -1,0 +1,24 @@
+"""``run_bench.py report RESULTS``: rebuild the charts and report.html from a saved results.json."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import List
+
+from reports import build, format_table
+from rpcbench.results import load
+
+
+def main(argv: List[str]) -> int:
+    """``report RESULTS_DIR_OR_JSON [--out DIR]``: print the table and rebuild charts + report.html."""
+    parser = argparse.ArgumentParser(
+        prog="run_bench.py report", description="Rebuild the charts and report.html from a saved results.json.")
+    parser.add_argument("results", metavar="RESULTS_DIR_OR_JSON", help="a results.json or the folder holding one")
+    parser.add_argument("--out", metavar="DIR", help="where to write the report (default: next to results.json)")
+    args = parser.parse_args(argv)
+    suite = load(args.results)
+    folder = args.out or (args.results if os.path.isdir(args.results) else os.path.dirname(args.results) or ".")
+    print(format_table(suite))
+    print(f"\nreport: {build(suite, folder)}")
+    return 0

@@ -1,0 +1,81 @@
+"""``RunConfig``: everything one benchmark run needs, as one frozen value.
+
+The command line builds it once (``commands/bench.py``); a notebook can build it
+directly and call :func:`rpcbench.pipeline.run_benchmark`. Timing worker processes
+receive the same value (pickled), never the command line, so they build the same codecs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from . import protoschema
+from .codec import Codec
+from .errors import BenchError
+from .isolation import DEFAULT_CODEC_TIMEOUT
+from .registry import Registry
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_TRACE = REPO / "samples" / "battle.rpct"
+DEFAULT_CODECS = (
+    ("json", "ujson", "orjson", "msgpack", "bson")
+    + tuple(f"json+zlib-{level}" for level in range(1, 10))
+    + ("bson+zlib-6", "msgpack+zlib-1", "json+zstd-3", "json+zlibstream-1")
+    + ("protobuf", "protobuf+zlib-1", "protobuf-struct")
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run: what to replay, through which codecs, and how to time it (defaults as the CLI's)."""
+
+    trace: str = str(DEFAULT_TRACE)
+    codecs: Tuple[str, ...] = DEFAULT_CODECS
+    salvage: bool = False  #: skip damaged records of the trace instead of stopping
+    sample: int = 1000  #: calls timed (a seeded sample stratified by method)
+    seed: int = 1
+    repeat: int = 40  #: timed rounds per codec and process set
+    warmup: int = 1
+    min_time: float = 0.01  #: seconds a timed batch lasts at least
+    processes: int = 1  #: process sets (0: time in this process)
+    jobs: int = 2  #: processes sharing the size and fidelity pass
+    gc: bool = False  #: keep the garbage collector on inside timed loops
+    budget: Optional[float] = None  #: seconds the whole run may take
+    codec_timeout: float = DEFAULT_CODEC_TIMEOUT
+    tails: bool = True  #: per-call latency percentiles pass
+    memory: bool = True  #: tracemalloc pass
+    codec_files: Tuple[str, ...] = ()  #: extra plugin files (--codec-path)
+    codec_dirs: Tuple[str, ...] = ()  #: extra plugin folders (--codecs-dir)
+    codec_classes: Tuple[str, ...] = ()  #: importable ``module:Class`` codecs (--codec)
+    proto: protoschema.Settings = field(default_factory=protoschema.Settings)
+    command: Tuple[str, ...] = ()  #: the command line as typed, recorded with the results
+
+    def registry(self) -> Registry:
+        """The built-in codecs plus the plugins this run adds, configured for it."""
+        registry = Registry.default(self.codec_dirs, codec_options={"protobuf": {"settings": self.proto}})
+        for file in self.codec_files:
+            registry.load_file(file)
+        for spec in self.codec_classes:
+            registry.load_class(spec)
+        return registry
+
+    def create_codecs(self, registry: Registry) -> Tuple[List[Codec], List[str]]:
+        """Instances of the run's codecs, and one line for each skipped because its plugin
+        file was skipped (a missing library); an unknown id is an error."""
+        if not self.codecs:
+            raise BenchError("--codecs is empty")
+        if len(set(self.codecs)) != len(self.codecs):
+            raise BenchError(f"--codecs lists a codec twice: {','.join(self.codecs)}")
+        skipped_stems = {Path(f).stem: why for f, why in registry.skipped.items()}
+        codecs, skipped = [], []
+        for cid in self.codecs:
+            base = cid.split("+")[0]
+            if base not in registry.codecs and base in skipped_stems:
+                skipped.append(f"skipping {cid}: {skipped_stems[base]}")
+            else:
+                codecs.append(registry.create(cid))
+        if not codecs:
+            raise BenchError("none of the requested codecs is available")
+        return codecs, skipped

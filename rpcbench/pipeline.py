@@ -1,0 +1,206 @@
+"""``run_benchmark(config) -> Suite``: the whole data path of one run, as a library call.
+
+trace -> calls -> size pass (every call: bytes, fidelity, trace statistics, the timing
+sample) -> timing (the sample, in fresh processes or in this one) -> results (a Suite).
+Nothing here prints: progress goes to a callback, warnings to the ``rpcbench`` logger.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import tempfile
+import time
+from collections import Counter
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from rpc_capture import Call, TraceWriter, damage_note, open_trace
+
+from . import budget, worker
+from .budget import Plan
+from .codec import Codec
+from .config import RunConfig
+from .environment import environment, file_sha256, library_version
+from .errors import BenchError
+from .registry import Registry
+from .results import SCHEMA_VERSION, CodecResult, Suite, Timing
+from .size_pass import CodecTally, SizePass
+from .timing import TimingJob, run_jobs
+
+log = logging.getLogger("rpcbench")
+
+Progress = Callable[[str], None]
+MEMORY_CALLS = 2000  #: calls of the sample replayed under tracemalloc (it is slow)
+STAGE_ROUNDS = 2  #: timed rounds (per process) that also time each stage of multi-stage codecs
+TimingAnswers = Dict[str, Dict[str, Any]]  #: codec name -> rounds, loops, latency, memory or error
+
+
+def _quiet(_: str) -> None:
+    """The progress callback that shows nothing."""
+
+
+def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Optional[Registry] = None) -> Suite:
+    """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
+    registry = registry or config.registry()
+    codecs, skipped = config.create_codecs(registry)
+    for line in skipped:
+        log.warning("%s", line)
+    started = time.perf_counter()
+    reader = open_trace(config.trace, config.salvage)
+    size_pass = SizePass(codecs, config.sample, config.seed)
+    size_pass.run_split(reader, lambda: open_trace(config.trace, config.salvage), config.jobs, progress,
+                        config.codec_timeout)
+    if damage_note(reader):
+        log.warning("%s", damage_note(reader))
+    if not size_pass.stats.calls:
+        raise BenchError(f"{config.trace}: the trace holds no calls")
+    size_pass_s = time.perf_counter() - started
+    plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
+                config.warmup)
+    if config.budget:
+        plan = _fit_budget(plan, size_pass, config.budget - (time.perf_counter() - started))
+        size_pass.sample_size = plan.sample
+    progress("drawing the timing sample")
+    sample = size_pass.sample(lambda: open_trace(config.trace, config.salvage))
+    timing_started = time.perf_counter()
+    failed = {t.codec.name: {"error": t.error} for t in size_pass.tallies if t.error}
+    timings, interrupted = time_sample(config, plan, [c for c in codecs if c.name not in failed], sample, progress)
+    timings.update(failed)
+    durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
+    return Suite(
+        schema_version=SCHEMA_VERSION,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        command=["run_bench.py", *config.command],
+        environment=environment(lib for c in codecs for lib in c.libraries()),
+        settings=_settings(config, plan, sample, size_pass, durations),
+        trace=_trace_info(config.trace, reader, size_pass, codecs),
+        results=tuple(_codec_result(t, timings.get(t.codec.name, {}), registry) for t in size_pass.tallies),
+        partial="interrupted (Ctrl-C) during timing" if interrupted else None,
+    )
+
+
+def _settings(config: RunConfig, plan: Plan, sample: Sequence[Call], size_pass: SizePass,
+              durations: Dict[str, float]) -> Dict[str, Any]:
+    """What results.json records of how the run was made."""
+    return {
+        "codecs": [t.codec.name for t in size_pass.tallies], "repeat": plan.repeat, "warmup": plan.warmup,
+        "budget_s": config.budget, "processes": plan.processes, "sample": len(sample), "sample_seed": config.seed,
+        "min_time_s": plan.min_time,
+        "sample_method": "all calls" if len(sample) == size_pass.stats.calls else "stratified by method, seeded",
+        "sample_by_method": dict(Counter(call.method for call in sample).most_common()), "jobs": config.jobs,
+        "gc": f"{'on' if config.gc else 'off'} inside timed loops", "timer": "perf_counter_ns around whole batches",
+        "tails": config.tails, "memory": config.memory, "codec_timeout_s": config.codec_timeout, **durations,
+    }
+
+
+def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
+    """Shrink the timing plan to the time left, from each codec's cost in the size pass."""
+    calls = max(size_pass.stats.calls, 1)
+    costs = [(t.ns / calls, len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) for t in size_pass.tallies]
+    fitted = budget.fit(plan, costs, seconds_left, MEMORY_CALLS)
+    if fitted.cost_s(costs, MEMORY_CALLS) > seconds_left:
+        log.warning("--budget leaves %.0f s after the size pass; timing will need about %.0f s even with the "
+                    "smallest plan", seconds_left, fitted.cost_s(costs, MEMORY_CALLS))
+    return fitted
+
+
+def time_sample(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List[Call],
+                progress: Progress) -> Tuple[TimingAnswers, bool]:
+    """Timing answers per codec name (in fresh worker processes, or interleaved in this one),
+    and whether Ctrl-C cut the timing short."""
+    if not codecs:
+        return {}, False
+    if plan.processes == 0:
+        return _time_here(config, plan, codecs, sample, progress)
+    job_plan = {"codecs": [c.name for c in codecs], "repeat": plan.repeat, "warmup": plan.warmup,
+                "min_time": plan.min_time, "processes": plan.processes, "gc": config.gc,
+                "stage_rounds": STAGE_ROUNDS, "tails": config.tails, "memory": config.memory,
+                "memory_calls": MEMORY_CALLS, "codec_timeout": config.codec_timeout}
+    with tempfile.TemporaryDirectory() as tmp:
+        sample_path = os.path.join(tmp, "sample.rpct")
+        with TraceWriter(sample_path) as w:
+            for call in sample:
+                w.write(call)
+        generations, interrupted = worker.time_in_processes(sample_path, config, job_plan, progress)
+    merged: TimingAnswers = {}
+    for answers in generations:
+        for name, answer in answers.items():
+            _merge(merged.setdefault(name, {}), answer)
+    return merged, interrupted
+
+
+def _time_here(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List[Call],
+               progress: Progress) -> Tuple[TimingAnswers, bool]:
+    """``--processes 0``: every codec timed in this process, interleaved round by round."""
+    jobs = [TimingJob(codec, sample, gc_enabled=config.gc) for codec in codecs]
+    interrupted = run_jobs(jobs, plan.repeat, plan.warmup, plan.min_time, STAGE_ROUNDS, progress)
+    out = {}
+    for j in jobs:
+        out[j.codec.name] = j.result()
+        if not j.error and not interrupted:
+            progress(f"tails and allocations: {j.codec.name}")
+            out[j.codec.name].update(latency=j.tails() if config.tails else {},
+                                     memory=j.memory(MEMORY_CALLS) if config.memory else {})
+    return out, interrupted
+
+
+def _merge(into: Dict[str, Any], answer: Dict[str, Any]) -> None:
+    """Add one worker's answer to a codec's results: rounds append, the rest is kept from the first."""
+    if answer.get("error"):
+        into["error"] = answer["error"]
+        return
+    for op, rounds in answer["rounds"].items():
+        into.setdefault("rounds", {}).setdefault(op, []).extend(rounds)
+    for op, stages in answer["stage_rounds"].items():
+        for stage, rounds in stages.items():
+            into.setdefault("stage_rounds", {}).setdefault(op, {}).setdefault(stage, []).extend(rounds)
+    for key in ("calls", "loops", "latency", "memory"):
+        if key in answer:
+            into.setdefault(key, answer[key])
+
+
+def _codec_result(tally: CodecTally, timing: Dict[str, Any], registry: Registry) -> CodecResult:
+    """One codec's row of the results: the size pass's tally plus its timing answer."""
+    codec = tally.codec
+    rounds = timing.get("rounds", {})
+
+    def as_timing(values: Optional[List[float]]) -> Optional[Timing]:
+        return Timing(tuple(values), timing["calls"], timing["loops"]) if values else None
+
+    return CodecResult(
+        codec=codec.name, config=_jsonable(codec.config()), library=codec.library,
+        library_version=library_version(codec.library) if codec.library else None,
+        origin=registry.origin(codec.base.id) or "", calls=sum(tally.sizes.values()), failures=tally.failures,
+        mismatches=tally.mismatches, sizes=tally.size_stats(),
+        encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
+        problems=tally.problem_list(),
+        by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
+        error=timing.get("error") or (None if rounds.get("encode") else "not timed: the run was interrupted first"),
+        stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}
+                for op, stages in timing.get("stage_rounds", {}).items() if stages},
+        latency=timing.get("latency", {}), memory=timing.get("memory", {}),
+    )
+
+
+def _jsonable(config: Dict[str, Any]) -> Dict[str, Any]:
+    """A codec's configuration with anything JSON cannot hold written as its repr."""
+    plain = (str, int, float, bool, type(None), list, tuple)
+    return {k: v if isinstance(v, plain) else repr(v) for k, v in config.items()}
+
+
+def _trace_info(path: str, reader: Any, size_pass: SizePass, codecs: List[Codec]) -> Dict[str, Any]:
+    """What results.json records of the trace: file, format, statistics, damage, recorder counters."""
+    reference = next((c.name for c in codecs if c.name == "json"), codecs[0].name)
+    return {
+        "path": path,
+        "format": "jsonl" if reader.version is None else f"rpctrace v{reader.version}",
+        "sha256": file_sha256(path),
+        "file_bytes": os.path.getsize(path),
+        "metadata": reader.metadata,
+        **size_pass.stats.summary(),
+        "truncated_bytes": reader.truncated_bytes,
+        "salvaged": damage_note(reader),
+        "recorder": reader.end or reader.stats,
+        "bytes_reference": reference,
+    }
