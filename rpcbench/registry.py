@@ -24,7 +24,7 @@ import sys
 import zlib
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Type, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Type, Union, cast
 
 from .codec import Codec, Compressed, Compressor
 from .errors import BenchError
@@ -114,9 +114,9 @@ class Registry:
     def add(self, cls: type, origin: str = "") -> None:
         """Register one Codec or Compressor class under its id / name."""
         if isinstance(cls, type) and issubclass(cls, Codec) and cls.id:
-            key, table = cls.id, self.codecs
+            key, table = cls.id, cast(Dict[str, type], self.codecs)
         elif isinstance(cls, type) and issubclass(cls, Compressor) and isinstance(cls.name, str) and cls.name:
-            key, table = f"+{cls.name}", self.compressors
+            key, table = f"+{cls.name}", cast(Dict[str, type], self.compressors)
         else:
             raise BenchError(f"{origin or cls!r}: not a Codec subclass with an id nor a Compressor with a name")
         if key in self.origins and self.origins[key] != origin:
@@ -124,9 +124,9 @@ class Registry:
         if not _ID.match(key.lstrip("+")) or "+" in key.lstrip("+"):
             raise BenchError(f"{origin}: id {key!r} must be lower case letters, digits, _ . - and no +")
         if inspect.isabstract(cls):
-            missing = ", ".join(sorted(cls.__abstractmethods__))  # type: ignore[attr-defined]
+            missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
             raise BenchError(f"{origin or cls.__module__}: {cls.__name__} does not define {missing} (see rpcbench.codec)")
-        table[key.lstrip("+")] = cls  # type: ignore[index]
+        table[key.lstrip("+")] = cls
         self.origins[key] = origin
 
     def known(self) -> List[str]:

@@ -132,12 +132,12 @@ class CodecTally:
         the call once; each compressor then only has to give the inner bytes back exactly.
         """
         codec = self._session(call.conn) if self.codec.per_connection else self.codec
-        inner = codec.inner if isinstance(codec, Compressed) else None
-        if shared is None or (inner or codec).per_connection:
+        if shared is None or codec.base.per_connection:
             outcome = round_trip(codec, call, self.declared)
-        elif inner is None:
+        elif not isinstance(codec, Compressed):
             outcome = shared.get(codec.name) or shared.setdefault(codec.name, round_trip(codec, call, self.declared))
         else:
+            inner = codec.inner
             base = shared.get(inner.name) or shared.setdefault(inner.name, round_trip(inner, call, self.declared))
             outcome = _compressed(codec.compressor, base)
         self.ns += outcome.ns

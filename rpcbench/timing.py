@@ -184,7 +184,7 @@ def timer_overhead_ns(samples: int = 20000) -> float:
 
 def _per_call_ns(func: Callable[[Any], Any], items: List[Any], overhead: float) -> List[float]:
     timer = time.perf_counter_ns
-    out = []
+    out: List[float] = []
     append = out.append
     with _gc_paused():
         for item in items:
