@@ -13,7 +13,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 from rpc_capture import Call, TraceWriter, damage_note, open_trace
 
@@ -26,14 +26,14 @@ from .errors import BenchError
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing
 from .size_pass import CodecTally, SizePass
-from .timing import TimingJob, run_jobs
+from .timing import TimingAnswer, TimingJob, run_jobs
 
 log = logging.getLogger("rpcbench")
 
 Progress = Callable[[str], None]
 MEMORY_CALLS = 2000  #: calls of the sample replayed under tracemalloc (it is slow)
 STAGE_ROUNDS = 2  #: timed rounds (per process) that also time each stage of multi-stage codecs
-TimingAnswers = Dict[str, Dict[str, Any]]  #: codec name -> rounds, loops, latency, memory or error
+TimingAnswers = Dict[str, TimingAnswer]  #: codec name -> its timing
 
 
 def _quiet(_: str) -> None:
@@ -64,7 +64,7 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
     progress("drawing the timing sample")
     sample = size_pass.sample(lambda: open_trace(config.trace, config.salvage))
     timing_started = time.perf_counter()
-    failed = {t.codec.name: {"error": t.error} for t in size_pass.tallies if t.error}
+    failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
     timings, interrupted = time_sample(config, plan, [c for c in codecs if c.name not in failed], sample, progress)
     timings.update(failed)
     durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
@@ -126,7 +126,7 @@ def time_sample(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List
     merged: TimingAnswers = {}
     for answers in generations:
         for name, answer in answers.items():
-            _merge(merged.setdefault(name, {}), answer)
+            _merge(merged.setdefault(name, TimingAnswer()), cast(TimingAnswer, answer))
     return merged, interrupted
 
 
@@ -135,17 +135,17 @@ def _time_here(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List[
     """``--processes 0``: every codec timed in this process, interleaved round by round."""
     jobs = [TimingJob(codec, sample, gc_enabled=config.gc) for codec in codecs]
     interrupted = run_jobs(jobs, plan.repeat, plan.warmup, plan.min_time, STAGE_ROUNDS, progress)
-    out = {}
+    out: TimingAnswers = {}
     for j in jobs:
-        out[j.codec.name] = j.result()
-        if not j.error and not interrupted:
+        if interrupted:
+            out[j.codec.name] = j.result()
+        else:
             progress(f"tails and allocations: {j.codec.name}")
-            out[j.codec.name].update(latency=j.tails() if config.tails else {},
-                                     memory=j.memory(MEMORY_CALLS) if config.memory else {})
+            out[j.codec.name] = j.finish(config.tails, config.memory, MEMORY_CALLS)
     return out, interrupted
 
 
-def _merge(into: Dict[str, Any], answer: Dict[str, Any]) -> None:
+def _merge(into: TimingAnswer, answer: TimingAnswer) -> None:
     """Add one worker's answer to a codec's results: rounds append, the rest is kept from the first."""
     if answer.get("error"):
         into["error"] = answer["error"]
@@ -155,12 +155,15 @@ def _merge(into: Dict[str, Any], answer: Dict[str, Any]) -> None:
     for op, stages in answer["stage_rounds"].items():
         for stage, rounds in stages.items():
             into.setdefault("stage_rounds", {}).setdefault(op, {}).setdefault(stage, []).extend(rounds)
-    for key in ("calls", "loops", "latency", "memory"):
-        if key in answer:
-            into.setdefault(key, answer[key])
+    into.setdefault("calls", answer["calls"])
+    into.setdefault("loops", answer["loops"])
+    if "latency" in answer:  # tails and allocations come from the first process set only
+        into.setdefault("latency", answer["latency"])
+    if "memory" in answer:
+        into.setdefault("memory", answer["memory"])
 
 
-def _codec_result(tally: CodecTally, timing: Dict[str, Any], registry: Registry) -> CodecResult:
+def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry) -> CodecResult:
     """One codec's row of the results: the size pass's tally plus its timing answer."""
     codec = tally.codec
     rounds = timing.get("rounds", {})

@@ -23,7 +23,7 @@ import sys
 import time
 import tracemalloc
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypedDict, TypeVar
 
 from rpc_capture import Call
 
@@ -100,10 +100,30 @@ class TimingJob:
         return {"encode": _memory_per_call(self.codec.encode, self.calls[::step]),
                 "decode": _memory_per_call(self.codec.decode, self.payloads[::step])}
 
-    def result(self) -> Dict[str, Any]:
-        """Plain-JSON result (what a worker process sends back)."""
+    def result(self) -> "TimingAnswer":
+        """Plain-JSON result (what a worker process sends back): rounds so far, no tails or allocations."""
         return {"calls": len(self.calls), "loops": self.loops, "rounds": self.rounds,
                 "stage_rounds": self.stage_rounds, "error": self.error}
+
+    def finish(self, tails: bool, memory: bool, memory_calls: int) -> "TimingAnswer":
+        """The result with the per-call tails and the allocations passes (each unless switched off)."""
+        answer = self.result()
+        answer["latency"] = self.tails() if tails and not self.error else {}
+        answer["memory"] = self.memory(memory_calls) if memory and not self.error else {}
+        return answer
+
+
+class TimingAnswer(TypedDict, total=False):
+    """One codec's timing as plain JSON, from this process or a worker: ns per call of each
+    timed round (and of each stage's rounds), the batch shape, and the optional passes."""
+
+    calls: int  #: calls in the timed sample
+    loops: int  #: replays of the sample per round
+    rounds: Dict[str, List[float]]  #: "encode"/"decode" -> ns per call, one value per round
+    stage_rounds: Dict[str, Dict[str, List[float]]]  #: op -> stage -> ns per call per round
+    latency: Dict[str, Dict[str, Dict[str, float]]]  #: op -> method -> percentile -> ns
+    memory: Dict[str, Dict[str, float]]  #: op -> allocation figure
+    error: Optional[str]  #: why timing stopped for this codec
 
 
 def _encodable(codec: Codec, sample: List[Call]) -> tuple:
@@ -236,28 +256,47 @@ def _memory_per_call(func: Callable[[Any], Any], items: List[Any]) -> Dict[str, 
             "kept_bytes_mean": statistics.fmean(kept), "kept_blocks_mean": statistics.fmean(blocks)}
 
 
+Player = TypeVar("Player")
+
+
+def round_robin(players: Sequence[Player], rounds: int, play: Callable[[Player, int, int], bool],
+                stopped: Callable[[], bool] = lambda: False) -> None:
+    """The one scheduler of timing: ``rounds`` rounds in which every live player plays once.
+
+    The player who starts rotates each round, so drift of the machine's speed hits every
+    codec alike. ``play(player, round, position)`` returns False when the player is out
+    (its codec failed); ``stopped()`` is asked before each turn (Ctrl-C)."""
+    live = list(players)
+    for r in range(rounds):
+        start = r % len(live) if live else 0
+        for position, player in enumerate(live[start:] + live[:start]):
+            if stopped():
+                return
+            if not play(player, r, position):
+                live.remove(player)
+
+
 def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float, stage_rounds: int,
              progress: Callable[[str], None] = lambda _: None) -> bool:
-    """In one process: warm up and calibrate every job, then ``repeat`` interleaved rounds.
-
-    Codecs take turns round-robin (starting point rotating each round), so that drift of
-    the machine's speed during the run hits every codec alike. Returns True when Ctrl-C
-    cut the rounds short (the rounds done so far are kept).
-    """
+    """In one process: warm up and calibrate every job, then ``repeat`` interleaved rounds
+    (:func:`round_robin`). Returns True when Ctrl-C cut the rounds short (the rounds done
+    so far are kept)."""
     live = [job for job in jobs if not job.error]
+
+    def play(job: TimingJob, r: int, position: int) -> bool:
+        label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
+        progress(f"timing {label}: {job.codec.name} ({position + 1}/{len(live)})")
+        try:
+            job.run_round(record=r >= warmup, stages=r - warmup < stage_rounds)
+            if r == warmup - 1:
+                job.calibrate(min_time)
+        except Exception as e:  # a codec that breaks under timing is reported, the rest go on
+            job.error = f"timing stopped: {type(e).__name__}: {e}"
+            return False
+        return True
+
     try:
-        for r in range(warmup + repeat):
-            start = r % len(live) if live else 0
-            for i, job in enumerate(live[start:] + live[:start]):
-                label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
-                progress(f"timing {label}: {job.codec.name} ({i + 1}/{len(live)})")
-                try:
-                    job.run_round(record=r >= warmup, stages=r - warmup < stage_rounds)
-                    if r == warmup - 1:
-                        job.calibrate(min_time)
-                except Exception as e:  # a codec that breaks under timing is reported, the rest go on
-                    job.error = f"timing stopped: {type(e).__name__}: {e}"
-            live = [job for job in live if not job.error]
+        round_robin(live, warmup + repeat, play)
     except KeyboardInterrupt:
         return True
     return False

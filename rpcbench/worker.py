@@ -41,7 +41,7 @@ from rpc_capture import open_trace
 from .config import RunConfig
 from .errors import BenchError
 from .isolation import CodecTimeout, read_line, reap, silence_stdout, stray_output
-from .timing import TimingJob
+from .timing import TimingJob, round_robin
 
 REPO = Path(__file__).resolve().parent.parent
 _interrupted = False  #: set by SIGINT in the zygote: finish the round, then answer with what there is
@@ -213,11 +213,9 @@ def _obey(job: TimingJob, plan: Dict[str, Any], command: str) -> Dict[str, Any]:
     if command == "round":
         job.run_round(record=True, stages=len(job.rounds["encode"]) < plan["stage_rounds"])
         return {}
-    result = job.result()
     if command == "finish" and plan["first_generation"]:
-        result["latency"] = job.tails() if plan["tails"] else {}
-        result["memory"] = job.memory(plan["memory_calls"]) if plan["memory"] else {}
-    return result
+        return dict(job.finish(plan["tails"], plan["memory"], plan["memory_calls"]))
+    return dict(job.result())
 
 
 def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], generation: int,
@@ -239,14 +237,15 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
                 child.close()
             else:
                 children.append(child)
-        for r in range(plan["repeat"]):
-            start = r % len(children) if children else 0
-            for child in children[start:] + children[:start]:
-                if child.codec not in answers and not _interrupted:
-                    say(f"progress timing {tag}, round {r + 1}/{plan['repeat']}: {child.codec}")
-                    reply = child.ask("round")
-                    if "error" in reply:
-                        answers[child.codec] = reply
+
+        def play(child: Child, r: int, _: int) -> bool:
+            say(f"progress timing {tag}, round {r + 1}/{plan['repeat']}: {child.codec}")
+            reply = child.ask("round")
+            if "error" in reply:
+                answers[child.codec] = reply
+            return "error" not in reply
+
+        round_robin(children, plan["repeat"], play, stopped=lambda: _interrupted)
         for child in children:
             if child.codec not in answers:
                 say(f"progress timing {tag}: tails and allocations of {child.codec}")
