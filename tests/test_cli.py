@@ -202,3 +202,25 @@ def test_in_process_timing_and_budget(tmp_path):
     assert settings["sample_by_method"] == {"move": 150, "snapshot": 50}  # 3:1, like the trace
     assert "warning: --budget leaves" in result.stderr
     assert all(len(r["encode"]["rounds_ns"]) == 3 for r in data["results"])
+
+
+def test_run_benchmark_from_python_gives_what_the_command_line_gives(tmp_path):
+    """The library entry point and the CLI run the same data path: same bytes, same fidelity."""
+    from rpcbench.config import RunConfig
+    from rpcbench.pipeline import run_benchmark
+    from rpcbench.results import load
+
+    trace = tmp_path / "t.jsonl"
+    write_jsonl(unseen_calls(), trace)
+    codecs = ("json", "msgpack", "json+zlib-1")
+    done = run_bench("--trace", str(trace), "--codecs", ",".join(codecs), "--out", str(tmp_path / "cli"),
+                     "--repeat", "2", "--sample", "50", "--no-tails", "--no-memory", "--no-report", "--quiet")
+    assert done.returncode == 0, done.stderr
+    from_cli = load(str(tmp_path / "cli"))
+    suite = run_benchmark(RunConfig(trace=str(trace), codecs=codecs, repeat=2, sample=50, tails=False,
+                                    memory=False, processes=0))
+    assert [r.codec for r in suite.results] == list(codecs)
+    for mine, theirs in zip(suite.results, from_cli.results):
+        assert (mine.sizes, mine.by_method, mine.problems) == (theirs.sizes, theirs.by_method, theirs.problems)
+        assert mine.encode is not None and len(mine.encode.rounds_ns) == 2
+    assert suite.trace["calls"] == from_cli.trace["calls"] == 300
