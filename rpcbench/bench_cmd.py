@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from rpc_capture import TraceWriter, damage_note, open_trace
 
-from . import budget, protoschema, worker
+from . import budget, protobuf, worker
 from .budget import Plan
 from .cli import seconds, whole_number
 from .codec import Codec
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="protobuf schema for the protobuf codec (repeatable; default: every .proto in proto/)")
     p.add_argument("--proto-path", action="append", default=[], metavar="DIR", help="protoc include path (repeatable)")
     p.add_argument("--proto-map", metavar="FILE", help="JSON file mapping methods to messages (docs/protobuf.md)")
-    p.add_argument("--proto-enums", choices=protoschema.ENUM_FORMS, default="names",
+    p.add_argument("--proto-enums", choices=protobuf.ENUM_FORMS, default="names",
                    help="decoded protobuf enum values: value names (default) or numbers, as the trace gives them")
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
@@ -147,7 +147,7 @@ def setup(args: argparse.Namespace) -> Registry:
 
     Worker processes call this with the same options, so they build the same codecs.
     """
-    proto = protoschema.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums)
+    proto = protobuf.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums)
     registry = Registry.default(args.codecs_dir, codec_options={"protobuf": {"settings": proto}})
     for file in args.codec_path:
         registry.load_file(file)

@@ -16,7 +16,7 @@ from .errors import BenchError
 SUBCOMMANDS = {
     "simulate": "rpcbench.simulate",
     "trace": "rpcbench.trace_tools",
-    "proto": "rpcbench.proto_tools",
+    "proto": "rpcbench.commands.proto",
     "report": "reports",
 }
 
