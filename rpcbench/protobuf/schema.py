@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Container, Dict, Iterable, List, NamedTup
 
 from ..errors import BenchError
 from ..fidelity import Limit
-from .compile import REPO, compile_descriptors, virtual_names
+from .compile import compile_descriptors, virtual_names
 from .convert import Converters, MessageConverter, find_limit
 from .wire import read_varint, varint
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from google.protobuf.descriptor_pb2 import FileDescriptorProto
     from google.protobuf.message import Message
 
-PROTO_DIR = REPO / "proto"  #: where the default schemas live: every *.proto in it
+PROTO_DIR = Path(__file__).resolve().parents[2] / "proto"  #: the default schemas: every *.proto in it
 _RESERVED_IDS = range(19000, 20000)  # field numbers protobuf keeps for itself
 _MAX_ID = (1 << 29) - 1
 
