@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from google.protobuf.internal import api_implementation  # noqa: E402
 
 from rpc_capture import open_trace  # noqa: E402
-from rpcbench import protoschema  # noqa: E402
+from rpcbench import protobuf  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STAGES = ("to message", "serialize", "encode", "parse", "to python", "decode")
@@ -43,14 +43,14 @@ def batch_ns(func: Callable[[Any], Any], items: Sequence[Any], loops: int) -> in
         gc.enable()
 
 
-def stage_functions(schema: protoschema.Schema, calls: List[Any]) -> Dict[str, tuple]:
+def stage_functions(schema: protobuf.Schema, calls: List[Any]) -> Dict[str, tuple]:
     """Each stage as (function of one item, its items): the items are prepared by the stage before."""
     convs = [schema.methods[c.method].converter for c in calls]
     msgs = [conv.to_message(c.args) for conv, c in zip(convs, calls)]
     tags = [schema.methods[c.method].tag for c in calls]
     wire = [schema.encode(c.method, c.args) for c in calls]
     payloads = [(conv, m.SerializeToString(deterministic=True)) for conv, m in zip(convs, msgs)]
-    varint = protoschema.varint
+    varint = protobuf.varint
 
     def serialize(pair: tuple) -> bytes:
         tag, msg = pair
@@ -67,7 +67,7 @@ def stage_functions(schema: protoschema.Schema, calls: List[Any]) -> Dict[str, t
     }
 
 
-def measure(schema: protoschema.Schema, calls: List[Any], rounds: int, min_time: float) -> Dict[str, float]:
+def measure(schema: protobuf.Schema, calls: List[Any], rounds: int, min_time: float) -> Dict[str, float]:
     """Median µs per call of each stage. Loops are calibrated so that a batch lasts ``min_time``;
     the rounds take the stages in turn, so that machine drift hits all of them alike."""
     stages = stage_functions(schema, calls)
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] = ()) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--min-time", type=float, default=0.05, help="seconds per timed batch")
     args = p.parse_args(argv)
-    schema = protoschema.load(protoschema.Settings(tuple(args.proto)))
+    schema = protobuf.load(protobuf.Settings(tuple(args.proto)))
     calls = [c for c in open_trace(args.trace) if c.method in schema.methods]
     by_method: Dict[str, List[Any]] = {}
     for call in calls:

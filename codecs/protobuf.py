@@ -1,6 +1,6 @@
 """``protobuf`` (typed messages from the .proto schemas) and ``protobuf-struct`` (schema-less).
 
-The machinery (protoc, method table, converters) is in :mod:`rpcbench.protoschema`;
+The machinery (protoc, method table, converters) is the package :mod:`rpcbench.protobuf`;
 docs/protobuf.md explains schemas, mapping, the envelope and the declared changes.
 """
 
@@ -10,10 +10,10 @@ from google.protobuf import struct_pb2
 from google.protobuf.internal import api_implementation
 
 from rpc_capture import Call
-from rpcbench import protoschema
 from rpcbench.codec import Codec, Received, Stage
 from rpcbench.fidelity import (BIG_INTS, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOWN, FLOAT32, FLOAT_IN_INT, INT_AS_FLOAT,
                                INT_KEYS, INT_RANGE, NON_FINITE, NULLS, SURROGATES, TUPLES)
+from rpcbench.protobuf import Settings, jsonlike, load, read_field, value_kwargs, value_to_python, varint
 
 
 class Protobuf(Codec):
@@ -42,8 +42,8 @@ class Protobuf(Codec):
         NON_FINITE: "NaN or infinity in an integer or enum field fails to encode (double/float fields carry them)",
     }
 
-    def __init__(self, settings: protoschema.Settings = protoschema.Settings()) -> None:
-        schema = protoschema.load(settings)
+    def __init__(self, settings: Settings = Settings()) -> None:
+        schema = load(settings)
         self.backend = api_implementation.Type()
         self.schemas = list(schema.files)
         self.proto_path = list(settings.include)
@@ -98,20 +98,20 @@ class ProtobufStruct(Codec):
     def encode(self, call: Call) -> bytes:
         method = call.method.encode("utf-8")
         if call.method in self._jsonlike_methods:  # seen carrying bytes, tuples or int keys: convert up front
-            args = self._value(**protoschema.value_kwargs(protoschema.jsonlike(call.args)))
+            args = self._value(**value_kwargs(jsonlike(call.args)))
         else:
             try:
-                args = self._value(**protoschema.value_kwargs(call.args))
+                args = self._value(**value_kwargs(call.args))
             except (TypeError, ValueError):  # bytes, tuples or int keys somewhere: make it JSON-like first
                 self._jsonlike_methods.add(call.method)
-                args = self._value(**protoschema.value_kwargs(protoschema.jsonlike(call.args)))
+                args = self._value(**value_kwargs(jsonlike(call.args)))
         payload = args.SerializeToString()
-        return b"".join((b"\x0a", protoschema.varint(len(method)), method,
-                         b"\x12", protoschema.varint(len(payload)), payload))
+        return b"".join((b"\x0a", varint(len(method)), method,
+                         b"\x12", varint(len(payload)), payload))
 
     def decode(self, data: bytes) -> Received:
-        method, pos = protoschema.read_field(data, 0, 1)
-        args, end = protoschema.read_field(data, pos, 2)
+        method, pos = read_field(data, 0, 1)
+        args, end = read_field(data, pos, 2)
         if end != len(data):
             raise ValueError(f"{len(data) - end} bytes after the call")
-        return method.decode("utf-8"), protoschema.value_to_python(self._value.FromString(args))
+        return method.decode("utf-8"), value_to_python(self._value.FromString(args))

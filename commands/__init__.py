@@ -20,7 +20,7 @@ from rpcbench.errors import BenchError
 SUBCOMMANDS = {
     "simulate": "commands.simulate",
     "trace": "commands.trace",
-    "proto": "rpcbench.proto_tools",
+    "proto": "commands.proto",
     "report": "commands.report",
 }
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 from reports import build, format_table
-from rpcbench import protoschema
+from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
 from rpcbench.errors import BenchError
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="protobuf schema for the protobuf codec (repeatable; default: every .proto in proto/)")
     p.add_argument("--proto-path", action="append", default=[], metavar="DIR", help="protoc include path (repeatable)")
     p.add_argument("--proto-map", metavar="FILE", help="JSON file mapping methods to messages (docs/protobuf.md)")
-    p.add_argument("--proto-enums", choices=protoschema.ENUM_FORMS, default="names",
+    p.add_argument("--proto-enums", choices=protobuf.ENUM_FORMS, default="names",
                    help="decoded protobuf enum values: value names (default) or numbers, as the trace gives them")
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
@@ -121,7 +121,7 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         min_time=args.min_time, processes=args.processes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,
         codec_files=tuple(args.codec_path), codec_dirs=tuple(args.codecs_dir), codec_classes=tuple(args.codec),
-        proto=protoschema.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums),
+        proto=protobuf.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums),
         command=tuple(argv))
 
 

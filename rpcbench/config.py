@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from . import protoschema
+from . import protobuf
 from .codec import Codec
 from .errors import BenchError
 from .isolation import DEFAULT_CODEC_TIMEOUT
@@ -49,7 +49,7 @@ class RunConfig:
     codec_files: Tuple[str, ...] = ()  #: extra plugin files (--codec-path)
     codec_dirs: Tuple[str, ...] = ()  #: extra plugin folders (--codecs-dir)
     codec_classes: Tuple[str, ...] = ()  #: importable ``module:Class`` codecs (--codec)
-    proto: protoschema.Settings = field(default_factory=protoschema.Settings)
+    proto: protobuf.Settings = field(default_factory=protobuf.Settings)
     command: Tuple[str, ...] = ()  #: the command line as typed, recorded with the results
 
     def registry(self) -> Registry:

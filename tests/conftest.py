@@ -2,7 +2,7 @@
 
 import pytest
 
-from rpcbench import protoschema
+from rpcbench.protobuf import compile as proto_compile
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -11,5 +11,5 @@ def private_cache(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rpcbench-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RPCBENCH_CACHE", str(folder))
-        mp.setattr(protoschema, "CACHE_DIR", folder / "proto")
+        mp.setattr(proto_compile, "CACHE_DIR", folder / "proto")
         yield folder

@@ -14,7 +14,7 @@ import random
 from typing import Any, Dict, List
 
 from rpc_capture import Call
-from rpcbench import protoschema
+from rpcbench import protobuf
 
 _INTS = {5: 31, 15: 31, 17: 31, 3: 63, 16: 63, 18: 63}  # signed TYPE_*: bits
 _UINTS = {13: 32, 7: 32, 4: 64, 6: 64}  # unsigned TYPE_*: bits
@@ -24,14 +24,14 @@ _TEXT = "abcxyz _-:/0129éßжツ🙂"
 class CallMaker:
     """``calls(n)``: n valid calls spread over the schema's methods (messages nested ``depth`` deep at most)."""
 
-    def __init__(self, schema: protoschema.Schema, seed: int = 1, enums: str = "numbers", depth: int = 3) -> None:
+    def __init__(self, schema: protobuf.Schema, seed: int = 1, enums: str = "numbers", depth: int = 3) -> None:
         self.schema, self.rng, self.enums, self.depth = schema, random.Random(seed), enums, depth
 
     def calls(self, n: int) -> List[Call]:
         methods = sorted(self.schema.methods.values(), key=lambda m: m.id)
         return [self.call(methods[i % len(methods)]) for i in range(n)]
 
-    def call(self, method: protoschema.Method) -> Call:
+    def call(self, method: protobuf.Method) -> Call:
         return Call(method.name, self.message(method.converter.cls.DESCRIPTOR, 0))
 
     def message(self, desc: Any, level: int) -> Dict[str, Any]:
@@ -43,7 +43,7 @@ class CallMaker:
             if oneof is not None and not _synthetic(oneof):
                 if chosen[oneof.name] is not fd:
                     continue
-            elif fd.has_presence and not _required(fd) and self.rng.random() < 0.3 and protoschema._kind(fd) != "wrapper":
+            elif fd.has_presence and not _required(fd) and self.rng.random() < 0.3 and protobuf.field_kind(fd) != "wrapper":
                 continue  # (a wrapper field comes back None when unset: it is always given, maybe as None)
             if fd.message_type is not None and level >= self.depth and not _required(fd):
                 if fd.is_repeated:  # recursive or deep types stop here (a repeated field comes back [] or {})
@@ -62,7 +62,7 @@ class CallMaker:
 
     def value(self, fd: Any, level: int) -> Any:
         """One value of a (singular or element) field."""
-        rng, kind = self.rng, protoschema._kind(fd)
+        rng, kind = self.rng, protobuf.field_kind(fd)
         if kind == "wrapper":
             return None if rng.random() < 0.2 else self.value(fd.message_type.fields_by_name["value"], level)
         if kind in ("struct", "value", "list_value"):
@@ -83,7 +83,7 @@ class CallMaker:
 
 
 def _map(fd: Any) -> bool:
-    return protoschema._map_value(fd) is not None
+    return protobuf.map_value_field(fd) is not None
 
 
 def _required(fd: Any) -> bool:

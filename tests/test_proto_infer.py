@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from rpc_capture import Call, TraceWriter, open_trace, write_jsonl
 from rpcbench import fidelity as F
-from rpcbench import protoschema
 from commands import main as cli_main
+from rpcbench import protobuf
+from rpcbench.protobuf import infer
 from rpcbench.size_pass import CodecTally
-from rpcbench.proto_tools import infer
 from rpcbench.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ def unseen_calls(n=400, seed=3):
 def tally_for():
     """Run every call of a trace through the protobuf codec with the given schema; return the tally."""
     def run(proto, trace, mapping=None):
-        chosen = protoschema.Settings((str(proto),), (), mapping and str(mapping))
+        chosen = protobuf.Settings((str(proto),), (), mapping and str(mapping))
         tally = CodecTally(REGISTRY.codecs["protobuf"](chosen))
         for i, call in enumerate(open_trace(trace)):
             tally.check(i, call)
@@ -142,8 +142,8 @@ def test_inferred_schemas_carry_random_traces(tmp_path_factory, calls):
     folder = tmp_path_factory.mktemp("infer")
     write_jsonl(calls, folder / "t.jsonl")
     (folder / "t.proto").write_text(infer(str(folder / "t.jsonl"), "t")[0])
-    codec_settings = protoschema.Settings((str(folder / "t.proto"),))
-    schema = protoschema.load(codec_settings)
+    codec_settings = protobuf.Settings((str(folder / "t.proto"),))
+    schema = protobuf.load(codec_settings)
     for call in calls:
         diff = F.compare(call, Call(*schema.decode(schema.encode(call.method, call.args))), {F.NULLS})
         assert diff is None or diff.feature == F.NULLS, (call, diff)
@@ -159,11 +159,11 @@ def test_an_inferred_schema_alone_maps_dotted_method_names_and_infer_says_where_
     out = capsys.readouterr()
     assert 'rpcbench-method: "player.move"' in out.out and "rpc player_move(PlayerMove)" in out.out
     (note,) = out.err.splitlines()
-    assert f"save it as {protoschema.PROTO_DIR / 'dotted.proto'}" in note and "--proto FILE" in note
+    assert f"save it as {protobuf.PROTO_DIR / 'dotted.proto'}" in note and "--proto FILE" in note
     (tmp_path / "dotted.proto").write_text(out.out)
     tally = tally_for(tmp_path / "dotted.proto", tmp_path / "dotted.jsonl")
     assert (tally.failures, tally.mismatches) == (0, 0), tally.problem_list()
-    schema = protoschema.load(protoschema.Settings((str(tmp_path / "dotted.proto"),)))
+    schema = protobuf.load(protobuf.Settings((str(tmp_path / "dotted.proto"),)))
     assert {"player.move", "player.chat", "guild/join", "ping"} == schema.methods.keys()
     assert cli_main(["proto", "infer", "--trace", str(REPO / "samples" / "battle.rpct")]) == 0
-    assert f"save it as {protoschema.PROTO_DIR / 'battle_inferred.proto'} " in capsys.readouterr().err  # never over battle.proto
+    assert f"save it as {protobuf.PROTO_DIR / 'battle_inferred.proto'} " in capsys.readouterr().err  # never over battle.proto

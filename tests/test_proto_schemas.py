@@ -20,19 +20,19 @@ import pytest
 from proto_calls import CallMaker
 from rpc_capture import Call, write_jsonl
 from rpcbench import fidelity as F
-from rpcbench import protoschema
+from rpcbench import protobuf
 from rpcbench.errors import BenchError
 from rpcbench.size_pass import CodecTally
 from rpcbench.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "proto"
-NETGAME = protoschema.Settings((str(DATA / "netgame" / "netmessages.proto"),), enums="numbers")
-NAKAMA = protoschema.Settings((str(DATA / "nakama" / "rtapi" / "realtime.proto"),), (str(DATA / "nakama"),),
+NETGAME = protobuf.Settings((str(DATA / "netgame" / "netmessages.proto"),), enums="numbers")
+NAKAMA = protobuf.Settings((str(DATA / "nakama" / "rtapi" / "realtime.proto"),), (str(DATA / "nakama"),),
                               str(DATA / "nakama" / "map.json"))
 
 
-def tally(chosen: protoschema.Settings, calls) -> CodecTally:
+def tally(chosen: protobuf.Settings, calls) -> CodecTally:
     """Every call through the protobuf codec configured with ``chosen``."""
     result = CodecTally(Registry.default().codecs["protobuf"](chosen))
     for i, call in enumerate(calls):
@@ -48,7 +48,7 @@ def run_bench(*args: str, env=None) -> subprocess.CompletedProcess:
 def test_proto2_messages_of_an_imported_file_carry_every_call_with_exact_bytes(tmp_path):
     """Done-when: 0 failures, 0 mismatches (enums given as numbers come back as numbers), and each
     call's bytes = protoc's own generated class's bytes + the documented envelope (tag + length)."""
-    schema = protoschema.load(NETGAME)
+    schema = protobuf.load(NETGAME)
     assert {"CNETMsg_Tick", "CNETMsg_SignonState", "Vector"} <= schema.methods.keys()  # defined in basetypes.proto
     calls = CallMaker(schema, seed=7, enums="numbers").calls(3000)
     result = tally(NETGAME, calls)
@@ -75,14 +75,14 @@ def _generated(folder: Path, protos, out: Path):
 
 
 def test_enums_come_back_as_given_or_as_a_declared_change():
-    names = protoschema.Settings(NETGAME.files)
-    calls = CallMaker(protoschema.load(names), seed=3, enums="names").calls(600)
+    names = protobuf.Settings(NETGAME.files)
+    calls = CallMaker(protobuf.load(names), seed=3, enums="names").calls(600)
     assert tally(names, calls).mismatches == 0  # names round-trip as names
-    numbers = CallMaker(protoschema.load(names), seed=3, enums="numbers").calls(600)
+    numbers = CallMaker(protobuf.load(names), seed=3, enums="numbers").calls(600)
     as_names = tally(names, numbers)  # numbers decoded as names: declared, named, never OTHER
     assert as_names.failures == 0 and as_names.mismatches > 0
     assert {(p.feature, p.declared) for p in as_names.problem_list()} == {(F.ENUM_FORM, True)}
-    nakama = protoschema.load(NAKAMA)
+    nakama = protobuf.load(NAKAMA)
     board = CallMaker(nakama, seed=5, enums="names").call(nakama.methods["Leaderboard"])
     proto3 = tally(NAKAMA, [Call("Leaderboard", dict(board.args, operator=9))])
     assert (proto3.failures, proto3.mismatches) == (0, 0)  # a number an open (proto3) enum does not define is carried...
@@ -136,7 +136,7 @@ def test_map_fields_give_the_same_bytes_in_every_run(tmp_path):
         rows = list(csv.DictReader(open(tmp_path / seed / "results.csv", encoding="utf-8")))
         totals.append({r["codec"]: r["bytes_total"] for r in rows})
     assert totals[0] == totals[1]
-    schema = protoschema.load(NETGAME)
+    schema = protobuf.load(NETGAME)
     assert len({schema.encode(c.method, c.args) for c in calls}) == 1  # insertion order does not matter either
 
 
@@ -149,7 +149,7 @@ def test_two_schemas_defining_one_method_stop_the_run_naming_both(tmp_path):
     assert "'Move' is defined by both a.proto (message a.Move) and b.proto (message b.Move)" in line
     assert "--proto FILE" in line
     (tmp_path / "map.json").write_text('{"Move": "b.Move"}')  # the mapping settles it
-    schema = protoschema.load(protoschema.Settings((str(tmp_path / "a.proto"), str(tmp_path / "b.proto")),
+    schema = protobuf.load(protobuf.Settings((str(tmp_path / "a.proto"), str(tmp_path / "b.proto")),
                                                    mapping=str(tmp_path / "map.json")))
     assert schema.methods["Move"].message == "b.Move"
 
@@ -175,20 +175,20 @@ def test_a_bad_schema_is_one_line_naming_file_and_line(tmp_path, case):
 
 def test_protoc_errors_are_condensed_to_the_first_and_a_count():
     lines = [f'dup.proto:{n}:9: "pkg.M{n}" is already defined in file "a.proto".' for n in range(1, 400)]
-    text = protoschema.condense_errors("dup.proto: warning: unused import\n" + "\n".join(lines) + "\n")
+    text = protobuf.condense_errors("dup.proto: warning: unused import\n" + "\n".join(lines) + "\n")
     assert text == 'dup.proto:1:9: "pkg.M1" is already defined in file "a.proto". (and 399 more error lines)'
-    assert len(protoschema.condense_errors("x" * 30_000)) == 300
+    assert len(protobuf.condense_errors("x" * 30_000)) == 300
 
 
 def test_a_mapping_to_a_missing_message_names_the_mapping_file_and_line(tmp_path):
     (tmp_path / "map.json").write_text('{\n  "CNETMsg_Tick": "CNETMsg_Tick",\n  "move": "game.NoSuchMove"\n}\n')
     with pytest.raises(BenchError, match=r"map\.json:3: method 'move': 'game\.NoSuchMove' is not a message"):
-        protoschema.load(protoschema.Settings(NETGAME.files, mapping=str(tmp_path / "map.json")))
+        protobuf.load(protobuf.Settings(NETGAME.files, mapping=str(tmp_path / "map.json")))
 
 
 def test_nakama_realtime_protocol_carries_every_call():
     """A real public proto3 set: packages, an import, enums, nested messages, maps, oneofs, wrappers, timestamps."""
-    schema = protoschema.load(NAKAMA)
+    schema = protobuf.load(NAKAMA)
     assert len(schema.methods) > 150 and schema.methods["Match"].message == "nakama.realtime.Match"
     assert schema.methods["ChannelMessage"].message == "nakama.api.ChannelMessage"  # from the imported api.proto
     result = tally(NAKAMA, CallMaker(schema, seed=11, enums="names").calls(3000))
@@ -223,7 +223,7 @@ def test_protobuf_stages_show_in_table_and_report_and_failing_codecs_are_never_n
 
 def test_a_nested_message_is_usable_through_the_mapping_by_full_name(tmp_path):
     (tmp_path / "map.json").write_text('{"game_event_key": {"message": "CSVCMsg_GameEvent.KeyT", "id": 40}}')
-    schema = protoschema.load(protoschema.Settings(NETGAME.files, mapping=str(tmp_path / "map.json"), enums="numbers"))
+    schema = protobuf.load(protobuf.Settings(NETGAME.files, mapping=str(tmp_path / "map.json"), enums="numbers"))
     args = {"type": 1, "val_uint64": (1 << 64) - 1}
     data = schema.encode("game_event_key", args)
-    assert data[:2] == protoschema.varint(40 << 3 | 2) and schema.decode(data) == ("game_event_key", args)
+    assert data[:2] == protobuf.varint(40 << 3 | 2) and schema.decode(data) == ("game_event_key", args)

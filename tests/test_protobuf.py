@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from rpc_capture import Call, open_trace, write_jsonl
 from rpcbench import fidelity as F
-from rpcbench import protoschema
+from rpcbench import protobuf
+from rpcbench.protobuf import compile as proto_compile
 from rpcbench.codec import received_call
 from rpcbench.errors import BenchError
 from rpcbench.size_pass import CodecTally
@@ -142,12 +143,12 @@ def schemas(tmp_path_factory):
 @pytest.fixture(scope="module")
 def settings_all(schemas):
     root, files = schemas
-    return protoschema.Settings(tuple(map(str, files.values())), (str(root / "inc"),))
+    return protobuf.Settings(tuple(map(str, files.values())), (str(root / "inc"),))
 
 
 @pytest.fixture(scope="module")
 def schema(settings_all):
-    return protoschema.load(settings_all)
+    return protobuf.load(settings_all)
 
 
 @pytest.fixture
@@ -198,7 +199,7 @@ def test_bytes_are_message_bytes_plus_a_oneof_envelope(schemas, schema, tmp_path
 def _python_out(protos, includes, out):
     """Compile with protoc's own Python generator and import the modules: an independent reference."""
     out.mkdir()
-    wkt = protoschema.well_known_include()
+    wkt = protobuf.well_known_include()
     cmd = [sys.executable, "-m", "grpc_tools.protoc", *(f"-I{d}" for d in includes), f"-I{wkt}", f"--python_out={out}",
            *map(str, protos), str(includes[0] / "units.proto")]
     subprocess.run(cmd, check=True, capture_output=True)
@@ -268,7 +269,7 @@ def test_the_benchmark_runs_a_jsonl_trace_with_the_proto_options(schemas, tmp_pa
     rows = {r["codec"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv", encoding="utf-8"))}
     assert rows["protobuf"]["failures"] == rows["protobuf+zlib-1"]["failures"] == "1"  # Unknown
     assert rows["protobuf"]["mismatches"] == "0" and rows["protobuf-struct"]["failures"] == "0"
-    schema = protoschema.load(protoschema.Settings((str(files["legacy_lobby"]), str(files["arena"])),
+    schema = protobuf.load(protobuf.Settings((str(files["legacy_lobby"]), str(files["arena"])),
                                                    (str(root / "inc"),), str(tmp_path / "map.json")))
     assert schema.methods["player.move"].id == 40
     expected = sum(len(schema.encode(c.method, c.args)) for c in calls if c.method != "Unknown")
@@ -279,43 +280,43 @@ def test_mapping_file_overrides_and_sets_ids(schemas, tmp_path):
     root, files = schemas
     mapping = tmp_path / "map.json"
     mapping.write_text(json.dumps({"player.move": {"message": "game.v3.Move", "id": 40}, "Login": "Node"}))
-    schema = protoschema.load(protoschema.Settings((str(files["arena"]),), (str(root / "inc"),), str(mapping)))
+    schema = protobuf.load(protobuf.Settings((str(files["arena"]),), (str(root / "inc"),), str(mapping)))
     assert schema.methods["Login"].message == "game.v3.Node" and schema.methods["Login"].id == 1
     data = schema.encode("player.move", {"to": VEC})
-    assert data[:2] == protoschema.varint(40 << 3 | 2) and schema.decode(data)[0] == "player.move"
+    assert data[:2] == protobuf.varint(40 << 3 | 2) and schema.decode(data)[0] == "player.move"
     mapping.write_text(json.dumps({"x": "NoSuchMessage"}))
     with pytest.raises(BenchError, match="NoSuchMessage"):
-        protoschema.load(protoschema.Settings((str(files["arena"]),), (str(root / "inc"),), str(mapping)))
+        protobuf.load(protobuf.Settings((str(files["arena"]),), (str(root / "inc"),), str(mapping)))
 
 
 def test_a_schema_that_does_not_compile_is_one_error_with_protocs_message(tmp_path):
     bad = tmp_path / "bad.proto"
     bad.write_text('syntax = "proto3";\nmessage Broken {\n  int32 x = 1\n}\n')
     with pytest.raises(BenchError) as info:
-        protoschema.compile_descriptors([bad])
+        protobuf.compile_descriptors([bad])
     message = str(info.value)
     assert "bad.proto:4:1" in message and "Expected" in message and "\n" not in message
 
 
 def test_compile_cache_is_reused_and_rebuilt_when_a_proto_or_an_import_changes(tmp_path, monkeypatch):
-    monkeypatch.setattr(protoschema, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(proto_compile, "CACHE_DIR", tmp_path / "cache")
     runs = []
-    real = protoschema._run_protoc
-    monkeypatch.setattr(protoschema, "_run_protoc", lambda *a: runs.append(1) or real(*a))
+    real = proto_compile._run_protoc
+    monkeypatch.setattr(proto_compile, "_run_protoc", lambda *a: runs.append(1) or real(*a))
     main, dep = tmp_path / "main.proto", tmp_path / "dep.proto"
     dep.write_text('syntax = "proto3";\nmessage Dep { int32 a = 1; }\n')
     main.write_text('syntax = "proto3";\nimport "dep.proto";\nmessage M { Dep d = 1; }\n')
-    first = protoschema.compile_descriptors([main])
-    assert protoschema.compile_descriptors([main]) == first and len(runs) == 1
+    first = protobuf.compile_descriptors([main])
+    assert protobuf.compile_descriptors([main]) == first and len(runs) == 1
     main.write_text(main.read_text() + "message N { string s = 1; }\n")
-    assert protoschema.compile_descriptors([main]) != first and len(runs) == 2
+    assert protobuf.compile_descriptors([main]) != first and len(runs) == 2
     dep.write_text('syntax = "proto3";\nmessage Dep { int32 a = 1; string b = 2; }\n')
-    protoschema.compile_descriptors([main])
+    protobuf.compile_descriptors([main])
     assert len(runs) == 3 and len(list((tmp_path / "cache").iterdir())) == 2
 
 
 def test_bundled_trace_round_trips_except_the_declared_schema_choices(use):
-    codec = use(protoschema.Settings())
+    codec = use(protobuf.Settings())
     assert codec.config()["backend"] == "upb" and codec.schemas == ["battle.proto"]
     tally = CodecTally(codec)
     for i, call in enumerate(open_trace(REPO / "samples" / "battle.rpct")):
@@ -373,7 +374,7 @@ def test_typed_messages_round_trip_exactly(schema, call):
 
 
 def test_proto_compile_prints_the_method_table(schemas, capsys):
-    from rpcbench.proto_tools import main
+    from commands.proto import main
 
     root, files = schemas
     assert main(["compile", "--proto", str(files["lobby"])]) == 0

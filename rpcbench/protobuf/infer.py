@@ -1,36 +1,33 @@
-"""``run_bench.py proto``: infer a .proto from a trace, and compile schemas to show the method table.
+"""Infer a .proto schema from a trace, so a team can try protobuf on its own traffic first.
 
-``proto infer --trace FILE > proto/mygame.proto`` writes one message per method with field
-types inferred from every value seen, so a team can try protobuf on its own traffic before
-writing a schema by hand. Where the values left a choice open, the field says so in a
-``// guess:`` comment (docs/protobuf.md lists the rules).
+:func:`infer` reads every call, records the shape of each method's args (:class:`Shape`:
+kinds, int ranges, dict keys, list items) and writes one message per method
+(:class:`SchemaWriter`), fields typed from every value seen. Where the values left a
+choice open, the field says so in a ``// guess:`` comment; docs/protobuf.md lists the
+rules. ``run_bench.py proto infer`` (commands/proto.py) prints the result.
 """
 
 from __future__ import annotations
 
-import argparse
-import itertools
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from rpc_capture import open_trace
 
-from . import protoschema
-from .errors import BenchError
+from ..errors import BenchError
 
 MAX_FIELDS = 64  #: a dict position with more distinct keys than this is a map, not a message
 MAP_MIN_KEYS = 8  #: ...and so is one with at least this many keys, values all alike and each dict holding
 MAP_MAX_FILL = 0.75  #: ...less than this share of them (names that vary by call: player ids, slots)
-_KINDS = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes", list: "list", tuple: "list", dict: "dict"}
+_KINDS = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes", list: "list", tuple: "list",
+          dict: "dict"}
 _WRAPPERS = {"double": "DoubleValue", "int32": "Int32Value", "sint32": "Int32Value", "int64": "Int64Value",
              "sint64": "Int64Value", "uint64": "UInt64Value", "bool": "BoolValue", "string": "StringValue",
              "bytes": "BytesValue"}
 _VALUE = "google.protobuf.Value"
-_IMPORTS = {"google.protobuf.Value": "struct", "google.protobuf.ListValue": "struct", "google.protobuf.Struct": "struct"}
 
 
 def is_identifier(name: Any) -> bool:
@@ -72,7 +69,7 @@ class Shape:
 
     def _add_dict(self, d: dict) -> None:
         for key in d:
-            kind = "name" if is_identifier(key) else "str" if type(key) is str else "int" if type(key) is int else "other"
+            kind = _key_kind(key)
             self.key_kinds[kind] += 1
             if kind == "int":
                 self.key_lo, self.key_hi = min(self.key_lo, key), max(self.key_hi, key)
@@ -142,10 +139,12 @@ class SchemaWriter:
         for _, message, shape in methods:
             body += [""] + self.message(message, shape, "")
         names = {rpc for rpc, _, _ in methods}  # inside the service an rpc name hides a message of that name
-        rpcs = [line for rpc, message, _ in methods for line in [
-                    *([f"  // rpcbench-method: {json.dumps(aliases[rpc], ensure_ascii=False)}"] if rpc in aliases else []),
-                    f"  rpc {rpc}({f'.{self.package}.{message}' if message in names else message}) returns "
-                    "(google.protobuf.Empty);"]]
+        rpcs: List[str] = []
+        for rpc, message, _ in methods:
+            if rpc in aliases:
+                rpcs.append(f"  // rpcbench-method: {json.dumps(aliases[rpc], ensure_ascii=False)}")
+            request = f".{self.package}.{message}" if message in names else message
+            rpcs.append(f"  rpc {rpc}({request}) returns (google.protobuf.Empty);")
         head = [f"// Inferred by `run_bench.py proto infer` from {trace} ({calls:,} calls, {len(methods)} methods).",
                 "// Field types come from the values seen; review the `guess:` comments before relying on it.",
                 'syntax = "proto3";', "", f"package {self.package};", ""]
@@ -162,12 +161,15 @@ class SchemaWriter:
         taken = {k for k, _ in fields} | {name}
         lines, nested = [f"{indent}message {name} {{"], []
         if shape.fields is None or len(fields) < len(shape.fields or {}):
-            lines.append(f"{indent}  // guess: keys that are not field names were seen; calls with them will not encode")
+            lines.append(f"{indent}  // guess: keys that are not field names were seen; "
+                         "calls with them will not encode")
         if shape.kinds.keys() - {"dict"}:
-            lines.append(f"{indent}  // guess: args that are not a dict or list were seen; calls with them will not encode")
+            lines.append(f"{indent}  // guess: args that are not a dict or list were seen; "
+                         "calls with them will not encode")
         clashes = Counter(_json_name(k) for k, _ in fields)
         if max(clashes.values(), default=0) > 1:  # protoc refuses them unless told (binary wire unaffected)
-            lines.append(f"{indent}  option deprecated_legacy_json_field_conflicts = true;  // keys with the same JSON name")
+            lines.append(f"{indent}  option deprecated_legacy_json_field_conflicts = true;  "
+                         "// keys with the same JSON name")
         for number, (key, s) in enumerate(fields, 1):
             field = self.field(key, s, total, taken, indent + "  ")
             notes = f"  // guess: {'; '.join(field.notes)}" if field.notes else ""
@@ -256,6 +258,13 @@ class SchemaWriter:
         return Field("google.protobuf.Struct", label, [note + ": google.protobuf.Struct, numbers come back as float"])
 
 
+def _key_kind(key: Any) -> str:
+    """``name`` (can be a field name), ``str`` (any other str), ``int`` or ``other``."""
+    if is_identifier(key):
+        return "name"
+    return "str" if type(key) is str else "int" if type(key) is int else "other"
+
+
 def _varying_keys(s: Shape) -> bool:
     """Whether a dict position that could be a message looks more like a map (see MAP_MIN_KEYS)."""
     fields = list((s.fields or {}).values())
@@ -322,6 +331,12 @@ def _unique(name: str, taken: Set[str]) -> str:
     return candidate
 
 
+def package_for(trace: str) -> str:
+    """The default protobuf package for a trace: its file name up to the first dot (``inferred`` if unusable)."""
+    stem = re.sub(r"\W", "_", Path(trace).name.split(".")[0].lower(), flags=re.ASCII)
+    return stem if is_identifier(stem) else "inferred"
+
+
 def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
     """The .proto source for a trace, and the mapping needed for methods that are not rpc names."""
     shapes: Dict[str, Shape] = {}
@@ -335,7 +350,10 @@ def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
     if not calls:
         raise BenchError(f"{trace}: the trace holds no calls")
     taken: Set[str] = {"Game"}  # the service's name
-    methods, mapping, rpcs, aliases = [], {}, set(), {}
+    methods: List[Tuple[str, str, Shape]] = []
+    mapping: Dict[str, str] = {}
+    aliases: Dict[str, str] = {}
+    rpcs: Set[str] = set()
     for method, shape in sorted(shapes.items(), key=lambda pair: -pair[1].count):
         message = _unique(_camel(method), taken)
         sanitized = re.sub(r"\W|^(?=\d)", "_", method, flags=re.ASCII) or "call"
@@ -346,61 +364,3 @@ def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
             aliases[rpc] = method
         methods.append((rpc, message, shape))
     return SchemaWriter(package).source(Path(trace).name, calls, methods, aliases), mapping
-
-
-def main(argv: List[str]) -> int:
-    """``run_bench.py proto infer|compile``."""
-    args = _parser().parse_args(argv)
-    if args.command == "infer":
-        return _infer(args)
-    return _compile(args)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="run_bench.py proto", description="Protobuf schemas for the protobuf codecs "
-                                "(docs/protobuf.md).", allow_abbrev=False)
-    sub = p.add_subparsers(dest="command", required=True)
-    inf = sub.add_parser("infer", help="print a .proto inferred from a trace "
-                         "(run_bench.py proto infer --trace F > proto/x.proto)")
-    inf.add_argument("--trace", required=True, help="trace to learn from (binary or JSON Lines)")
-    inf.add_argument("--package", help="protobuf package (default: from the trace's file name)")
-    inf.add_argument("--mapping-out", metavar="FILE", help="also write the method -> message mapping (JSON) of "
-                     "methods whose names cannot be rpc names (the schema's rpcbench-method comments already map them)")
-    comp = sub.add_parser("compile", help="compile the schemas (cached) and print which message carries each method")
-    comp.add_argument("--proto", action="append", default=[], metavar="FILE",
-                      help="schema (default: every .proto in proto/)")
-    comp.add_argument("--proto-path", action="append", default=[], metavar="DIR", help="protoc include path (repeatable)")
-    comp.add_argument("--proto-map", metavar="FILE", help="JSON mapping of methods to messages")
-    return p
-
-
-def _infer(args: argparse.Namespace) -> int:
-    stem = re.sub(r"\W", "_", Path(args.trace).name.split(".")[0].lower(), flags=re.ASCII)
-    package = args.package or (stem if is_identifier(stem) else "inferred")
-    if not all(is_identifier(part) for part in package.split(".")):
-        raise BenchError(f"--package {package!r} is not a protobuf package name (letters, digits, _ and dots)")
-    source, mapping = infer(args.trace, package)
-    sys.stdout.write(source)
-    if mapping and args.mapping_out:
-        Path(args.mapping_out).write_text(json.dumps(mapping, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"note: save it as {_free_path(package)} to be used by default (with every other "
-          ".proto there; if one of them defines the same methods, the run names both: then pass --proto FILE)",
-          file=sys.stderr)
-    return 0
-
-
-def _free_path(package: str) -> Path:
-    """``proto/<package>.proto``, or with a suffix when a schema of that name is already there."""
-    stem = package.replace(".", "_")
-    names = itertools.chain([stem], (f"{stem}_inferred{'' if n == 1 else n}" for n in itertools.count(1)))
-    return next(path for name in names for path in [protoschema.PROTO_DIR / f"{name}.proto"] if not path.exists())
-
-
-def _compile(args: argparse.Namespace) -> int:
-    chosen = protoschema.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map)
-    schema = protoschema.load(chosen)
-    print(f"schemas: {', '.join(schema.files)}; {len(schema.methods)} methods")
-    print(f"{'id':>5}  {'method':<24} message")
-    for entry in sorted(schema.methods.values(), key=lambda e: e.id):
-        print(f"{entry.id:>5}  {entry.name:<24} {entry.message}")
-    return 0

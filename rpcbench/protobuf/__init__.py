@@ -1,0 +1,31 @@
+"""Protobuf schemas for the ``protobuf`` codecs, one module per step, each importing only earlier ones.
+
+* :mod:`.wire`: varints and length-delimited fields, the pieces of the call envelopes.
+* :mod:`.compile`: ``protoc`` from grpcio-tools, the on-disk cache, protoc's errors on one line.
+* :mod:`.convert`: Python values <-> messages (converters, generated readers and writers),
+  the format limits that name a failed encode, ``Struct``/``Value`` helpers.
+* :mod:`.schema`: :class:`Settings`, :func:`load`, and :class:`Schema`'s method table
+  (which message carries each method, by the rules in its docstring).
+* :mod:`.infer`: a .proto inferred from a trace (``run_bench.py proto infer``).
+
+Settings travel as data: the registry passes a :class:`Settings` to the codec's
+constructor (``Registry(codec_options=...)``), which calls :func:`load`. Importing this
+package does not import ``google.protobuf`` (that happens when a schema is loaded). The
+cache folder is ``compile.CACHE_DIR`` (tests point it elsewhere).
+"""
+
+from .compile import compile_descriptors, condense_errors, well_known_include
+from .convert import (ENUM_FORMS, Converters, MessageConverter, field_kind, find_limit, jsonlike, map_value_field,
+                      value_kwargs, value_to_python)
+from .infer import infer, is_identifier, package_for
+from .schema import PROTO_DIR, Method, Schema, Settings, load, read_mapping
+from .wire import read_field, read_varint, varint
+
+__all__ = [
+    "compile_descriptors", "condense_errors", "well_known_include",
+    "ENUM_FORMS", "Converters", "MessageConverter", "field_kind", "find_limit", "jsonlike", "map_value_field",
+    "value_kwargs", "value_to_python",
+    "infer", "is_identifier", "package_for",
+    "PROTO_DIR", "Method", "Schema", "Settings", "load", "read_mapping",
+    "read_field", "read_varint", "varint",
+]
