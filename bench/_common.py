@@ -120,4 +120,5 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def cpu_note() -> str:
     """One line on the machine's state, to read noisy figures by."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, Python {sys.version.split()[0]}"
+    return (f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+            f"Python {sys.version.split()[0]}")

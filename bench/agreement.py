@@ -108,7 +108,8 @@ def main() -> None:
                          "enc drift %", "dec harness", "dec pyperf", "dec n", "dec diff %", "dec plain %",
                          "dec drift %"], rows))
     outside = [r[0] + " " + op for r in rows for op, i in (("encode", 5), ("decode", 11)) if abs(float(r[i])) > TARGET]
-    plain_out = [r[0] + " " + op for r in rows for op, i in (("encode", 6), ("decode", 12)) if abs(float(r[i])) > TARGET]
+    plain_out = [r[0] + " " + op for r in rows for op, i in (("encode", 6), ("decode", 12))
+                 if abs(float(r[i])) > TARGET]
     matched = sum(r[i] != "-" for r in rows for i in (4, 10))
     print(f"\ndiff = harness/pyperf - 1 in the same host state (F fast, S slow; n = values on the side with fewer; "
           f"{matched} of {2 * len(rows)} state-matched); plain = the same with medians over all values")

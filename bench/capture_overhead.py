@@ -140,7 +140,8 @@ class Contender:
 CONTENDERS = ("record()", "record(copy_args)", "off (NullRecorder)", "logging QueueHandler", "sync json+write")
 
 
-def caller_cost(calls: Sequence[Call], rates: Sequence[int], rounds: int, per_round: int, tmp: str) -> Dict[int, Dict[str, Tuple[float, float]]]:
+def caller_cost(calls: Sequence[Call], rates: Sequence[int], rounds: int, per_round: int,
+                tmp: str) -> Dict[int, Dict[str, Tuple[float, float]]]:
     overhead = timer_overhead_ns()
     print(f"\n1. cost on the calling thread per call, ns (timer overhead {overhead:.0f} ns subtracted); "
           f"median of {rounds} interleaved rounds of {per_round:,} calls each")
@@ -172,7 +173,8 @@ def caller_cost(calls: Sequence[Call], rates: Sequence[int], rounds: int, per_ro
 # ----------------------------------------------------------------------------- 2. writer
 
 
-def writer_capacity(calls: Sequence[Call], n: int, tmp: str, compresslevel: Optional[int] = None) -> Tuple[float, float]:
+def writer_capacity(calls: Sequence[Call], n: int, tmp: str,
+                    compresslevel: Optional[int] = None) -> Tuple[float, float]:
     """The writer alone, the queue filled first: (calls/s of wall time, calls per CPU-second
     of the writer thread). The second does not depend on what else the machine runs."""
     items = [calls[i % len(calls)] for i in range(n)]
@@ -203,8 +205,8 @@ def paced_writer(calls: Sequence[Call], rate: int, seconds: float, tmp: str) -> 
     elapsed = time.perf_counter() - start
     stats = rec.close()
     assert stats["offered"] == total and stats["recorded"] + stats["dropped_queue_full"] == total, stats
-    return {"rate": rate, "achieved": total / elapsed, "recorded": stats["recorded"], "dropped": stats["dropped_queue_full"],
-            "queue_peak": stats["queue_peak"]}
+    return {"rate": rate, "achieved": total / elapsed, "recorded": stats["recorded"],
+            "dropped": stats["dropped_queue_full"], "queue_peak": stats["queue_peak"]}
 
 
 def writer(calls: Sequence[Call], rates: Sequence[int], seconds: float, repeat: int, tmp: str) -> Tuple[int, float]:
@@ -220,13 +222,15 @@ def writer(calls: Sequence[Call], rates: Sequence[int], seconds: float, repeat: 
           f"{1e9 / statistics.median(gz):,.0f} ns per call")
     print(f"   paced producer for {seconds:g} s each, default Recorder (max_queue 65,536), {repeat} runs per rate; "
           f"'keeps up' = no drop and the backlog never over 0.1 s of calls:")
-    print(f"     {'offered/s':>10} {'achieved/s':>11} {'keeps up':>9} {'dropped (median)':>17} {'queue peak (median)':>20}")
+    print(f"     {'offered/s':>10} {'achieved/s':>11} {'keeps up':>9} {'dropped (median)':>17} "
+          f"{'queue peak (median)':>20}")
     sustained = 0
     for rate in rates:
         runs = [paced_writer(calls, rate, seconds, tmp) for _ in range(repeat)]
         good = sum(1 for r in runs if r["dropped"] == 0 and r["queue_peak"] <= rate * 0.1)
         achieved = statistics.median(r["achieved"] for r in runs)
-        print(f"     {rate:>10,} {achieved:>11,.0f} {good:>4} of {repeat} {statistics.median(r['dropped'] for r in runs):>17,.0f} "
+        print(f"     {rate:>10,} {achieved:>11,.0f} {good:>4} of {repeat} "
+              f"{statistics.median(r['dropped'] for r in runs):>17,.0f} "
               f"{statistics.median(r['queue_peak'] for r in runs):>20,.0f}")
         if good * 2 > repeat and achieved >= rate * 0.97:
             sustained = rate
@@ -265,7 +269,8 @@ def overload_child(trace: str, seconds: float, max_queue: int) -> None:
         chunk = calls[i:i + 1000]
         for c in chunk:
             args = c.args
-            record(c.method, dict(args) if type(args) is dict else args, c.dir, c.conn)  # fresh objects, as a server makes
+            # fresh objects, as a server makes
+            record(c.method, dict(args) if type(args) is dict else args, c.dir, c.conn)
         offered += len(chunk)
         now = time.perf_counter()
         if now >= next_sample:
@@ -295,8 +300,9 @@ def overload(trace: str, seconds: float, max_queues: Sequence[int]) -> bool:
         ok = ok and exact
         growth = ", ".join(f"{t:g}s {mb:.0f}" for t, mb in r["rss_mb_over_time"])
         peak = max(mb for _, mb in r["rss_mb_over_time"])
-        print(f"   max_queue {mq:,}: offered {offered:,} ({offered / r['seconds']:,.0f}/s), recorded {s['recorded']:,}, "
-              f"dropped {s['dropped_queue_full']:,}; recorded + dropped = offered: {'yes' if exact else 'NO'}")
+        print(f"   max_queue {mq:,}: offered {offered:,} ({offered / r['seconds']:,.0f}/s), "
+              f"recorded {s['recorded']:,}, dropped {s['dropped_queue_full']:,}; "
+              f"recorded + dropped = offered: {'yes' if exact else 'NO'}")
         print(f"     RSS growth over the run, MB: {growth}; peak {peak:.0f} MB "
               f"(~{peak * 1024 * 1024 / mq:,.0f} B per queued call); queue peak {s['queue_peak']:,}")
     return ok
@@ -324,9 +330,11 @@ def main() -> None:
         args.rounds, args.calls, args.writer_seconds, args.writer_repeat = 3, 3000, 0.5, 1
     calls = list(open_trace(args.trace))
     items = [tuple(c) for c in calls]
-    record_size = sum(len(encode_batch(items[i:i + BATCH_CALLS])) for i in range(0, len(items), BATCH_CALLS)) / len(items)
+    record_size = sum(len(encode_batch(items[i:i + BATCH_CALLS]))
+                      for i in range(0, len(items), BATCH_CALLS)) / len(items)
     print(f"capture overhead: Python {sys.version.split()[0]} on {os.cpu_count()} CPUs, "
-          f"trace {os.path.relpath(args.trace)} ({len(calls):,} calls, {record_size:.0f} B per call in batch records of {BATCH_CALLS})")
+          f"trace {os.path.relpath(args.trace)} ({len(calls):,} calls, "
+          f"{record_size:.0f} B per call in batch records of {BATCH_CALLS})")
     with tempfile.TemporaryDirectory() as tmp:
         res = caller_cost(calls, [int(r) for r in args.rates.split(",")], args.rounds, args.calls, tmp)
         sustained, per_cpu_s = writer(calls, [int(r) for r in args.writer_rates.split(",")], args.writer_seconds,

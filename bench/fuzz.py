@@ -130,8 +130,9 @@ def _keep(folder: str, i: int, kind: str, data: bytes, salvage: bool, trace: str
     return f"{path}: {trace.strip().splitlines()[-1]}"
 
 
-def report(args: argparse.Namespace, tried: "collections.Counter[str]", outcomes: "collections.Counter[Tuple[str, str]]",
-           crashes: List[str], slowest: tuple, costs: Dict[str, float], seconds: float) -> None:
+def report(args: argparse.Namespace, tried: "collections.Counter[str]",
+           outcomes: "collections.Counter[Tuple[str, str]]", crashes: List[str],
+           slowest: tuple, costs: Dict[str, float], seconds: float) -> None:
     total = sum(tried.values())
     print(f"fuzz campaign: seed {args.seed}, {total:,} mutated inputs in {seconds:,.0f} s "
           f"({total / seconds:,.0f}/s), hang limit {args.hang:g} s")

@@ -100,7 +100,8 @@ def main(argv: Sequence[str] = ()) -> int:
         r = measure(schema, group, args.rounds, args.min_time)
         share = (r["to message"] + r["to python"]) / (r["encode"] + r["decode"])
         print(f"{name:<16} {len(group):>6}" + "".join(f" {r[s]:>10.2f}" for s in STAGES) + f" {share:>10.0%}")
-    print("conversion: share of encode + decode spent in 'to message' and 'to python' (the rest is upb and the envelope)")
+    print("conversion: share of encode + decode spent in 'to message' and 'to python' "
+          "(the rest is upb and the envelope)")
     return 0
 
 

@@ -64,7 +64,8 @@ def main() -> None:
     for i, s in enumerate(suites):
         rounds = s.result("json").encode.rounds_ns
         slow = len(_common.host_states(rounds, json_floor)[1])
-        print(f"run {i + 1}: {slow} of {len(rounds)} json encode rounds ({slow / len(rounds):.0%}) in the slow host state")
+        print(f"run {i + 1}: {slow} of {len(rounds)} json encode rounds ({slow / len(rounds):.0%}) "
+              "in the slow host state")
     rows, worst = [], {}
     for cid in ids:
         row = [cid]
@@ -84,7 +85,8 @@ def main() -> None:
     print()
     print(_common.table(["codec", "encode us per run", "enc abs max/min", "enc rel max/min",
                          "decode us per run", "dec abs max/min", "dec rel max/min", "enc state rel"], rows))
-    print(f"\nrel = max/min over runs of (codec / json, paired by round, in the same run); target <= {TARGET:.2f} (encode)")
+    print("\nrel = max/min over runs of (codec / json, paired by round, in the same run); "
+          f"target <= {TARGET:.2f} (encode)")
     enc = {k: v for k, v in worst.items() if k.endswith("encode")}
     if enc:
         name = max(enc, key=enc.get)

@@ -84,7 +84,7 @@ def run_one(trace: Path, codecs: str, extra: list, out: str) -> dict:
     proc = subprocess.Popen(([TIME, "-v"] if timed else []) + cmd, cwd=str(_common.REPO),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = []
-    reader = threading.Thread(target=lambda: lines.extend((time.perf_counter() - t0, l) for l in proc.stderr))
+    reader = threading.Thread(target=lambda: lines.extend((time.perf_counter() - t0, line) for line in proc.stderr))
     reader.start()
     peak_pss = 0
     while proc.poll() is None:
@@ -92,13 +92,14 @@ def run_one(trace: Path, codecs: str, extra: list, out: str) -> dict:
         time.sleep(0.5)
     wall = time.perf_counter() - t0
     reader.join()
-    text = "".join(l for _, l in lines)
+    text = "".join(line for _, line in lines)
     if proc.returncode:
         raise SystemExit(f"run_bench.py failed ({proc.returncode}):\n{text[-3000:]}")
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     max_rss = int(m.group(1)) if m else (after if after > before else float("nan"))
-    size_end = next((t for t, l in lines if l.startswith(("drawing", "timing", "warning: --budget"))), float("nan"))
+    size_end = next((t for t, line in lines if line.startswith(("drawing", "timing", "warning: --budget"))),
+                    float("nan"))
     return {"wall": wall, "size_s": size_end, "max_rss_mb": max_rss / 1024, "pss_mb": peak_pss / 1024}
 
 
@@ -110,7 +111,8 @@ def main() -> None:
     p.add_argument("--cache", default="/tmp/rpcbench-scale", help="trace cache folder (default: %(default)s)")
     p.add_argument("--seed", type=int, default=7, help="simulator seed (default: 7)")
     p.add_argument("--full-max", type=int, default=100000, help="largest size run with the default codec set")
-    p.add_argument("--big-codecs", default="json,bson,json+zlib-1", help="codecs for larger sizes (default: %(default)s)")
+    p.add_argument("--big-codecs", default="json,bson,json+zlib-1",
+                   help="codecs for larger sizes (default: %(default)s)")
     args = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     print(_common.cpu_note() + ("" if os.access(TIME, os.X_OK) else "; /usr/bin/time missing: RUSAGE_CHILDREN"))
     rows = []

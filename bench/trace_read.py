@@ -59,7 +59,8 @@ def best_of(func, arg, rounds: int) -> tuple:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace", nargs="?", default=str(Path(__file__).resolve().parent.parent / "samples" / "battle.rpct"))
+    parser.add_argument("trace", nargs="?",
+                        default=str(Path(__file__).resolve().parent.parent / "samples" / "battle.rpct"))
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     calls = list(open_trace(args.trace))

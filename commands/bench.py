@@ -40,18 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
         "'run_bench.py proto --help' (protobuf schemas).",
     )
     p.add_argument("--trace", default=str(DEFAULT_TRACE),
-                   help="trace to replay: binary .rpct (gzip or not) or JSON Lines (default: the bundled battle sample)")
+                   help="trace to replay: binary .rpct (gzip or not) or JSON Lines "
+                   "(default: the bundled battle sample)")
     p.add_argument("--salvage", action="store_true",
-                   help="skip damaged records of the trace (a warning says how many calls were lost) instead of stopping")
+                   help="skip damaged records of the trace (a warning says how many calls were lost) "
+                   "instead of stopping")
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: a new folder under results/)")
     p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
-    p.add_argument("--warmup", type=whole_number(1, 1000), default=1, help="untimed warm-up rounds before them (default: 1)")
+    p.add_argument("--warmup", type=whole_number(1, 1000), default=1,
+                   help="untimed warm-up rounds before them (default: 1)")
     p.add_argument("--min-time", type=seconds(60), default=0.01, metavar="SECONDS",
                    help="shortest timed batch: the sample is replayed as often as needed to last this long "
-                   "(default: 0.01; many short interleaved rounds beat a few long ones on machines whose speed drifts)")
+                   "(default: 0.01; many short interleaved rounds beat a few long ones "
+                   "on machines whose speed drifts)")
     p.add_argument("--sample", type=whole_number(1, 10_000_000), default=1000, metavar="N",
                    help="calls timed: a seeded sample, stratified by method, of the trace (sizes and fidelity always "
                    "cover every call; default: 1000)")
@@ -74,9 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: %(default)g)")
     p.add_argument("--no-tails", action="store_true", help="skip the per-call latency percentiles pass")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc allocations pass")
-    p.add_argument("--codec-path", action="append", default=[], metavar="FILE.py", help="load codec classes from a file (repeatable)")
-    p.add_argument("--codecs-dir", action="append", default=[], metavar="DIR", help="load every codec file in a folder (repeatable)")
-    p.add_argument("--codec", action="append", default=[], metavar="MODULE:CLASS", help="load an importable codec class (repeatable)")
+    p.add_argument("--codec-path", action="append", default=[], metavar="FILE.py",
+                   help="load codec classes from a file (repeatable)")
+    p.add_argument("--codecs-dir", action="append", default=[], metavar="DIR",
+                   help="load every codec file in a folder (repeatable)")
+    p.add_argument("--codec", action="append", default=[], metavar="MODULE:CLASS",
+                   help="load an importable codec class (repeatable)")
     p.add_argument("--proto", action="append", default=[], metavar="FILE",
                    help="protobuf schema for the protobuf codec (repeatable; default: every .proto in proto/)")
     p.add_argument("--proto-path", action="append", default=[], metavar="DIR", help="protoc include path (repeatable)")
@@ -200,7 +207,8 @@ class OutputFolder:
                 os.replace(entry, self.final / entry.name)
             self.temp.rmdir()
         except OSError as e:
-            raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} (they are in {self.temp})") from None
+            raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} "
+                             f"(they are in {self.temp})") from None
 
 
 class Progress:

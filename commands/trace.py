@@ -50,13 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "directions, connections, the recorder's counters (drops), file size and format.")
     info.add_argument("files", nargs="+", metavar="FILE", help="trace files (e.g. all parts of a rotated recording)")
     _salvage_arg(info)
-    info.add_argument("--top", type=whole_number(1), default=30, metavar="N", help="methods and connections listed (default: 30)")
+    info.add_argument("--top", type=whole_number(1), default=30, metavar="N",
+                      help="methods and connections listed (default: 30)")
 
     cat = sub.add_parser("cat", help="print calls", description="Print calls, one per line: time since the first "
                          "call, direction, connection, method, args. Takes the same selections as 'slice'.")
     cat.add_argument("file", metavar="FILE")
     _salvage_arg(cat)
-    cat.add_argument("--jsonl", action="store_true", help="print JSON Lines (the rpcbench JSON Lines trace format) instead")
+    cat.add_argument("--jsonl", action="store_true",
+                     help="print JSON Lines (the rpcbench JSON Lines trace format) instead")
     cat.add_argument("--limit", type=whole_number(1), metavar="N", help="stop after N calls")
     _selection_args(cat)
 
@@ -83,14 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _salvage_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--salvage", action="store_true",
-                   help="skip damaged records (a warning says how many calls were lost) instead of stopping at the first")
+                   help="skip damaged records (a warning says how many calls were lost) "
+                   "instead of stopping at the first")
 
 
 def _selection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("selection (all given must match)")
-    g.add_argument("--start", type=float, metavar="SECONDS", help="from this many seconds after the first call (inclusive)")
-    g.add_argument("--end", type=float, metavar="SECONDS", help="up to this many seconds after the first call (exclusive)")
-    g.add_argument("--method", action="append", metavar="NAME", help="only this method; glob patterns like 'buff_*' work; repeatable")
+    g.add_argument("--start", type=float, metavar="SECONDS",
+                   help="from this many seconds after the first call (inclusive)")
+    g.add_argument("--end", type=float, metavar="SECONDS",
+                   help="up to this many seconds after the first call (exclusive)")
+    g.add_argument("--method", action="append", metavar="NAME",
+                   help="only this method; glob patterns like 'buff_*' work; repeatable")
     g.add_argument("--exclude-method", action="append", metavar="NAME", help="not this method (glob); repeatable")
     g.add_argument("--conn", action="append", metavar="ID", help="only this connection id; repeatable")
     g.add_argument("--dir", choices=DIRECTIONS, help="only this direction")
@@ -176,7 +182,8 @@ def format_info(info: Dict[str, Any], top: int = 30) -> str:
     elif calls:
         rows.append(("duration", "unknown (calls carry no timestamps)"))
     dirs = info["directions"]
-    rows.append(("directions", "   ".join(f"{d} {dirs[d]:,} ({_share(dirs[d], calls)})" for d in DIRECTIONS) if calls else "-"))
+    rows.append(("directions", "   ".join(f"{d} {dirs[d]:,} ({_share(dirs[d], calls)})" for d in DIRECTIONS)
+                 if calls else "-"))
     rows.append(("connections", f"{len(info['connections']):,}"))
     rows.append(("end", _end_text(info)))
     counters = {k: v for k, v in (info["end"] or info["stats"] or {}).items() if k != "calls"}
@@ -270,7 +277,8 @@ def selector(args: argparse.Namespace) -> Callable[[Iterable[Call]], Iterator[Ca
     """A filter over a call stream for the --start/--end/--method/--exclude-method/--conn/--dir options."""
     if args.start is not None and args.end is not None and args.end <= args.start:
         raise BenchError(f"--end {args.end:g} is not after --start {args.start:g}")
-    method_ok = None if args.method is None and not args.exclude_method else MethodFilter(args.method, args.exclude_method)
+    method_ok = (None if args.method is None and not args.exclude_method
+                 else MethodFilter(args.method, args.exclude_method))
     conns = None if args.conn is None else set(args.conn)
     direction = args.dir
     start_ns = None if args.start is None else round(args.start * 1e9)
@@ -315,7 +323,8 @@ def cat(args: argparse.Namespace) -> int:
         if args.jsonl:
             out.write(_jsonl_text(call, args.file, n))
         else:
-            out.write(f"{(call.t - t0) / 1e9:>12.6f}  {call.dir}  {str(call.conn):>8}  {call.method}  {_args_text(call.args)}\n")
+            out.write(f"{(call.t - t0) / 1e9:>12.6f}  {call.dir}  {str(call.conn):>8}  {call.method}  "
+                      f"{_args_text(call.args)}\n")
         n += 1
         if args.limit is not None and n >= args.limit:
             reader.close()

@@ -97,7 +97,8 @@ class Bot:
                     if math.hypot(tx - self.pos[0], ty - self.pos[1]) < 25.0:
                         send("cast_skill", {"skill": self.rng.choice((1, 1, 2, 3)), "target": tid, "frame": frame_no})
                     else:
-                        send("move", {"to": [tx + self.rng.uniform(-5, 5), ty + self.rng.uniform(-5, 5)], "frame": frame_no})
+                        send("move", {"to": [tx + self.rng.uniform(-5, 5), ty + self.rng.uniform(-5, 5)],
+                                      "frame": frame_no})
                 elif self.rng.random() < 0.5:
                     send("move", {"to": [self.rng.uniform(0, 100), self.rng.uniform(0, 100)], "frame": frame_no})
                 if self.rng.random() < 0.01:
@@ -133,7 +134,8 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description="Bot clients for examples/battle_server.py.")
-    p.add_argument("--host", default="127.0.0.1", choices=("127.0.0.1", "localhost"), help="server address (local only)")
+    p.add_argument("--host", default="127.0.0.1", choices=("127.0.0.1", "localhost"),
+                   help="server address (local only)")
     p.add_argument("--port", type=int, default=7777)
     p.add_argument("--bots", type=int, default=4, help="connections to open, one bot each (default 4)")
     p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long (default 120)")

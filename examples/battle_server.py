@@ -70,7 +70,8 @@ async def read_frame(reader: asyncio.StreamReader) -> Optional[tuple]:
 class Hero:
     def __init__(self, hid: int, team: int, name: str, rng: random.Random) -> None:
         self.id, self.team, self.name = hid, team, name
-        self.x, self.y = (rng.uniform(5, 30), rng.uniform(5, 30)) if team == 0 else (rng.uniform(70, 95), rng.uniform(70, 95))
+        self.x, self.y = ((rng.uniform(5, 30), rng.uniform(5, 30)) if team == 0
+                          else (rng.uniform(70, 95), rng.uniform(70, 95)))
         self.to = (self.x, self.y)
         self.facing = 0.0
         self.hp = MAX_HP
@@ -212,7 +213,8 @@ class BattleServer:
                     hero.hp = MAX_HP
                     hero.x, hero.y = (10.0, 10.0) if hero.team == 0 else (90.0, 90.0)
                     hero.to = (hero.x, hero.y)
-                    self.broadcast("hp_update", lambda h=hero: {"id": h.id, "hp": h.hp, "max_hp": MAX_HP, "reason": "respawn"})
+                    self.broadcast("hp_update",
+                                   lambda h=hero: {"id": h.id, "hp": h.hp, "max_hp": MAX_HP, "reason": "respawn"})
                 continue
             dx, dy = hero.to[0] - hero.x, hero.to[1] - hero.y
             dist = math.hypot(dx, dy)
@@ -284,7 +286,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--join-timeout", type=float, default=30.0, help="start anyway after this many seconds (default 30)")
     p.add_argument("--max-seconds", type=float, default=120.0, help="hard stop (default 120)")
     p.add_argument("--record", metavar="PATH", help="record the RPC traffic to this trace file (default: off)")
-    p.add_argument("--compress", type=int, choices=range(0, 10), default=0, metavar="LEVEL", help="gzip level for the trace")
+    p.add_argument("--compress", type=int, choices=range(0, 10), default=0, metavar="LEVEL",
+                   help="gzip level for the trace")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     return asyncio.run(serve(args))

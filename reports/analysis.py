@@ -171,9 +171,9 @@ def state_summary(suite: Suite) -> Optional[str]:
             f"rounds ran over {SLOW_STATE_FACTOR:g}x slower than its fastest. Codecs do not slow down alike, so their "
             f"ratios to json differ between the states by {STATE_GAP:g}x or more for {len(wide)} "
             f"timing{'s' if len(wide) > 1 else ''}, most for {name}: "
-            f"{fmt_ratio(fast)} in fast rounds, {fmt_ratio(slow)} in slow ones ({gap:.2f}x apart). The table's ratios mix "
-            f"the states as this run happened to; compare runs made in the same state (results.json keeps every round), "
-            f"or rerun on an idle machine.")
+            f"{fmt_ratio(fast)} in fast rounds, {fmt_ratio(slow)} in slow ones ({gap:.2f}x apart). "
+            f"The table's ratios mix the states as this run happened to; compare runs made in the same state "
+            f"(results.json keeps every round), or rerun on an idle machine.")
 
 
 def stage_split(r: CodecResult) -> Optional[str]:

@@ -133,7 +133,8 @@ def scatter_chart(suite: Suite) -> Optional[Figure]:
         labels += [(r, str(level), {"fontsize": 8, "color": dots.get_facecolor()[0]}) for level, r in points]
         in_series.update(r.codec for _, r in points)
     singles = [r for r in rows if r.codec not in in_series]
-    ax.scatter([encoded(r).median_us for r in singles], [sizes(r).mean for r in singles], s=30, color="#333333", zorder=3)
+    ax.scatter([encoded(r).median_us for r in singles], [sizes(r).mean for r in singles],
+               s=30, color="#333333", zorder=3)
     labels += [(r, r.codec, {"fontsize": 9}) for r in singles]
     _place_labels(fig, ax, labels)
     ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
@@ -159,7 +160,8 @@ def levels_chart(suite: Suite) -> Optional[Figure]:
         _level_panel(left, points, lambda r: sizes(r).mean, None, "{:.0f}", COLORS["bytes"],
                      sizes(base).mean if base else None, f"{name}: bytes per call (mean)")
         _level_panel(right, points, lambda r: encoded(r).median_us, lambda r: _round_range(encoded(r)), "{:.1f}",
-                     COLORS["encode"], encoded(base).median_us if base else None, f"{name}: encode µs per call (median)")
+                     COLORS["encode"], encoded(base).median_us if base else None,
+                     f"{name}: encode µs per call (median)")
         if base:
             left.legend(loc="lower right", fontsize=8)
     fig.suptitle("Compression level: bytes vs encode time", fontweight="bold")
@@ -258,7 +260,8 @@ def _level_panel(ax: Axes, points: List[Tuple[int, CodecResult]], value: Callabl
 #: where a point's label may go, tried in order: (dx, dy) in points, horizontal and vertical alignment
 _LABEL_SPOTS = ((6, 3, "left", "bottom"), (6, -3, "left", "top"), (-6, 3, "right", "bottom"),
                 (-6, -3, "right", "top"), (0, 7, "center", "bottom"), (0, -7, "center", "top"),
-                (6, 12, "left", "bottom"), (6, -12, "left", "top"), (-6, 12, "right", "bottom"), (-6, -12, "right", "top"))
+                (6, 12, "left", "bottom"), (6, -12, "left", "top"), (-6, 12, "right", "bottom"),
+                (-6, -12, "right", "top"))
 
 
 def _place_labels(fig: Figure, ax: Axes, labels: List[Tuple[CodecResult, str, Dict[str, Any]]]) -> None:

@@ -40,7 +40,8 @@ def shown(value: Optional[float], fmt: Callable[[float], str]) -> str:
 
 
 def latency_us(r: CodecResult, op: str, pct: str, method: str = "*") -> Optional[float]:
-    """A per-call percentile (``p50``, ``p90``, ``p99``, ``max``) in µs, for all calls or one method; None if not measured."""
+    """A per-call percentile (``p50``, ``p90``, ``p99``, ``max``) in µs, for all calls or one method;
+    None if not measured."""
     value = (r.latency.get(op) or {}).get(method, {}).get(pct)
     return None if value is None else value / 1000
 

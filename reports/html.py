@@ -197,7 +197,8 @@ def trace_section(suite: Suite) -> Section:
     t = suite.trace
     calls, duration = t.get("calls"), t.get("duration_s")
     facts = {
-        "file": t.get("path"), "format": t.get("format"), "size": _bytes(t.get("file_bytes")), "sha256": t.get("sha256"),
+        "file": t.get("path"), "format": t.get("format"), "size": _bytes(t.get("file_bytes")),
+        "sha256": t.get("sha256"),
         "calls": fmt_count(calls), "duration": f"{duration:.1f} s" if duration else None,
         "call rate": f"{calls / duration:.1f} calls/s" if calls and duration else None,
         "connections": t.get("connections"),
@@ -363,7 +364,8 @@ def _not_measured(suite: Suite, missing: Sequence[CodecResult], setting: str) ->
 
 def column_table(cols: Sequence[Column], results: Sequence[CodecResult], css: str = "",
                  groups: Sequence[Tuple[str, int]] = ()) -> Table:
-    """Results as a table of ``cols`` (shared with the terminal table), alarms marked; ``groups`` = (title, span) above."""
+    """Results as a table of ``cols`` (shared with the terminal table), alarms marked;
+    ``groups`` = (title, span) above."""
     head = [Cell(c.title, "num" if c.numeric else "") for c in cols]
     rows = [("", [Cell(c.cell(r), _classes(("num", c.numeric), ("alarm", c.alarm(r)))) for c in cols])
             for r in results]

@@ -80,7 +80,8 @@ def tail_columns() -> List[Column]:
 
 
 def format_table(suite: Suite) -> str:
-    """The results as a fixed-width text table (codecs in the order given), its footnotes, then tails and allocations."""
+    """The results as a fixed-width text table (codecs in the order given), its footnotes,
+    then tails and allocations."""
     out = grid(columns(suite), suite.results)
     notes = footnotes(suite)
     if notes:

@@ -125,7 +125,8 @@ class Registry:
             raise BenchError(f"{origin}: id {key!r} must be lower case letters, digits, _ . - and no +")
         if inspect.isabstract(cls):
             missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
-            raise BenchError(f"{origin or cls.__module__}: {cls.__name__} does not define {missing} (see rpcbench.codec)")
+            raise BenchError(f"{origin or cls.__module__}: {cls.__name__} does not define {missing} "
+                             "(see rpcbench.codec)")
         table[key.lstrip("+")] = cls
         self.origins[key] = origin
 
@@ -150,7 +151,8 @@ class Registry:
         comp_cls = self.compressors[m["comp"]]
         level = None if m["level"] is None else int(m["level"])
         if level is not None and level not in comp_cls.levels:
-            raise BenchError(f"{codec_id!r}: {comp_cls.name} levels are {comp_cls.levels.start}..{comp_cls.levels.stop - 1}")
+            raise BenchError(f"{codec_id!r}: {comp_cls.name} levels are "
+                             f"{comp_cls.levels.start}..{comp_cls.levels.stop - 1}")
         return Compressed(codec, comp_cls(level))
 
     def _skipped_note(self) -> str:

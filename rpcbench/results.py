@@ -239,7 +239,8 @@ class Suite:
         with open(os.path.join(folder, "results.json"), "w", encoding="utf-8", errors="backslashreplace") as f:
             json.dump(self.to_json(), f, indent=1, ensure_ascii=False)
             f.write("\n")
-        with open(os.path.join(folder, "results.csv"), "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
+        with open(os.path.join(folder, "results.csv"), "w", newline="",
+                  encoding="utf-8", errors="backslashreplace") as f:
             writer = csv.writer(f)
             writer.writerow(CSV_COLUMNS)
             writer.writerows(csv_row(r) for r in self.results)

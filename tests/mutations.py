@@ -60,7 +60,8 @@ def _length_field(data: bytes, rng: random.Random) -> bytes:
         return _set_bytes(data, rng)
     at = rng.choice(starts) + 1
     n = struct.unpack_from("<I", data, at)[0]
-    new = rng.choice((0, n + 1, max(n - 1, 0), n ^ (1 << rng.randrange(32)), T.MAX_RECORD, T.MAX_RECORD + 1, 2 ** 32 - 1))
+    new = rng.choice((0, n + 1, max(n - 1, 0), n ^ (1 << rng.randrange(32)),
+                      T.MAX_RECORD, T.MAX_RECORD + 1, 2 ** 32 - 1))
     return data[:at] + struct.pack("<I", new & 0xFFFFFFFF) + data[at + 4:]
 
 
@@ -72,7 +73,8 @@ def _splice(data: bytes, rng: random.Random) -> bytes:
     return rng.choice((data[:c] + piece + data[c:], data[:a] + data[b:], data[:a] + piece * 3 + data[b:]))
 
 
-BYTE_MUTATORS: List[Callable[[bytes, random.Random], bytes]] = [_truncate, _flip_bits, _set_bytes, _length_field, _splice]
+BYTE_MUTATORS: List[Callable[[bytes, random.Random], bytes]] = [
+    _truncate, _flip_bits, _set_bytes, _length_field, _splice]
 
 
 def mutate_bytes(data: bytes, rng: random.Random) -> bytes:

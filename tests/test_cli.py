@@ -32,14 +32,16 @@ def unseen_calls(n=300, seed=7):
     for i in range(n):
         kind = rng.choice(["trade", "emote", "blob", "guild_roster"])
         if kind == "trade":
-            args = {"offer": [{"item": rng.randrange(10**9), "qty": rng.randrange(1, 99)} for _ in range(rng.randrange(4))],
+            args = {"offer": [{"item": rng.randrange(10**9), "qty": rng.randrange(1, 99)}
+                              for _ in range(rng.randrange(4))],
                     "gold": rng.randrange(-10**12, 10**12), "note": rng.choice(["", "ok", "¿trato?", "取引"])}
         elif kind == "emote":
             args = [rng.random() * 1e6, rng.choice([None, True, False]), "👋" * rng.randrange(3)]
         elif kind == "blob":
             args = {"data": bytes(rng.randrange(256) for _ in range(rng.randrange(64))), "seq": i}
         else:
-            args = {"members": {f"m{k}": {"lvl": rng.randrange(100), "online": rng.random() < 0.5} for k in range(rng.randrange(30))}}
+            args = {"members": {f"m{k}": {"lvl": rng.randrange(100), "online": rng.random() < 0.5}
+                                for k in range(rng.randrange(30))}}
         out.append(Call(kind, args, 1_700_000_000_000_000_000 + i * 1000, rng.choice(["c2s", "s2c"]), rng.randrange(5)))
     return out
 
@@ -54,8 +56,10 @@ def independent_sizes(call):
         if isinstance(v, list):
             return [b64(x) for x in v]
         return v
-    text = json.dumps({"method": call.method, "args": b64(call.args)}, separators=(",", ":"), ensure_ascii=False).encode()
-    sizes = {"json": len(text), "ujson": len(text), "bson": len(bson.encode({"method": call.method, "args": call.args}))}
+    text = json.dumps({"method": call.method, "args": b64(call.args)}, separators=(",", ":"),
+                      ensure_ascii=False).encode()
+    sizes = {"json": len(text), "ujson": len(text),
+             "bson": len(bson.encode({"method": call.method, "args": call.args}))}
     sizes.update({f"json+zlib-{lvl}": len(zlib.compress(text, lvl)) for lvl in range(1, 10)})
     return sizes
 
@@ -85,7 +89,8 @@ def test_end_to_end_writes_results_charts_and_escaped_report(tmp_path):
     trace = tmp_path / "evil.rpct"
     with TraceWriter(trace, {"game": '"><img src=x onerror=alert(1)>'}) as w:
         for i in range(120):
-            w.write(Call("<script>alert(1)</script>" if i % 3 == 0 else "move", {"id": i, "pos": [i / 7, 2.5]}, i, "c2s", i % 4))
+            w.write(Call("<script>alert(1)</script>" if i % 3 == 0 else "move", {"id": i, "pos": [i / 7, 2.5]},
+                         i, "c2s", i % 4))
     out = tmp_path / "out"
     result = run_bench("--trace", trace, "--codecs", "json,bson,json+zlib-1,json+zlib-2,json+zlib-3", "--out", out,
                        "--processes", "2", *FAST)
@@ -141,7 +146,8 @@ def test_failing_codec_is_reported_and_the_others_carry_on(tmp_path):
         for i in range(100):
             w.write(Call("move", {"id": i, "pos": [1.0, 2.0]}))
     out = tmp_path / "out"
-    result = run_bench("--trace", trace, "--codec-path", plugin, "--codecs", "flaky,json", "--out", out, "--no-report", *FAST)
+    result = run_bench("--trace", trace, "--codec-path", plugin, "--codecs", "flaky,json", "--out", out,
+                       "--no-report", *FAST)
     assert result.returncode == 0, result.stderr
     data = {r["codec"]: r for r in json.loads((out / "results.json").read_text())["results"]}
     flaky = data["flaky"]

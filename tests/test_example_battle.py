@@ -26,7 +26,8 @@ def test_recorded_battle_replays_in_run_bench(tmp_path):
         port = re.search(r"listening on 127\.0\.0\.1:(\d+)", first)
         assert port, f"server did not start: {first!r} {server.stderr.read() if server.poll() is not None else ''}"
         bots = subprocess.run(
-            [sys.executable, str(EXAMPLES / "battle_bot.py"), "--port", port.group(1), "--bots", "4", "--max-seconds", "30"],
+            [sys.executable, str(EXAMPLES / "battle_bot.py"), "--port", port.group(1), "--bots", "4",
+             "--max-seconds", "30"],
             capture_output=True, text=True, timeout=60)
         assert bots.returncode == 0, bots.stderr
         assert "battle ended: True" in bots.stdout

@@ -43,7 +43,8 @@ CALLS = 20_000
 METHODS = {"battle.move": 10_400, "battle.cast_skill": 4_100, "battle.hit": 3_600,
            "battle.sync_state": 1_500, "chat.say": 400}
 # method -> mean json bytes per call, so bytes shares differ from call shares
-JSON_BYTES = {"battle.move": 118, "battle.cast_skill": 176, "battle.hit": 142, "battle.sync_state": 1_190, "chat.say": 240}
+JSON_BYTES = {"battle.move": 118, "battle.cast_skill": 176, "battle.hit": 142, "battle.sync_state": 1_190,
+              "chat.say": 240}
 
 
 def timing(median_us: float, wobble_pct: float = 2.0) -> Timing:
@@ -102,7 +103,8 @@ def codec(name: str, mean: float, enc: Optional[float], dec: Optional[float], pr
                     min=int(mean * 0.3), max=int(mean * 9)) if mean else None,
         encode=timing(enc, enc_wobble) if enc else None, decode=timing(dec) if dec else None,
         problems=problems,
-        by_method={m: {"calls": n, "bytes": int(n * JSON_BYTES[m] * ratio)} for m, n in METHODS.items()} if mean else {},
+        by_method=({m: {"calls": n, "bytes": int(n * JSON_BYTES[m] * ratio)} for m, n in METHODS.items()}
+                   if mean else {}),
         error=error, **extra,
     )
 
@@ -154,7 +156,8 @@ def make_suite(hostile: bool = False, zlib_levels: bool = True) -> Suite:
                    "compiler": "GCC 12.2.0", "platform": "Linux-6.1.0-18-amd64-x86_64-with-glibc2.36",
                    "cpu_model": "AMD EPYC 7B13", "cpu_count": 8,
                    "libraries": {"pymongo": "4.6.1", "ujson": "5.9.0"}, "rpcbench": "0.1.0"}
-    return Suite(schema_version=1, created="2024-06-13T10:00:00Z", command=["run_bench.py", "traces/battle-0612.rpctrace"],
+    return Suite(schema_version=1, created="2024-06-13T10:00:00Z",
+                 command=["run_bench.py", "traces/battle-0612.rpctrace"],
                  environment=environment, settings=settings, trace=trace, results=tuple(results))
 
 
@@ -424,7 +427,8 @@ def test_format_table_adds_tails_and_allocations(suite: Suite) -> None:
 
 
 def two_state_timings(fast_ratio: float, slow_ratio: float):
-    """json and msgpack over 40 turns, the machine slow (json 1.7x) in turns 10-29; msgpack's ratio per state as given."""
+    """json and msgpack over 40 turns, the machine slow (json 1.7x) in turns 10-29;
+    msgpack's ratio per state as given."""
     slow = [10 <= i < 30 for i in range(40)]
     ref = Timing(tuple(8_500.0 if s else 5_000.0 for s in slow), calls=1000, loops=1)
     mine = Timing(tuple(8_500.0 * slow_ratio if s else 5_000.0 * fast_ratio for s in slow), calls=1000, loops=1)
@@ -443,7 +447,8 @@ def test_rounds_in_the_slow_state_and_the_ratio_in_each_state():
 def test_the_table_warns_when_ratios_differ_between_speed_states():
     def suite_of(json_timing: Timing, msgpack_timing: Timing) -> Suite:
         json = dataclasses.replace(make_suite().results[0], encode=json_timing, decode=None)
-        return dataclasses.replace(make_suite(), results=(json, dataclasses.replace(json, codec="msgpack", encode=msgpack_timing)))
+        return dataclasses.replace(make_suite(),
+                                   results=(json, dataclasses.replace(json, codec="msgpack", encode=msgpack_timing)))
 
     def state_notes(suite: Suite) -> list:
         return [n for n in footnotes(suite) if n.startswith("speed states:")]

@@ -61,8 +61,10 @@ def test_info_table(trace, capsys):
     assert row["directions"] == "c2s 150 (75.0%)   s2c 50 (25.0%)"
     assert row["end"].startswith("clean")
     assert "game=test" in row["metadata"]
-    methods = {ln.split()[0]: ln.split()[1:] for ln in lines if ln.split() and ln.split()[0] in ("move", "damage", "chat", "state_snapshot")}
-    assert methods == {"move": ["100", "50.0%"], "damage": ["40", "20.0%"], "chat": ["40", "20.0%"], "state_snapshot": ["20", "10.0%"]}
+    methods = {ln.split()[0]: ln.split()[1:] for ln in lines
+               if ln.split() and ln.split()[0] in ("move", "damage", "chat", "state_snapshot")}
+    assert methods == {"move": ["100", "50.0%"], "damage": ["40", "20.0%"], "chat": ["40", "20.0%"],
+                       "state_snapshot": ["20", "10.0%"]}
     conns = {ln.split()[0]: ln.split()[1] for ln in lines if ln.split() and ln.split()[0] in ("7", "8", "bot-9")}
     assert conns == {"7": "67", "8": "67", "bot-9": "66"}
 
@@ -109,7 +111,8 @@ def test_convert_binary_jsonl_binary_round_trip(trace, tmp_path):
     jsonl, back = tmp_path / "t.jsonl", tmp_path / "back.rpct.gz"
     assert run("convert", trace, jsonl) == 0
     first = json.loads(jsonl.read_text(encoding="utf-8").splitlines()[0])
-    assert first["method"] == "state_snapshot" and first["args"]["raw"] == {"$binary": {"base64": "AA==", "subType": "00"}}
+    assert (first["method"] == "state_snapshot"
+            and first["args"]["raw"] == {"$binary": {"base64": "AA==", "subType": "00"}})
     assert run("convert", jsonl, back) == 0
     assert back.read_bytes()[:2] == b"\x1f\x8b"  # .gz: compressed by default
     assert list(open_trace(back)) == make_calls()
@@ -124,7 +127,8 @@ def test_convert_keeps_metadata_and_recorder_counters(tmp_path):
     original, reader = open_trace(src), open_trace(dst)
     assert list(reader) == list(original) and reader.end["calls"] == original.end["recorded"]
     assert reader.metadata["battle"] == 5 and reader.metadata["converted_from"] == "r.rpct"
-    assert {k: v for k, v in reader.end.items() if k != "calls"} == {k: v for k, v in original.end.items() if k != "calls"}
+    assert ({k: v for k, v in reader.end.items() if k != "calls"}
+            == {k: v for k, v in original.end.items() if k != "calls"})
 
 
 def test_convert_refuses_to_overwrite(trace, tmp_path):
