@@ -43,7 +43,8 @@ class CallMaker:
             if oneof is not None and not _synthetic(oneof):
                 if chosen[oneof.name] is not fd:
                     continue
-            elif fd.has_presence and not _required(fd) and self.rng.random() < 0.3 and protobuf.field_kind(fd) != "wrapper":
+            elif (fd.has_presence and not _required(fd) and self.rng.random() < 0.3
+                  and protobuf.field_kind(fd) != "wrapper"):
                 continue  # (a wrapper field comes back None when unset: it is always given, maybe as None)
             if fd.message_type is not None and level >= self.depth and not _required(fd):
                 if fd.is_repeated:  # recursive or deep types stop here (a repeated field comes back [] or {})
@@ -77,7 +78,8 @@ class CallMaker:
             return rng.randint(-(1 << bits), (1 << bits) - 1)
         if fd.type in _UINTS:
             return rng.randint(0, (1 << rng.choice((7, 20, _UINTS[fd.type]))) - 1)
-        return {1: lambda: rng.uniform(-1e6, 1e6), 2: lambda: rng.randint(-4000, 4000) / 8, 8: lambda: rng.random() < 0.5,
+        return {1: lambda: rng.uniform(-1e6, 1e6), 2: lambda: rng.randint(-4000, 4000) / 8,
+                8: lambda: rng.random() < 0.5,
                 9: lambda: "".join(rng.choices(_TEXT, k=rng.randint(0, 12))),
                 12: lambda: rng.randbytes(rng.randint(0, 24))}[fd.type]()
 

@@ -22,7 +22,6 @@ from rpc_capture import trace as T
 from rpc_capture import values as V
 from rpcbench import fidelity
 from commands import main as cli_main
-from rpcbench.errors import BenchError
 from rpcbench.size_pass import SizePass
 from rpcbench.registry import Registry
 from rpcbench.results import load

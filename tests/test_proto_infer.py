@@ -41,7 +41,8 @@ def unseen_calls(n=400, seed=3):
         elif kind == "Emote":
             args = [rng.choice(["wave", "dance"]), rng.randrange(3)] + ([rng.random()] if rng.random() < 0.5 else [])
         elif kind == "loot":
-            drops = [{"id": rng.randrange(500), "rarity": rng.choice(["common", "epic"])} for _ in range(rng.randrange(4))]
+            drops = [{"id": rng.randrange(500), "rarity": rng.choice(["common", "epic"])}
+                     for _ in range(rng.randrange(4))]
             args = {"drops": drops,
                     "seed": bytes(rng.randrange(256) for _ in range(8)), "bonus": rng.choice([None, [1, 2]]),
                     "meta": rng.choice([1, "x", True]), "unused": None}
@@ -166,4 +167,5 @@ def test_an_inferred_schema_alone_maps_dotted_method_names_and_infer_says_where_
     schema = protobuf.load(protobuf.Settings((str(tmp_path / "dotted.proto"),)))
     assert {"player.move", "player.chat", "guild/join", "ping"} == schema.methods.keys()
     assert cli_main(["proto", "infer", "--trace", str(REPO / "samples" / "battle.rpct")]) == 0
-    assert f"save it as {protobuf.PROTO_DIR / 'battle_inferred.proto'} " in capsys.readouterr().err  # never over battle.proto
+    # never over battle.proto
+    assert f"save it as {protobuf.PROTO_DIR / 'battle_inferred.proto'} " in capsys.readouterr().err

@@ -85,7 +85,8 @@ def test_enums_come_back_as_given_or_as_a_declared_change():
     nakama = protobuf.load(NAKAMA)
     board = CallMaker(nakama, seed=5, enums="names").call(nakama.methods["Leaderboard"])
     proto3 = tally(NAKAMA, [Call("Leaderboard", dict(board.args, operator=9))])
-    assert (proto3.failures, proto3.mismatches) == (0, 0)  # a number an open (proto3) enum does not define is carried...
+    # a number an open (proto3) enum does not define is carried...
+    assert (proto3.failures, proto3.mismatches) == (0, 0)
     closed = tally(NETGAME, [Call("CCLCMsg_ChatMessage", {"text": "hi", "channel": 9})])
     (problem,) = closed.problem_list()  # ...a closed (proto2) one's is a declared, named loss
     assert (problem.feature, problem.declared, problem.example_path) == (F.ENUM_UNKNOWN, True, "args.channel")
@@ -108,7 +109,7 @@ def test_format_limits_are_declared_by_name_with_an_example():
     assert result.failures == len(cases)
     found = {p.feature: p for p in result.problem_list()}
     assert all(p.declared and p.kind == "encode" for p in found.values())
-    for call, feature, path in cases:
+    for _, feature, _ in cases:
         assert feature in found and feature in result.codec.changes
     assert found[F.BIG_INTS].example_path == "args.host_computationtime"
     assert "18446744073709551616 does not fit uint64 field 'host_computationtime'" in found[F.BIG_INTS].detail
@@ -123,7 +124,8 @@ def test_format_limits_are_declared_by_name_with_an_example():
 def test_map_fields_give_the_same_bytes_in_every_run(tmp_path):
     """Two runs (different hash seeds) of a trace with map fields: identical protobuf and protobuf+zlib totals."""
     rules = {f"sv_rule_{i}": str(i) for i in range(12)}
-    calls = [Call("CSVCMsg_ServerInfo", {"max_clients": 10, "rules": dict(list(rules.items())[i:] + list(rules.items())[:i])})
+    items = list(rules.items())
+    calls = [Call("CSVCMsg_ServerInfo", {"max_clients": 10, "rules": dict(items[i:] + items[:i])})
              for i in range(12)] * 10
     write_jsonl(calls, tmp_path / "maps.jsonl")
     totals = []

@@ -113,8 +113,10 @@ EXACT = [  # calls that must come back exactly: every feature of the schemas abo
     Call("Trade", {"offers": [{"item": 5, "qty": 2}, {"item": -7}], "gold": -500}),
     Call("Move", {"to": VEC, "frame": 7, "run": True, "target": 0, "at": {"seconds": 1_700_000_000, "nanos": 5}}),
     Call("Move", {"to": VEC, "frame": 0, "run": False}),
-    Call("Spawn", {"items": [{"id": 1, "name": "剣", "tags": ["rare"]}], "by_slot": {3: {"id": 2, "name": "", "tags": []}},
-                   "stats": {"atk": 1.5}, "team": "RED", "allies": ["BLUE", "RED"], "npc": 12, "owner": 5, "label": None,
+    Call("Spawn", {"items": [{"id": 1, "name": "剣", "tags": ["rare"]}],
+                   "by_slot": {3: {"id": 2, "name": "", "tags": []}},
+                   "stats": {"atk": 1.5}, "team": "RED", "allies": ["BLUE", "RED"], "npc": 12, "owner": 5,
+                   "label": None,
                    "extra": {"a": 1.5, "b": [True, None, "x"], "c": {"d": 2.0}}, "note": "hi", "big": (1 << 64) - 1,
                    "delta": -5, "seed": (1 << 64) - 1, "ratio": 0.5, "blob": b"\x01",
                    "any": [1.0, "x", None, {"k": [2.0]}]}),
@@ -358,7 +360,8 @@ def _bits(n, signed=True):
 SCALARS = st.fixed_dictionaries(
     {"i32": _bits(32), "i64": _bits(64), "u32": _bits(32, False), "u64": _bits(64, False), "s32": _bits(32),
      "s64": _bits(64), "f32": _bits(32, False), "sf64": _bits(64), "d": st.floats(), "b": st.booleans(),
-     "s": st.text(st.characters(codec="utf-8")), "raw": st.binary(), "team": st.sampled_from(["TEAM_NONE", "RED", "BLUE"]),
+     "s": st.text(st.characters(codec="utf-8")), "raw": st.binary(),
+     "team": st.sampled_from(["TEAM_NONE", "RED", "BLUE"]),
      "ds": st.lists(st.floats()), "m": st.dictionaries(st.text(st.characters(codec="utf-8")), _bits(64))},
     optional={"opt": _bits(32)})
 NODES = st.recursive(
