@@ -274,9 +274,9 @@ def _plain(value: Any) -> Any:
     for base in (list, tuple, set, frozenset):
         if isinstance(value, base):
             return base(_plain(v) for v in value)
-    for base in (int, float, str):  # exact copies, whatever __str__ and friends were overridden to say
-        if isinstance(value, base):
-            return getattr(base, f"__{base.__name__}__")(value)
+    for scalar in (int, float, str):  # exact copies, whatever __str__ and friends were overridden to say
+        if isinstance(value, scalar):
+            return getattr(scalar, f"__{scalar.__name__}__")(value)
     if isinstance(value, complex):
         return complex(float(value.real), float(value.imag))
     if isinstance(value, (bytes, bytearray, memoryview)):
