@@ -114,6 +114,11 @@ class WriterThread:
         """Ask the thread to write everything queued, close the file and end (idempotent)."""
         self._request(STOP)
 
+    @property
+    def ident(self) -> Optional[int]:
+        """The thread's identifier (for ``time.pthread_getcpuclockid``), None before it starts."""
+        return self._thread.ident
+
     def join(self, timeout: Optional[float]) -> bool:
         """Wait for the thread to end; True if it has."""
         self._thread.join(timeout)
@@ -124,9 +129,12 @@ class WriterThread:
 
         Only this thread takes from the queue while it runs; others call this once it has ended.
         """
-        q, n = self._queue, 0
-        while q:
-            q.popleft()
+        popleft, n = self._queue.popleft, 0
+        while True:
+            try:
+                popleft()
+            except IndexError:  # empty (also when a second close() emptied it first)
+                break
             n += 1
         self.write_lost += n
 
