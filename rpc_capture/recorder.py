@@ -1,12 +1,14 @@
-"""Record a live server's RPC calls into trace files without slowing the server down.
+"""Record a live server's RPC calls into trace files without slowing the server down: the front end.
 
 The calling (game) thread only takes a timestamp and appends a tuple to a bounded
-queue; one background writer thread encodes the calls in batches of up to 128 (one
-``marshal`` call each, in C) and writes them, one write per batch, flushing at least
-every ``flush_interval`` seconds. A full queue drops the call and counts it, it never
-blocks and never grows. Nothing raises into the game code (only bad options, from the
-constructor): a file that cannot be created or written (disk full...) stops recording
-with one logged error and every lost call counted. See ``docs/capture.md``.
+queue; one background writer thread (``writer.py``, :class:`~rpc_capture.writer.WriterThread`)
+encodes the calls in batches of up to 128 (one ``marshal`` call each, in C) and writes
+them, one write per batch, flushing at least every ``flush_interval`` seconds: the split
+of ``logging.handlers``' ``QueueHandler`` and ``QueueListener``. The file format is
+``trace.py``. A full queue drops the call and counts it, it never blocks and never
+grows. Nothing raises into the game code (only bad options, from the constructor): a
+file that cannot be created or written (disk full...) stops recording with one logged
+error and every lost call counted. See ``docs/capture.md``.
 
 Quick start::
 
@@ -30,26 +32,21 @@ from __future__ import annotations
 import atexit
 import collections
 import copy
-import datetime as _dt
 import fnmatch
 import functools
 import inspect
 import itertools
-import logging
 import os
 import random
-import sys
-import threading
 import time
 import zlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from .call import C2S, DIRECTIONS
-from .trace import BATCH_CALLS, TraceError, TraceReader, TraceWriter, encode_batch, recordable
-
-log = logging.getLogger("rpc_capture")
+from .writer import WriterThread
 
 __all__ = ["Recorder", "NullRecorder", "recorder", "MethodFilter", "COUNTERS"]
+
 
 #: The counters a recorder keeps, in the order they are written to stats and end records.
 #: At the end ``offered`` equals the sum of all the others (``pending`` is then 0).
@@ -87,13 +84,6 @@ def _snapshot(value: Any) -> Any:
     if t in _ATOMIC:
         return value
     return copy.deepcopy(value)
-
-
-def _part_path(path: str, part: int) -> str:
-    """``battle.rpct`` -> ``battle.0001.rpct`` (``x.rpct.gz`` -> ``x.0001.rpct.gz``)."""
-    head, gz = (path[:-3], path[-3:]) if path.endswith(".gz") else (path, "")
-    stem, ext = os.path.splitext(head)
-    return f"{stem}.{part:04d}{ext}{gz}"
 
 
 class MethodFilter:
@@ -176,20 +166,8 @@ class Recorder:
         seed: Optional[int] = None,
         poll_interval: float = 0.01,
     ) -> None:
-        if max_queue < 1:
-            raise ValueError(f"max_queue must be at least 1, not {max_queue}")
-        if not flush_interval > 0:
-            raise ValueError(f"flush_interval must be positive, not {flush_interval}")
-        if not poll_interval > 0:
-            raise ValueError(f"poll_interval must be positive, not {poll_interval}")
-        if sample_calls < 1:
-            raise ValueError(f"sample_calls must be at least 1, not {sample_calls}")
-        if compresslevel is not None and not 0 <= compresslevel <= 9:
-            raise ValueError(f"compresslevel must be 0-9 or None, not {compresslevel}")
-        if rotate_bytes is not None and rotate_bytes < 1:
-            raise ValueError(f"rotate_bytes must be positive, not {rotate_bytes}")
-        if rotate_seconds is not None and not rotate_seconds > 0:
-            raise ValueError(f"rotate_seconds must be positive, not {rotate_seconds}")
+        _check_options(max_queue, flush_interval, poll_interval, sample_calls, compresslevel, rotate_bytes,
+                       rotate_seconds)
         include = (include,) if isinstance(include, str) else None if include is None else tuple(include)
         exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude or ())
         self.path = os.fspath(path)
@@ -202,54 +180,31 @@ class Recorder:
         self.copy_args = copy_args
         self.sample_calls = sample_calls
         self._seed = seed
-        self.paths: List[str] = []  #: every file written so far, in order
-        self._rotating = rotate_bytes is not None or rotate_seconds is not None
-        self._metadata = dict(metadata or {})
-        self._options = {
+        options = {  # the header's "recorder" entry (docs/capture.md)
             "max_queue": max_queue, "flush_interval": self.flush_interval, "compresslevel": self.compresslevel,
             "sample_calls": sample_calls, "include": None if include is None else list(include),
             "exclude": list(exclude), "rotate_bytes": rotate_bytes, "rotate_seconds": rotate_seconds,
             "copy_args": copy_args,
         }
 
-        # counters: the hot path's use itertools.count (next() is atomic under the GIL, so
-        # concurrent producers never lose an increment); the writer's are plain ints
+        # the hot path's counters: itertools.count (next() is atomic under the GIL, so
+        # concurrent producers never lose an increment); the writer thread keeps its own
         self._n_filtered = itertools.count()
         self._n_sampled = itertools.count()
         self._n_full = itertools.count()
         self._n_unrecordable_hot = itertools.count()
         self._n_refused = itertools.count()  # offered after a write error: lost
         self._n_after_close = itertools.count()  # offered after close(): ignored, not in any trace
-        self._recorded = 0
-        self._unrecordable = 0
-        self._unrecordable_reasons: "collections.Counter[str]" = collections.Counter()
-        self._file_recorded = 0  # calls handed to the current file (on disk unless a write fails)
-        self._write_lost = 0
-        self._in_flight = 0
-        self._bytes = 0
-        self._queue_peak = 0
-        self._error: Optional[str] = None
         self._closed = False
 
         self._queue: "collections.deque[tuple]" = collections.deque()
-        self._kick = threading.Event()
-        self._stopping = False
-        self._flush_waiters: List[threading.Event] = []
-        self._writer_running = True  # False once the writer thread takes no more flush requests
-        self._lock = threading.Lock()  # guards _flush_waiters, _writer_running and close()
-
         select = None if include is None and not exclude else MethodFilter(include, exclude)
         self.record, self._refuse = self._make_record(select)  # type: ignore[method-assign]
-
-        self._part = 0
-        self._writer: Optional[TraceWriter] = None
-        try:
-            self._open_next_file()
-        except OSError as e:  # disk full, no such folder...: logged, and every call counted as lost
-            self._fail(e)
-
-        self._thread = threading.Thread(target=self._run, name=f"rpc_capture writer {os.path.basename(self.path)}", daemon=True)
-        self._thread.start()
+        self._writer = WriterThread(self._queue, self.path, metadata=dict(metadata or {}),
+                                    options=options, poll_interval=self.poll_interval,
+                                    stats=self.stats, refuse=self._refuse)
+        self.paths = self._writer.paths  #: every file written so far, in order
+        self._writer.start()
         _open_recorders.add(self)
 
     # ------------------------------------------------------------------ the hot path
@@ -263,8 +218,8 @@ class Recorder:
         """
         vars(self)["record"](method, args, direction, conn)
 
-    def _make_record(self, select: Optional[MethodFilter]) -> tuple:
-        """Build ``record`` once for these options, so the call does no option checks it doesn't need."""
+    def _make_record(self, select: Optional[MethodFilter]) -> Tuple[Callable[..., None], Callable[[], None]]:
+        """``record`` built once for these options (no checks it doesn't need), and ``refuse`` (closing it)."""
         q = self._queue
         append = q.append
         now = time.time_ns
@@ -286,13 +241,13 @@ class Recorder:
 
         if select is None and self.sample_calls == 1 and not self.copy_args:
 
-            def record(method: str, args: Any = None, direction: str = C2S, conn: Any = 0) -> None:
+            def record_every(method: str, args: Any = None, direction: str = C2S, conn: Any = 0) -> None:
                 if len(q) < limit:
                     append((method, args, now(), direction, conn))
                 else:
                     overflow()
 
-            return record, refuse
+            return record_every, refuse
 
         filtered = self._n_filtered.__next__
         sampled = self._n_sampled.__next__
@@ -301,7 +256,7 @@ class Recorder:
         snapshot = _snapshot if self.copy_args else None
         unrecordable = self._n_unrecordable_hot.__next__
 
-        def record(method: str, args: Any = None, direction: str = C2S, conn: Any = 0) -> None:  # noqa: F811
+        def record_chosen(method: str, args: Any = None, direction: str = C2S, conn: Any = 0) -> None:
             if not limit:  # closed or failed
                 overflow()
                 return
@@ -322,7 +277,7 @@ class Recorder:
                     return
             append((method, args, now(), direction, conn))
 
-        return record, refuse
+        return record_chosen, refuse
 
     # ------------------------------------------------------------------ wrappers
 
@@ -371,7 +326,12 @@ class Recorder:
         return wrapper
 
     def handler(
-        self, name: Optional[str] = None, *, direction: str = C2S, conn: Optional[str] = "conn", skip: Iterable[str] = ("self", "cls")
+        self,
+        name: Optional[str] = None,
+        *,
+        direction: str = C2S,
+        conn: Optional[str] = "conn",
+        skip: Iterable[str] = ("self", "cls"),
     ) -> Callable[[Callable], Callable]:
         """Decorator for one RPC handler: each call is recorded as method ``name`` (default:
         the function's name) with args a dict of the arguments passed, by parameter name,
@@ -426,13 +386,7 @@ class Recorder:
         crash safety (the writer flushes every ``flush_interval``); useful in tests and
         before a planned hand-over of the file.
         """
-        done = threading.Event()
-        with self._lock:
-            if self._closed or self._error is not None or not self._writer_running:
-                return False
-            self._flush_waiters.append(done)
-        self._kick.set()
-        return done.wait(timeout) and self._error is None
+        return self._writer.flush(timeout)
 
     def close(self, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Drain the queue, write the end record with the final counters, close the file.
@@ -440,47 +394,42 @@ class Recorder:
         Returns the final counters (see :data:`COUNTERS`). Safe to call twice; never raises.
         With ``timeout`` (seconds), gives up waiting for the writer after that long.
         """
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._refuse()
-                self._stopping = True
-                self._kick.set()
-        self._thread.join(timeout)
-        if not self._thread.is_alive():
+        self._closed = True
+        self._refuse()
+        self._writer.stop()
+        if self._writer.join(timeout):
             # calls appended by a producer that passed the length check just before close
             # or a write error: they are in no file, count them as lost
-            self._write_lost += self._discard_queue()
+            self._writer.discard_queue()
         _open_recorders.discard(self)
         return self.stats()
 
     @property
     def error(self) -> Optional[str]:
         """Why recording stopped early (a write error), or None."""
-        return self._error
+        return self._writer.error
 
     def stats(self) -> Dict[str, Any]:
         """The counters so far (see :data:`COUNTERS`), exact once closed, plus a few gauges."""
-        filtered, sampled = _count(self._n_filtered), _count(self._n_sampled)
-        full = _count(self._n_full)
-        unrecordable = self._unrecordable + _count(self._n_unrecordable_hot)
-        write_lost = self._write_lost + _count(self._n_refused)
-        pending = len(self._queue) + self._in_flight
+        w = self._writer
         counts = {
-            "recorded": self._recorded, "pending": pending, "filtered_out": filtered, "sampled_out": sampled,
-            "dropped_queue_full": full, "dropped_unrecordable": unrecordable, "dropped_write_error": write_lost,
+            "recorded": w.recorded, "pending": len(self._queue) + w.in_flight,
+            "filtered_out": _count(self._n_filtered), "sampled_out": _count(self._n_sampled),
+            "dropped_queue_full": _count(self._n_full),
+            "dropped_unrecordable": w.unrecordable + _count(self._n_unrecordable_hot),
+            "dropped_write_error": w.write_lost + _count(self._n_refused),
         }
         out: Dict[str, Any] = {"offered": sum(counts.values()), **counts}
-        if self._unrecordable_reasons:
-            out["unrecordable_reasons"] = dict(self._unrecordable_reasons)
-        out["queue_peak"] = self._queue_peak
-        out["bytes"] = self._bytes
-        out["files"] = len(self.paths)
+        if w.unrecordable_reasons:
+            out["unrecordable_reasons"] = dict(w.unrecordable_reasons)
+        out["queue_peak"] = w.queue_peak
+        out["bytes"] = w.bytes_written
+        out["files"] = len(w.paths)
         after_close = _count(self._n_after_close)
         if after_close:
             out["ignored_after_close"] = after_close
-        if self._error is not None:
-            out["error"] = self._error
+        if w.error is not None:
+            out["error"] = w.error
         return out
 
     def __enter__(self) -> "Recorder":
@@ -490,7 +439,7 @@ class Recorder:
         self.close()
 
     def __repr__(self) -> str:
-        state = "failed" if self._error else "closed" if self._closed else "recording"
+        state = "failed" if self.error else "closed" if self._closed else "recording"
         return f"<Recorder {self.path!r} {state}>"
 
     @staticmethod
@@ -498,223 +447,24 @@ class Recorder:
         """The no-op recorder: same API, records nothing, costs next to nothing."""
         return NULL_RECORDER
 
-    # ------------------------------------------------------------------ the writer thread
 
-    def _open_next_file(self) -> None:
-        self._part += 1
-        path = _part_path(self.path, self._part) if self._rotating else self.path
-        meta = {
-            **self._metadata,
-            "generator": "rpc_capture.Recorder",
-            "capture_start": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
-            "python": sys.version.split()[0],
-            "pid": os.getpid(),
-            "recorder": self._options,
-        }
-        if self._rotating:
-            meta["part"] = self._part
-        self._writer = TraceWriter(path, meta, self.compresslevel)
-        self._writer.flush()  # the header: from now on the file is a valid (empty) trace
-        self.paths.append(path)
-        self._file_recorded = 0
-        self._file_bytes = 0
-        self._file_started = time.monotonic()
-
-    def _run(self) -> None:
-        q = self._queue
-        popleft = q.popleft
-        monotonic = time.monotonic
-        next_flush = monotonic() + self.flush_interval
-        dirty = False  # written since the last flush
-        try:
-            if self._error is not None:  # the first file could not be created
-                return
-            while True:
-                n = len(q)
-                if n:
-                    if n > self._queue_peak:
-                        self._queue_peak = n
-                    k = self._write_next(popleft)
-                    dirty = True
-                    if self._error is not None:
-                        return
-                    if k == BATCH_CALLS and not self._flush_waiters and monotonic() < next_flush:
-                        continue
-                if self._flush_waiters:
-                    with self._lock:
-                        waiters, self._flush_waiters = self._flush_waiters, []
-                    self._drain(popleft)
-                    if self._error is None:
-                        self._flush()
-                        dirty = False
-                        next_flush = monotonic() + self.flush_interval
-                    for w in waiters:  # flush() tells them apart by looking at self._error
-                        w.set()
-                    if self._error is not None:
-                        return
-                    continue
-                now = monotonic()
-                if now >= next_flush:
-                    if dirty:
-                        self._flush()
-                        dirty = False
-                    next_flush = now + self.flush_interval
-                if self._stopping:
-                    self._drain(popleft)
-                    break
-                if not q:
-                    self._kick.wait(min(self.poll_interval, max(next_flush - now, 0.0)))
-                    self._kick.clear()
-            self._finish()
-        except BaseException as e:  # noqa: BLE001 - the writer must never die silently
-            self._fail(e)
-        finally:
-            self._in_flight = 0
-            with self._lock:
-                self._writer_running = False
-                waiters, self._flush_waiters = self._flush_waiters, []
-            for w in waiters:
-                w.set()
-
-    def _drain(self, popleft: Callable[[], tuple]) -> None:
-        """Write everything queued now (used by flush() and close())."""
-        while self._queue and self._error is None:
-            self._write_next(popleft)
-
-    def _write_next(self, popleft: Callable[[], tuple]) -> int:
-        """Write up to one batch of what is queued, rotating the file when due; returns the calls taken."""
-        k = min(len(self._queue), BATCH_CALLS)
-        self._in_flight = k
-        self._write_batch([popleft() for _ in range(k)])
-        if self._rotating and self._error is None and self._should_rotate():
-            self._rotate()
-        return k
-
-    def _write_batch(self, batch: List[tuple]) -> None:
-        data, ok = self._encode(batch)
-        try:
-            if ok:
-                self._writer.write_records(data, ok)  # type: ignore[union-attr]
-        except BaseException as e:  # noqa: BLE001
-            self._in_flight = 0
-            self._write_lost += ok
-            self._fail(e)
-            return
-        self._in_flight = 0
-        self._recorded += ok
-        self._file_recorded += ok
-        self._bytes += len(data)
-        self._file_bytes += len(data)
-
-    def _encode(self, batch: List[tuple]) -> Tuple[bytes, int]:
-        """The records for a batch and how many calls they hold: one ``marshal`` call when
-        every value is of an exact builtin type, else call by call (subclasses such as
-        ``IntEnum`` converted, calls that can't be recorded counted and skipped)."""
-        try:
-            return encode_batch(batch), len(batch)
-        except Exception:  # noqa: BLE001 - a user object may fail in any way
-            pass
-        good = []
-        for call in batch:
-            try:
-                good.append(recordable(call))
-            except Exception as e:  # noqa: BLE001
-                self._unrecordable += 1
-                self._unrecordable_reasons[_reason(e)] += 1
-                if self._unrecordable <= _LOGGED_UNRECORDABLE:
-                    log.warning("rpc_capture: call %r not recorded: %s%s", call[0], e,
-                                " (further unrecordable calls are only counted)" if self._unrecordable == _LOGGED_UNRECORDABLE else "")
-        return (encode_batch(good) if good else b""), len(good)
-
-    def _should_rotate(self) -> bool:
-        return (self.rotate_bytes is not None and self._file_bytes >= self.rotate_bytes) or (
-            self.rotate_seconds is not None and time.monotonic() - self._file_started >= self.rotate_seconds
-        )
-
-    def _rotate(self) -> None:
-        try:
-            self._close_file()
-            self._open_next_file()
-        except BaseException as e:  # noqa: BLE001
-            self._fail(e)
-
-    def _flush(self) -> None:
-        try:
-            self._writer.write_stats(self._file_stats())  # type: ignore[union-attr]
-            self._writer.flush()  # type: ignore[union-attr]
-        except BaseException as e:  # noqa: BLE001
-            self._fail(e)
-
-    def _file_stats(self) -> Dict[str, Any]:
-        info = self.stats()
-        if self._rotating:
-            info["part"] = self._part
-        return info
-
-    def _close_file(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            try:
-                writer.close(self._file_stats())
-            except BaseException:
-                self._writer = writer  # for _fail: abandon it and count what reached the disk
-                raise
-
-    def _finish(self) -> None:
-        try:
-            self._close_file()
-        except BaseException as e:  # noqa: BLE001
-            self._fail(e)
-
-    def _fail(self, exc: BaseException) -> None:
-        """Stop recording for good: one error logged, every call from now on counted as lost."""
-        if self._error is not None:
-            return
-        self._error = f"{type(exc).__name__}: {exc}"
-        self._refuse()
-        self._write_lost += self._discard_queue()
-        log.error("rpc_capture: recording to %s stopped: %s; calls from now on are counted as dropped_write_error",
-                  self.paths[-1] if self.paths else self.path, self._error)
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.abandon()  # nothing more is written after a failed write: the file stays readable
-            # calls the writer took but the failure kept off the disk (buffered, in a cut record):
-            # counted by reading the file back, so `recorded` is what a reader gets
-            lost = max(self._file_recorded - _calls_on_disk(writer.path), 0)
-            self._recorded -= lost
-            self._write_lost += lost
-
-    def _discard_queue(self) -> int:
-        """Empty the queue (only the writer, or close() once it has stopped, takes from it)."""
-        q, n = self._queue, 0
-        while q:
-            q.popleft()
-            n += 1
-        return n
-
-
-def _reason(exc: BaseException) -> str:
-    """The short reason a call was refused, for the ``unrecordable_reasons`` counters."""
-    text = str(exc)
-    if isinstance(exc, TypeError):
-        return "unsupported type"
-    if "cycle" in text:
-        return "cycle or nesting too deep"
-    if "exceeds" in text:
-        return "too big"
-    return "malformed call"
-
-
-def _calls_on_disk(path: str) -> int:
-    """How many calls a reader gets from ``path`` (0 if it is not readable at all)."""
-    try:
-        reader = TraceReader(path)
-    except (TraceError, OSError):
-        return 0
-    try:
-        return reader.count_calls()
-    except (TraceError, OSError):
-        return reader.calls_read
+def _check_options(max_queue: int, flush_interval: float, poll_interval: float, sample_calls: int,
+                   compresslevel: Optional[int], rotate_bytes: Optional[int], rotate_seconds: Optional[float]) -> None:
+    """ValueError naming the first of the recorder's options that is out of range."""
+    if max_queue < 1:
+        raise ValueError(f"max_queue must be at least 1, not {max_queue}")
+    if not flush_interval > 0:
+        raise ValueError(f"flush_interval must be positive, not {flush_interval}")
+    if not poll_interval > 0:
+        raise ValueError(f"poll_interval must be positive, not {poll_interval}")
+    if sample_calls < 1:
+        raise ValueError(f"sample_calls must be at least 1, not {sample_calls}")
+    if compresslevel is not None and not 0 <= compresslevel <= 9:
+        raise ValueError(f"compresslevel must be 0-9 or None, not {compresslevel}")
+    if rotate_bytes is not None and rotate_bytes < 1:
+        raise ValueError(f"rotate_bytes must be positive, not {rotate_bytes}")
+    if rotate_seconds is not None and not rotate_seconds > 0:
+        raise ValueError(f"rotate_seconds must be positive, not {rotate_seconds}")
 
 
 def _param_getter(names: List[str], name: str, func: Callable) -> Callable[[tuple, Dict[str, Any]], Any]:

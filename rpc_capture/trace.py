@@ -91,7 +91,8 @@ def encode_batch(calls: Sequence[tuple]) -> bytes:
 def _check_types(calls: Sequence[tuple]) -> None:
     """ValueError/TypeError unless every call is a 5-tuple with exact method/t/dir/conn types."""
     for method, _, t, direction, conn in calls:
-        if type(method) is not str or type(t) is not int or direction not in _DIRS or (type(conn) is not int and type(conn) is not str):
+        if (type(method) is not str or type(t) is not int or direction not in _DIRS
+                or (type(conn) is not int and type(conn) is not str)):
             raise ValueError("a call needs checking")
 
 
@@ -151,7 +152,9 @@ class TraceWriter:
         self.calls = 0  #: calls written so far (some maybe still in the part batch)
         self._pending: List[tuple] = []
         raw = open(self.path, "wb")
-        self._file: IO[bytes] = gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0) if compresslevel else raw
+        self._file: io.BufferedIOBase = raw  # a GzipFile over raw when compressing
+        if compresslevel:
+            self._file = gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0)
         self._raw = raw
         header = json.dumps(metadata or {}, ensure_ascii=False, default=str).encode("utf-8")
         if len(header) > MAX_HEADER:
@@ -271,7 +274,8 @@ class TraceReader:
             raise TraceError(f"{self.path}: byte offset 0: not an rpcbench trace (no RPCTRACE magic)")
         _, version, n = _FILE_HEAD.unpack(head)
         if version != VERSION:
-            raise TraceError(f"{self.path}: byte offset 8: trace format version {version}; this reader knows version {VERSION}")
+            raise TraceError(f"{self.path}: byte offset 8: trace format version {version}; "
+                             f"this reader knows version {VERSION}")
         if n > MAX_HEADER:
             raise TraceError(f"{self.path}: byte offset 10: header length {n} exceeds the {MAX_HEADER}-byte limit")
         raw = self._read(n, _FILE_HEAD.size)
@@ -474,7 +478,8 @@ def find_record(data: bytes, start: int, stop: Optional[int] = None) -> Optional
         budget -= n
         if budget < 0:
             return None
-        if zlib.crc32(data[at + _REC_HEAD.size:end], zlib.crc32(data[at:at + _REC_HEAD.size])) == _CRC.unpack_from(data, end)[0]:
+        crc = zlib.crc32(data[at + _REC_HEAD.size:end], zlib.crc32(data[at:at + _REC_HEAD.size]))
+        if crc == _CRC.unpack_from(data, end)[0]:
             return at
     return None
 

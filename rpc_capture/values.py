@@ -83,59 +83,41 @@ def _size(buf: bytes, pos: int) -> int:
     return n
 
 
-def _load(buf: bytes, pos: int) -> Tuple[Any, int]:  # noqa: C901 - one flat loop, for speed
+def _load(buf: bytes, pos: int) -> Tuple[Any, int]:
+    """:func:`load`'s loop: one value read per turn, atoms inline (the hot path), containers on a stack."""
     refs: List[Any] = []  # back-reference targets, in the order marshal numbered them
     weights: List[int] = []  # their expanded sizes (bytes with every back-reference written out)
-    extra = 0  # bytes the back-references read so far add when written out in full
-    limit = MAX_EXPANDED - len(buf)
-    # open containers: [code, items, items left (a dict: its pending key), ref slot, start, extra at start]
-    stack: List[list] = []
+    extra, limit = 0, MAX_EXPANDED - len(buf)  # bytes the back-references read so far add when written out
+    stack: List[list] = []  # the open containers (see _open_container)
     start = extra_before = 0  # where the value being read began, and the extra bytes then: set for flagged ones
     while True:
         slot = -1
         top = stack[-1] if stack else None
-        if top is not None and top[0] == DICT and top[2] is _NO_KEY and buf[pos] == NULL:
+        if top is not None and top[0] == DICT and top[2] is _NO_KEY and buf[pos] == NULL:  # the dict ends
             stack.pop()
-            value, slot, start, pos = top[1], top[3], top[4], pos + 1
-            extra_before = top[5]
+            value, slot, start, extra_before = top[1], top[3], top[4], top[5]
+            pos += 1
         else:
             code = buf[pos]
             pos += 1
             if code & FLAG_REF:
-                start, extra_before = pos - 1, extra
-                code &= 0x7F
-                if code == REF:
-                    raise ValueError("back-reference with the reference flag set")
-                slot = len(refs)
-                refs.append(_UNFINISHED)
-                weights.append(0)
-            if code == REF:
-                value, i, pos = _back_reference(refs, buf, pos)
+                code, slot, start, extra_before = _reserve_ref(code, refs, weights, pos - 1, extra)
+            if code == REF:  # inline: most values of a batch are back-references
+                i = _unpack_i32(buf, pos)[0]
+                if not 0 <= i < len(refs) or refs[i] is _UNFINISHED:
+                    raise _bad_reference(i)
+                value, pos = refs[i], pos + 4
                 extra += weights[i] - 5
                 if extra > limit:
                     raise ValueError(f"back-references expand the record beyond {MAX_EXPANDED} bytes")
-            elif code == SHORT_ASCII or code == SHORT_ASCII_INTERNED:
-                end = pos + 1 + buf[pos]
-                if end > len(buf):
-                    raise ValueError("string runs past the end of the record")
-                value, pos = buf[pos + 1:end].decode("ascii"), end
             elif code == INT:
                 value, pos = _unpack_i32(buf, pos)[0], pos + 4
             elif code == BINARY_FLOAT:
                 value, pos = _unpack_f64(buf, pos)[0], pos + 8
             elif code in _CONTAINERS:
-                if len(stack) >= MAX_DEPTH:
-                    raise ValueError(f"value nested deeper than {MAX_DEPTH} levels")
-                if code == DICT:
-                    stack.append([DICT, {}, _NO_KEY, slot, start, extra, None])
+                value, pos = _open_container(code, buf, pos, stack, slot, start, extra)
+                if value is _OPENED:
                     continue
-                n, pos = (buf[pos], pos + 1) if code == SMALL_TUPLE else (_size(buf, pos), pos + 4)
-                if n > len(buf) - pos:  # every item takes a byte at least: refused before allocating
-                    raise ValueError(f"container claims {n} items but the record has {len(buf) - pos} bytes left")
-                if n:
-                    stack.append([code, [], n, slot, start, extra])
-                    continue
-                value = _finish(code, [])
             else:
                 value, pos = _rare_atom(code, buf, pos)
         while True:  # the value is complete: hand it to its container, closing those it completes
@@ -162,6 +144,41 @@ def _load(buf: bytes, pos: int) -> Tuple[Any, int]:  # noqa: C901 - one flat loo
             value, slot, start, extra_before = _finish(top[0], top[1]), top[3], top[4], top[5]
 
 
+def _reserve_ref(code: int, refs: List[Any], weights: List[int], start: int, extra: int) -> Tuple[int, int, int, int]:
+    """A value with the reference flag: reserve its back-reference slot, to be filled once it is read.
+
+    Returns ``(code without the flag, slot, where the value starts, extra bytes so far)``.
+    """
+    code &= 0x7F
+    if code == REF:
+        raise ValueError("back-reference with the reference flag set")
+    refs.append(_UNFINISHED)
+    weights.append(0)
+    return code, len(refs) - 1, start, extra
+
+
+def _open_container(code: int, buf: bytes, pos: int, stack: List[list], slot: int, start: int,
+                    extra: int) -> Tuple[Any, int]:
+    """Open a container at ``pos`` (after its code): push a frame for its items and return
+    ``(_OPENED, next_pos)``, or ``(value, next_pos)`` for an empty list, tuple or set.
+
+    A frame is ``[code, items, items left (a dict: its pending key), ref slot, start, extra
+    at start]``, and for a dict a seventh item, its keys' hash counts (see :func:`_count_hash`).
+    """
+    if len(stack) >= MAX_DEPTH:
+        raise ValueError(f"value nested deeper than {MAX_DEPTH} levels")
+    if code == DICT:
+        stack.append([DICT, {}, _NO_KEY, slot, start, extra, None])
+        return _OPENED, pos
+    n, pos = (buf[pos], pos + 1) if code == SMALL_TUPLE else (_size(buf, pos), pos + 4)
+    if n > len(buf) - pos:  # every item takes a byte at least: refused before allocating
+        raise ValueError(f"container claims {n} items but the record has {len(buf) - pos} bytes left")
+    if not n:
+        return _finish(code, []), pos
+    stack.append([code, [], n, slot, start, extra])
+    return _OPENED, pos
+
+
 def _count_hash(frame: list, key: Any) -> None:
     """Count a non-str key's hash in its open dict: many keys of one hash make a dict quadratic."""
     seen = frame[6]
@@ -175,6 +192,7 @@ def _count_hash(frame: list, key: Any) -> None:
 
 _CONTAINERS = frozenset((DICT, LIST, TUPLE, SMALL_TUPLE, SET, FROZENSET))
 _NO_KEY = object()  #: an open dict's pending key when the next value read is a key
+_OPENED = object()  #: _open_container's answer when it pushed a frame rather than finished a value
 
 
 def _finish(code: int, items: list) -> Any:
@@ -185,16 +203,20 @@ def _finish(code: int, items: list) -> Any:
     return set(items) if code == SET else frozenset(items)
 
 
-def _back_reference(refs: List[Any], buf: bytes, pos: int) -> Tuple[Any, int, int]:
-    """``(value, its index, next_pos)`` of a back-reference."""
-    i = _size(buf, pos)
-    if i >= len(refs) or refs[i] is _UNFINISHED:
-        raise ValueError(f"back-reference {i} to a value not read yet, or to a container from inside it")
-    return refs[i], i, pos + 4
+def _bad_reference(i: int) -> ValueError:
+    """The error for back-reference index ``i`` (read as a signed length) that has no finished value."""
+    if i < 0:
+        return ValueError(f"negative length {i}")
+    return ValueError(f"back-reference {i} to a value not read yet, or to a container from inside it")
 
 
 def _rare_atom(code: int, buf: bytes, pos: int) -> Tuple[Any, int]:
-    """The less frequent scalar codes: returns ``(value, next_pos)``."""
+    """The scalar codes other than int, float and back-reference: returns ``(value, next_pos)``."""
+    if code == SHORT_ASCII or code == SHORT_ASCII_INTERNED:
+        end = pos + 1 + buf[pos]
+        if end > len(buf):
+            raise ValueError("string runs past the end of the record")
+        return buf[pos + 1:end].decode("ascii"), end
     if code == NONE:
         return None, pos
     if code == TRUE or code == FALSE:
@@ -274,9 +296,9 @@ def _plain(value: Any) -> Any:
     for base in (list, tuple, set, frozenset):
         if isinstance(value, base):
             return base(_plain(v) for v in value)
-    for base in (int, float, str):  # exact copies, whatever __str__ and friends were overridden to say
-        if isinstance(value, base):
-            return getattr(base, f"__{base.__name__}__")(value)
+    for scalar in (int, float, str):  # exact copies, whatever __str__ and friends were overridden to say
+        if isinstance(value, scalar):
+            return getattr(scalar, f"__{scalar.__name__}__")(value)
     if isinstance(value, complex):
         return complex(float(value.real), float(value.imag))
     if isinstance(value, (bytes, bytearray, memoryview)):
