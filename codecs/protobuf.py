@@ -16,6 +16,8 @@ from rpcbench.fidelity import (BIG_INTS, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOW
 from rpcbench.protobuf import Settings, jsonlike, load, read_field, value_kwargs, value_to_python, varint
 
 
+DEFAULT_SETTINGS = Settings()  #: every .proto in proto/ (frozen, so one shared default is safe)
+
 class Protobuf(Codec):
     """Each call as its method's request message from the schemas, inside a ``oneof`` envelope.
 
@@ -42,7 +44,7 @@ class Protobuf(Codec):
         NON_FINITE: "NaN or infinity in an integer or enum field fails to encode (double/float fields carry them)",
     }
 
-    def __init__(self, settings: Settings = Settings()) -> None:
+    def __init__(self, settings: Settings = DEFAULT_SETTINGS) -> None:
         schema = load(settings)
         self.backend = api_implementation.Type()
         self.schemas = list(schema.files)

@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def sample_calls(n, start=0):
-    return [Call("move" if i % 3 else "hp_update", {"i": i, "pos": [i * 0.5, -1.0], "name": "x" * (i % 5), "ok": i % 2 == 0},
+    return [Call("move" if i % 3 else "hp_update",
+                 {"i": i, "pos": [i * 0.5, -1.0], "name": "x" * (i % 5), "ok": i % 2 == 0},
                  0, S2C if i % 2 else C2S, i % 4) for i in range(start, start + n)]
 
 
@@ -71,7 +72,8 @@ def test_defaults_for_direction_and_connection(tmp_path):
         rec.record("ping", None)
         rec.record("pong", {"a": 1}, conn="player-7", direction=S2C)
     back, _ = read(tmp_path / "r.rpct")
-    assert [(c.method, c.args, c.dir, c.conn) for c in back] == [("ping", None, C2S, 0), ("pong", {"a": 1}, S2C, "player-7")]
+    assert [(c.method, c.args, c.dir, c.conn) for c in back] == [
+        ("ping", None, C2S, 0), ("pong", {"a": 1}, S2C, "player-7")]
 
 
 class Skill(enum.IntEnum):
@@ -104,7 +106,8 @@ def test_subclasses_and_bytes_likes_are_recorded_as_their_base_types(tmp_path):
 
 
 def test_recordable_names_what_cannot_be_recorded():
-    cases = [(("m", {}, 0, "sideways", 1), "direction 'sideways'"), (("m", {}, 0, C2S, None), "connection id is NoneType"),
+    cases = [(("m", {}, 0, "sideways", 1), "direction 'sideways'"),
+             (("m", {}, 0, C2S, None), "connection id is NoneType"),
              (("m", {}, 0, C2S, True), "connection id is bool"), ((3, {}, 0, C2S, 1), "method is int"),
              (("m", {}, 0.5, C2S, 1), "call time is float"), (("m", [1, object()], 0, C2S, 1), "type object")]
     for bad, message in cases:
@@ -244,8 +247,8 @@ def test_write_error_stops_recording_with_one_error_and_counts_the_loss(tmp_path
     rec = Recorder(path)
     offered = 0
     with caplog.at_level(logging.ERROR, logger="rpc_capture"):
-        for batch in range(6):
-            for i in range(100):
+        for _ in range(6):
+            for _ in range(100):
                 rec.record("move", {"i": offered})
                 offered += 1
             rec.flush(timeout=10)
@@ -418,7 +421,8 @@ def test_battle_sampling_is_stable_per_battle(tmp_path):
     picked = []
     for battle in range(200):
         rec = recorder(tmp_path / f"b{battle}.rpct", sample_battles=10, battle=battle)
-        again = recorder(None if not rec.enabled else tmp_path / f"again{battle}.rpct", sample_battles=10, battle=battle)
+        again = recorder(None if not rec.enabled else tmp_path / f"again{battle}.rpct",
+                         sample_battles=10, battle=battle)
         assert rec.enabled == again.enabled or not rec.enabled
         if rec.enabled:
             picked.append(battle)
@@ -429,7 +433,8 @@ def test_battle_sampling_is_stable_per_battle(tmp_path):
 
 
 def test_bad_options_are_refused_at_construction(tmp_path):
-    for bad in ({"max_queue": 0}, {"flush_interval": 0}, {"sample_calls": 0}, {"rotate_bytes": 0}, {"compresslevel": 11}):
+    for bad in ({"max_queue": 0}, {"flush_interval": 0}, {"sample_calls": 0}, {"rotate_bytes": 0},
+                {"compresslevel": 11}):
         with pytest.raises(ValueError):
             Recorder(tmp_path / "x.rpct", **bad)
 

@@ -115,7 +115,8 @@ def test_file_round_trip(tmp_path, sample):
 
 def write_sample(path, n=600, **kw):
     """``n`` calls written through TraceWriter: batch records of BATCH_CALLS (128) calls."""
-    sample = [Call("move", {"id": i, "pos": [i * 0.5, -1.25], "raw": bytes([i % 256])}, i, "c2s", i % 3) for i in range(n)]
+    sample = [Call("move", {"id": i, "pos": [i * 0.5, -1.25], "raw": bytes([i % 256])}, i, "c2s", i % 3)
+              for i in range(n)]
     with TraceWriter(path, {"game": "g"}, **kw) as w:
         for call in sample:
             w.write(call)
@@ -264,7 +265,8 @@ def test_jsonl_import_with_bytes(tmp_path):
     ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n", encoding="utf-8")
     back = list(open_trace(path))
-    assert back[0] == Call("input_frame", {"frame": 7, "data": b"\x00\x01\x02\xff"}, 1732250000000000000, "c2s", "player-1")
+    assert back[0] == Call("input_frame", {"frame": 7, "data": b"\x00\x01\x02\xff"}, 1732250000000000000, "c2s",
+                           "player-1")
     assert back[1] == Call("heartbeat", [1, 2.5, None, True, "é"])
 
 
