@@ -78,6 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: %(default)g)")
     p.add_argument("--no-tails", action="store_true", help="skip the per-call latency percentiles pass")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc allocations pass")
+    _add_plugin_options(p)
+    p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
+    p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def _add_plugin_options(p: argparse.ArgumentParser) -> None:
+    """Where codecs come from, and the protobuf codecs' schemas."""
     p.add_argument("--codec-path", action="append", default=[], metavar="FILE.py",
                    help="load codec classes from a file (repeatable)")
     p.add_argument("--codecs-dir", action="append", default=[], metavar="DIR",
@@ -90,10 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--proto-map", metavar="FILE", help="JSON file mapping methods to messages (docs/protobuf.md)")
     p.add_argument("--proto-enums", choices=protobuf.ENUM_FORMS, default="names",
                    help="decoded protobuf enum values: value names (default) or numbers, as the trace gives them")
-    p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
-    p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    return p
 
 
 def main(argv: List[str]) -> int:
