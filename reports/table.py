@@ -63,6 +63,7 @@ def footnotes(suite: Suite) -> List[str]:
                      "base64 str); UNDECLARED: a call failed or came back different without the codec saying so.")
     notes += [f"{name}: {text}" for name, text in timing_notes(suite)]
     notes += [f"stages (medians, timed each on its own): {split}" for split in map(stage_split, suite.results) if split]
+    notes += [f"dictionary: {_dictionary_text(r, suite)}" for r in suite.results if r.dictionary]
     notes += [f"error: {r.codec}: {r.error}" for r in suite.results if r.error]
     return notes
 
@@ -103,6 +104,16 @@ def grid(cols: Sequence[Column], results: Sequence[CodecResult]) -> List[str]:
         return "  ".join(t.rjust(w) if c.numeric else t.ljust(w) for t, w, c in zip(cells, widths, cols)).rstrip()
 
     return [line(rows[0]), "  ".join("-" * w for w in widths)] + [line(row) for row in rows[1:]]
+
+
+def _dictionary_text(r: CodecResult, suite: Suite) -> str:
+    """A trained codec's dictionary: size, training, and its shipping cost kept apart from the bytes per call."""
+    d = r.dictionary or {}
+    training = suite.trace.get("training") or {}
+    return (f"{r.codec}: {d.get('bytes', 0):,} B, trained in {d.get('train_s', 0):.2f} s on "
+            f"{training.get('source', 'held-out calls')}, which no figure includes; shipping it once per client "
+            f"({d.get('ship_bytes', 0):,} B compressed) adds {d.get('ship_bytes_per_call', 0):.2f} B/call over this "
+            "trace's sessions (not in its bytes mean)")
 
 
 def _clip(text: str, width: int) -> str:

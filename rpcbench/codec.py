@@ -108,10 +108,15 @@ class Codec(abc.ABC):
 class Compressor(abc.ABC):
     """Compresses encoded calls; combined with any codec as ``codec+name-level``.
 
-    ``name`` is the registry name (``"zlib"``); ``level`` a plain attribute. ``compress``
-    and ``decompress`` work on one message. A compressor that keeps a stream across
-    messages (one context per connection, as WebSocket permessage-deflate does) sets
-    ``per_connection = True`` and returns a fresh context from ``connection()``.
+    ``name`` is the registry name (``"zlib"``); ``level`` a plain attribute, like any other
+    option the constructor takes (``window_log``...: given by the registry from the run's
+    settings, reported by ``options()``). ``compress`` and ``decompress`` work on one
+    message. A compressor that keeps a stream across messages (one context per connection
+    and direction, as WebSocket permessage-deflate does) sets ``per_connection = True``
+    and returns a fresh context from ``connection()``; one whose messages only decode in
+    the order they were sent sets ``ordered_delivery = True``. A compressor that needs a
+    dictionary sets ``trained = True``, implements ``train`` and ``ship_bytes``, and
+    receives the dictionary as its constructor's ``dictionary`` argument.
     """
 
     name: ClassVar[str] = ""
@@ -119,6 +124,8 @@ class Compressor(abc.ABC):
     default_level: ClassVar[int] = 1
     levels: ClassVar[range] = range(1, 10)
     per_connection: ClassVar[bool] = False
+    ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (a stream's state)
+    trained: ClassVar[bool] = False  #: needs a dictionary trained on held-out calls
 
     def __init__(self, level: Optional[int] = None) -> None:
         self.level = self.default_level if level is None else level
@@ -134,6 +141,20 @@ class Compressor(abc.ABC):
     def connection(self) -> "Compressor":
         """A context for one connection's messages in order; stateless ones return self."""
         return self
+
+    def options(self) -> Dict[str, Any]:
+        """Public settings besides the level, recorded with each result."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "level"}
+
+    @classmethod
+    def train(cls, samples: List[bytes], size: int) -> bytes:
+        """A dictionary of at most ``size`` bytes from encoded messages (``trained`` compressors only)."""
+        raise NotImplementedError(f"{cls.name} is not trained")
+
+    @classmethod
+    def ship_bytes(cls, dictionary: bytes) -> int:
+        """Bytes it costs to send ``dictionary`` to one client (``trained`` compressors only)."""
+        raise NotImplementedError(f"{cls.name} is not trained")
 
 
 class Compressed(Codec):
@@ -177,7 +198,13 @@ class Compressed(Codec):
         return [(self.compressor.name, self.compressor.decompress)] + self.inner.decode_stages()
 
     def config(self) -> Dict[str, Any]:
-        return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level}
+        return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level,
+                **self.compressor.options()}
+
+
+def stream_key(call: Call) -> Tuple[Any, str]:
+    """Which stream of a per-connection codec carries ``call``: one per connection and direction."""
+    return call.conn, call.dir
 
 
 def received_call(decoded: Any) -> Call:

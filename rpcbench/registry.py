@@ -24,7 +24,7 @@ import sys
 import zlib
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Type, Union, cast
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type, Union, cast
 
 from .codec import Codec, Compressed, Compressor
 from .errors import BenchError
@@ -39,11 +39,17 @@ class Registry:
     """Codec and compressor classes by id, plus the plugin files that were skipped and why.
 
     ``codec_options`` maps a codec id to keyword arguments for its constructor (the run's
-    protobuf schemas for ``protobuf``, say): settings reach codecs as data, never globals.
+    protobuf schemas for ``protobuf``, say), ``compressor_options`` a compressor name to
+    those of its constructor (``window_log`` for ``zstdstream``): settings reach codecs as
+    data, never globals. ``dictionaries`` maps an inner codec id to the dictionary trained
+    on its bytes, for ``trained`` compressors (``json+zstddict-3`` uses ``dictionaries["json"]``).
     """
 
-    def __init__(self, codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+    def __init__(self, codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 compressor_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
         self.codec_options: Mapping[str, Mapping[str, Any]] = codec_options or {}
+        self.compressor_options: Mapping[str, Mapping[str, Any]] = compressor_options or {}
+        self.dictionaries: Dict[str, bytes] = {}
         self.codecs: Dict[str, Type[Codec]] = {}
         self.compressors: Dict[str, Type[Compressor]] = {}
         self.origins: Dict[str, str] = {}
@@ -51,9 +57,10 @@ class Registry:
 
     @classmethod
     def default(cls, extra_dirs: Iterable[Union[str, os.PathLike]] = (),
-                codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Registry":
+                codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                compressor_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Registry":
         """The built-in ``codecs/`` folder plus any extra plugin folders."""
-        reg = cls(codec_options)
+        reg = cls(codec_options, compressor_options)
         for folder in (CODECS_DIR, *extra_dirs):
             reg.load_dir(folder)
         return reg
@@ -150,8 +157,24 @@ class Registry:
         comp_cls = self.compressors[m["comp"]]
         level = None if m["level"] is None else int(m["level"])
         if level is not None and level not in comp_cls.levels:
-            raise BenchError(f"{codec_id!r}: {comp_cls.name} levels are {comp_cls.levels.start}..{comp_cls.levels.stop - 1}")
-        return Compressed(codec, comp_cls(level))
+            levels = comp_cls.levels
+            raise BenchError(f"{codec_id!r}: {comp_cls.name} levels are {levels.start}..{levels.stop - 1}")
+        options = dict(self.compressor_options.get(comp_cls.name, {}))
+        if comp_cls.trained:
+            if m["codec"] not in self.dictionaries:
+                raise BenchError(f"{codec_id!r}: no dictionary trained on {m['codec']} (run_benchmark trains one "
+                                 "before the size pass)")
+            options["dictionary"] = self.dictionaries[m["codec"]]
+        try:
+            return Compressed(codec, comp_cls(level, **options))
+        except ValueError as e:
+            raise BenchError(f"{codec_id!r}: {e}") from None
+
+    def trained_compressor(self, codec_id: str) -> Optional[Tuple[str, Type[Compressor]]]:
+        """``(inner codec id, compressor class)`` when ``codec_id``'s compressor needs a trained dictionary."""
+        m = _ID.match(codec_id.strip())
+        comp = self.compressors.get(m["comp"]) if m and m["comp"] else None
+        return (m["codec"], comp) if m and comp is not None and comp.trained else None
 
     def _skipped_note(self) -> str:
         if not self.skipped:

@@ -188,6 +188,8 @@ class CodecResult:
     stages: Dict[str, Dict[str, Timing]] = field(default_factory=dict)  #: "encode"/"decode" -> stage -> Timing
     latency: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)  #: op -> method|"*" -> ns pcts
     memory: Dict[str, Dict[str, float]] = field(default_factory=dict)  #: op -> allocation figures per call
+    #: trained codecs: bytes, train_s, train_calls, ship_bytes, ship_bytes_per_call (None for the others)
+    dictionary: Optional[Dict[str, Any]] = None
 
     @property
     def declared_only(self) -> bool:
@@ -295,7 +297,7 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
                   "origin": str, "calls": int, "failures": int, "mismatches": int, "sizes": (dict, type(None)),
                   "encode": (dict, type(None)), "decode": (dict, type(None)), "problems": list,
                   "by_method": dict, "error": (str, type(None))}
-_OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict}
+_OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None))}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -360,6 +362,7 @@ def _check_suite(data: Dict[str, Any]) -> None:
             for method, pcts in by_method.items():
                 _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
         _counts(r.get("memory", {}), f"{where}.memory", 2)
+        _counts(r.get("dictionary") or {}, f"{where}.dictionary")
         if r["sizes"] is not None:
             _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
         for op in ("encode", "decode"):
@@ -402,4 +405,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         stages=stages,  # type: ignore[arg-type]
         latency=r.get("latency", {}),
         memory=r.get("memory", {}),
+        dictionary=r.get("dictionary"),
     )

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 
 from rpc_capture import Call
 
-from .codec import Codec, Compressed, received_call
+from .codec import Codec, Compressed, received_call, stream_key
 from .errors import BenchError
 from .fidelity import OTHER, Limit, compare, features_of
 from .isolation import reap, silence_stdout
@@ -131,7 +131,7 @@ class CodecTally:
         stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
         the call once; each compressor then only has to give the inner bytes back exactly.
         """
-        codec = self._session(call.conn) if self.codec.per_connection else self.codec
+        codec = self._session(stream_key(call)) if self.codec.per_connection else self.codec
         if shared is None or codec.base.per_connection:
             outcome = round_trip(codec, call, self.declared)
         elif not isinstance(codec, Compressed):
@@ -157,10 +157,10 @@ class CodecTally:
             tally[0] += 1
             tally[1] += n
 
-    def _session(self, conn: Any) -> Codec:
-        session = self._sessions.get(conn)
+    def _session(self, key: Any) -> Codec:
+        session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[conn] = self.codec.connection()
+            session = self._sessions[key] = self.codec.connection()
         return session
 
     def _problem(self, kind: str, feature: str, declared: bool, index: int, call: Call, path: str, detail: str) -> None:
