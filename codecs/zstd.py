@@ -100,6 +100,10 @@ class ZstdDict(Compressor):
     levels = range(1, 23)
     trained = True
 
+    def shared_state_bytes(self) -> int:
+        """The dictionary, held once for all connections (zstd's digested copies of it come on top, once)."""
+        return self.dict_bytes
+
     def __init__(self, level: Optional[int] = None, dictionary: bytes = b"") -> None:
         super().__init__(level)
         if not dictionary:

@@ -49,14 +49,22 @@ class Codec(abc.ABC):
       file: if it is missing, the registry skips the codec with one line.
     * ``per_connection``: True for codecs that keep state across calls (a compression
       stream per connection). The harness then calls ``connection()`` once per
-      connection and sends that connection's calls, in order, through the instance
-      it returns; stateless codecs are shared by all connections.
+      connection and direction (:func:`stream_key`) and sends that stream's calls, in
+      order, through the instance it returns; stateless codecs are shared by all
+      connections. Such a codec sets ``ordered_delivery = True``: a lost or reordered
+      message breaks every later one of its stream, so it needs a reliable, ordered
+      transport, and the report says so beside its figures.
+    * ``state_bytes()``: memory one stream's instance keeps (the sender's compressor plus
+      the receiver's decompressor), measured after the trace's calls went through it;
+      ``shared_state_bytes()``: memory kept once for all connections (a dictionary).
+      Both 0 for stateless codecs.
     """
 
     id: ClassVar[str] = ""
     library: ClassVar[Optional[str]] = None
     changes: ClassVar[Mapping[str, str]] = {}
     per_connection: ClassVar[bool] = False
+    ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (state across calls)
 
     @abc.abstractmethod
     def encode(self, call: Call) -> bytes:
@@ -73,6 +81,14 @@ class Codec(abc.ABC):
     def libraries(self) -> Tuple[str, ...]:
         """Every PyPI distribution this codec's figures depend on (recorded with versions)."""
         return (self.library,) if self.library else ()
+
+    def state_bytes(self) -> int:
+        """Memory this stream's state keeps, sender and receiver side (0 for stateless codecs)."""
+        return 0
+
+    def shared_state_bytes(self) -> int:
+        """Memory kept once for every connection (a dictionary); 0 if none."""
+        return 0
 
     def encode_stages(self) -> List[Stage]:
         """``encode`` as named steps, each fed the previous one's output (for the timing split).
@@ -142,6 +158,14 @@ class Compressor(abc.ABC):
         """A context for one connection's messages in order; stateless ones return self."""
         return self
 
+    def state_bytes(self) -> int:
+        """Memory this context's compressor and decompressor keep (0 for stateless compressors)."""
+        return 0
+
+    def shared_state_bytes(self) -> int:
+        """Memory kept once for every connection (a dictionary); 0 if none."""
+        return 0
+
     def options(self) -> Dict[str, Any]:
         """Public settings besides the level, recorded with each result."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "level"}
@@ -164,6 +188,7 @@ class Compressed(Codec):
         self.inner = inner
         self.compressor = compressor
         self.per_connection = inner.per_connection or compressor.per_connection  # type: ignore[misc]
+        self.ordered_delivery = inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
         self.changes = inner.changes  # type: ignore[misc]
         self.library = inner.library  # type: ignore[misc]
         self._steps = (inner.encode, compressor.compress, compressor.decompress, inner.decode)  # bound once
@@ -186,6 +211,12 @@ class Compressed(Codec):
 
     def connection(self) -> "Compressed":
         return Compressed(self.inner.connection(), self.compressor.connection())
+
+    def state_bytes(self) -> int:
+        return self.inner.state_bytes() + self.compressor.state_bytes()
+
+    def shared_state_bytes(self) -> int:
+        return self.inner.shared_state_bytes() + self.compressor.shared_state_bytes()
 
     def libraries(self) -> Tuple[str, ...]:
         extra = self.compressor.library

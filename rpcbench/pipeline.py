@@ -213,6 +213,8 @@ def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
         stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}
                 for op, stages in timing.get("stage_rounds", {}).items() if stages},
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,
+        state_bytes_per_conn=tally.state_bytes, shared_state_bytes=tally.shared_state_bytes,
+        ordered_delivery=codec.ordered_delivery,
     )
 
 

@@ -105,9 +105,19 @@ class CodecTally:
         self.problems: Dict[Tuple[str, str], list] = {}
         self.ns = 0  #: encode + decode time over the pass, for planning the timing phase
         self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
+        self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
+        self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
         self._sessions: Dict[Any, Codec] = {}
 
-    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error")
+    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error", "state_bytes",
+              "shared_state_bytes")
+
+    def measure_state(self) -> None:
+        """Take the memory the codec's state keeps, after the trace went through it: per stream
+        (mean over the trace's connections and directions) and shared."""
+        streams = list(self._sessions.values())
+        self.state_bytes = round(sum(s.state_bytes() for s in streams) / len(streams)) if streams else 0
+        self.shared_state_bytes = self.codec.shared_state_bytes()
 
     def fail(self, reason: str) -> None:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
@@ -234,6 +244,8 @@ class SizePass:
             check_call(tallies, index, call)
             if index % every == every - 1:
                 progress(f"size and fidelity pass: {index + 1:,} calls")
+        for tally in tallies:
+            tally.measure_state()
 
     def run_split(self, reader: Any, reopen: Callable[[], Iterable[Call]], processes: int,
                   progress: Progress = _quiet, codec_timeout: float = 120.0) -> None:
@@ -351,6 +363,8 @@ def _answer(fd: int, reopen: Callable[[], Iterable[Call]], tallies: List[CodecTa
     try:
         for index, call in enumerate(reopen()):
             check_call(tallies, index, call, beat)
+        for tally in tallies:
+            tally.measure_state()
         answer: Any = [tally.export() for tally in tallies]
     except BaseException as e:
         answer = f"{type(e).__name__}: {e}"

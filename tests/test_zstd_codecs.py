@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import itertools
 import subprocess
 import sys
@@ -161,3 +162,51 @@ def test_cli_refuses_bad_training_settings_in_one_line(tmp_path):
         last = done.stderr.strip().splitlines()[-1]  # argparse prints its usage above
         assert last.startswith("run_bench.py: error") and message in last, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_check_codec_wants_stateful_codecs_to_declare_ordered_delivery():
+    from rpcbench.codec import Compressed, Compressor
+
+    class Unordered(Compressor):
+        name = "unordered"
+        per_connection = True
+
+        def compress(self, data):
+            return data
+
+        def decompress(self, data):
+            return data
+
+    with pytest.raises(AssertionError, match="does not declare ordered_delivery"):
+        check_codec(Compressed(Registry.default().create("json"), Unordered()), SAMPLE[:50])
+
+
+def test_state_memory_and_ordered_delivery_reach_the_results(tmp_path):
+    """Stateless codecs keep 0 bytes per connection; streams keep what their contexts report, and a
+    smaller window keeps less; a dictionary is shared, not per connection."""
+    codecs = ("json", "json+zlib-1", "json+zlibstream-1", "json+zstdstream-3", "json+zstddict-3")
+    suite = run_benchmark(RunConfig(codecs=codecs, repeat=1, sample=50, tails=False, memory=False, jobs=2))
+    small = run_benchmark(RunConfig(codecs=("json+zstdstream-3",), zstd_window_log=14, repeat=1, sample=50,
+                                    tails=False, memory=False, processes=0, jobs=1))
+    by = {r.codec: r for r in suite.results}
+    assert by["json"].state_bytes_per_conn == by["json+zlib-1"].state_bytes_per_conn == 0
+    assert not by["json"].ordered_delivery and not by["json+zstddict-3"].ordered_delivery
+    assert by["json+zlibstream-1"].state_bytes_per_conn == 128 * 1024 + 128 * 1024 + 32 * 1024 + 7 * 1024
+    stream = Registry.default().create("json+zstdstream-3")
+    streams = {}
+    for call in SAMPLE[4000:]:
+        session = streams.setdefault(stream_key(call), stream.connection())
+        session.decode(session.encode(call))
+    expected = round(sum(s.state_bytes() for s in streams.values()) / len(streams))
+    assert by["json+zstdstream-3"].state_bytes_per_conn == expected > 1_000_000
+    assert 0 < small.results[0].state_bytes_per_conn < expected / 4
+    assert by["json+zstdstream-3"].ordered_delivery and by["json+zlibstream-1"].ordered_delivery
+    dictionary = by["json+zstddict-3"]
+    assert dictionary.state_bytes_per_conn == 0 and dictionary.shared_state_bytes == dictionary.dictionary["bytes"]
+    suite.save(str(tmp_path))
+    back = load(str(tmp_path))
+    assert [(r.state_bytes_per_conn, r.ordered_delivery) for r in back.results] == [
+        (r.state_bytes_per_conn, r.ordered_delivery) for r in suite.results]
+    rows = list(csv.DictReader(open(tmp_path / "results.csv", encoding="utf-8")))
+    assert [int(row["state_bytes_per_conn"]) for row in rows] == [r.state_bytes_per_conn for r in suite.results]
+    assert [row["ordered_delivery"] for row in rows] == ["0", "0", "1", "1", "0"]
