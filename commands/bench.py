@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zstd-window-log", type=whole_number(10, 27), metavar="N",
                    help="window of X+zstdstream-N codecs: 2**N bytes of history per connection and direction "
                    "(default: the level's own)")
+    p.add_argument("--no-floor", action="store_true",
+                   help="skip the floor (each connection's whole stream compressed by zstd-19 and xz) and the "
+                   "x floor ratios")
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -133,7 +136,7 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         codec_files=tuple(args.codec_path), codec_dirs=tuple(args.codecs_dir), codec_classes=tuple(args.codec),
         proto=protoschema.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums),
         train_fraction=args.train_fraction, train_trace=args.train_trace, dict_size=args.dict_size,
-        zstd_window_log=args.zstd_window_log, command=tuple(argv))
+        zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv))
 
 
 def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:

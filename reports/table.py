@@ -48,6 +48,8 @@ def columns(suite: Suite) -> List[Column]:
     ]
     if json_mean:
         cols.append(Column("x json", True, lambda r: fmt_ratio(r.sizes.mean / json_mean) if r.sizes else MISSING))
+    if any(r.floor_ratio for r in suite.results):
+        cols.append(Column("x floor", True, lambda r: fmt_ratio(r.floor_ratio) if r.floor_ratio else MISSING))
     json_result = suite.find("json")
     for op in ("encode", "decode"):
         cols += _timing_columns(op, json_result if json_result and json_result.encode and json_result.decode else None)
@@ -65,6 +67,14 @@ def footnotes(suite: Suite) -> List[str]:
         notes.append("declared: the codec documents this difference (a property of the format, e.g. bytes -> "
                      "base64 str); UNDECLARED: a call failed or came back different without the codec saying so.")
     notes += [f"{name}: {text}" for name, text in timing_notes(suite)]
+    floor = suite.trace.get("floor")
+    if floor:
+        notes.append(f"x floor: bytes per call over the trace's floor, {floor['bytes_per_call']:.1f} B/call: each "
+                     "connection's whole stream of compact JSON compressed at once (best of zstd-19 with long "
+                     f"matching, {floor['zstd19_long_bytes_per_call']:.1f}, and xz -9, "
+                     f"{floor['xz9_bytes_per_call']:.1f}, per stream; over {floor['calls']:,} of "
+                     f"{floor['of_calls']:,} calls). A codec sending each call as it happens can hardly reach "
+                     "it: it shows what is left on the table.")
     if any(r.state_bytes_for(1) for r in suite.results):
         notes.append("state/conn: memory one end of a connection keeps for the codec (the compressor of the stream "
                      "it sends and the decompressor of the one it receives), measured after replaying the trace; "

@@ -24,6 +24,7 @@ from .codec import Codec
 from .config import RunConfig
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
+from .floor import Floor
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing
 from .size_pass import CodecTally, SizePass
@@ -57,12 +58,14 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
         return HeldOut(reader, skip) if skip else reader
 
     reader = reopen()
-    size_pass = SizePass(codecs, config.sample, config.seed)
+    size_pass = SizePass(codecs, config.sample, config.seed, Floor(registry.create("json")) if config.floor else None)
     size_pass.run_split(reader, reopen, config.jobs, progress, config.codec_timeout)
     if damage_note(reader):
         log.warning("%s", damage_note(reader))
     if not size_pass.stats.calls:
         raise BenchError(f"{config.trace}: the trace holds no calls")
+    progress("the floor: compressing each connection's whole stream")
+    floor = size_pass.floor.result() if size_pass.floor else None
     size_pass_s = time.perf_counter() - started
     plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
                 config.warmup)
@@ -82,9 +85,9 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
         command=["run_bench.py", *config.command],
         environment=environment(lib for c in codecs for lib in c.libraries()),
         settings=_settings(config, plan, sample, size_pass, durations),
-        trace=_trace_info(config.trace, reader, size_pass, codecs, training),
-        results=tuple(_codec_result(t, timings.get(t.codec.name, {}), registry, _dictionary(t, registry, training,
-                                                                                             size_pass))
+        trace={**_trace_info(config.trace, reader, size_pass, codecs, training), "floor": floor},
+        results=tuple(_codec_result(t, timings.get(t.codec.name, {}), registry,
+                                    _dictionary(t, registry, training, size_pass), floor)
                       for t in size_pass.tallies),
         partial="interrupted (Ctrl-C) during timing" if interrupted else None,
     )
@@ -193,7 +196,7 @@ def _merge(into: TimingAnswer, answer: TimingAnswer) -> None:
 
 
 def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
-                  dictionary: Optional[Dict[str, Any]] = None) -> CodecResult:
+                  dictionary: Optional[Dict[str, Any]] = None, floor: Optional[Dict[str, Any]] = None) -> CodecResult:
     """One codec's row of the results: the size pass's tally plus its timing answer."""
     codec = tally.codec
     rounds = timing.get("rounds", {})
@@ -214,8 +217,16 @@ def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
                 for op, stages in timing.get("stage_rounds", {}).items() if stages},
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,
         state_bytes_per_conn=tally.state_bytes, shared_state_bytes=tally.shared_state_bytes,
-        ordered_delivery=codec.ordered_delivery,
+        ordered_delivery=codec.ordered_delivery, floor_ratio=_floor_ratio(tally, floor),
     )
+
+
+def _floor_ratio(tally: CodecTally, floor: Optional[Dict[str, Any]]) -> Optional[float]:
+    """The codec's bytes per call as a multiple of the trace's floor (None without either)."""
+    sizes = tally.size_stats()
+    if sizes is None or not floor or not floor["bytes_per_call"]:
+        return None
+    return sizes.mean / floor["bytes_per_call"]
 
 
 def _jsonable(config: Dict[str, Any]) -> Dict[str, Any]:

@@ -34,7 +34,7 @@ MIN_STATE_PAIRS = 5  #: round pairs needed in a state before a ratio is given fo
 CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
     "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only", "state_bytes_per_conn",
-    "ordered_delivery",
+    "ordered_delivery", "floor_ratio",
 )
 
 
@@ -195,6 +195,7 @@ class CodecResult:
     state_bytes_per_conn: int = 0  #: memory one connection's state keeps at one end (0: stateless)
     shared_state_bytes: int = 0  #: memory kept once for all connections (a dictionary)
     ordered_delivery: bool = False  #: needs reliable, ordered delivery (state across calls)
+    floor_ratio: Optional[float] = None  #: bytes per call over the trace's floor (trace.floor)
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -270,7 +271,7 @@ def csv_row(r: CodecResult) -> List[Any]:
         s.total if s else "", f"{s.mean:.2f}" if s else "", s.p50 if s else "", s.p99 if s else "",
         f"{e.median_us:.3f}" if e else "", f"{d.median_us:.3f}" if d else "",
         f"{e.spread_pct:.1f}" if e else "", f"{d.spread_pct:.1f}" if d else "", int(r.declared_only),
-        r.state_bytes_per_conn, int(r.ordered_delivery),
+        r.state_bytes_per_conn, int(r.ordered_delivery), f"{r.floor_ratio:.3f}" if r.floor_ratio else "",
     ]
 
 
@@ -308,7 +309,8 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
                   "encode": (dict, type(None)), "decode": (dict, type(None)), "problems": list,
                   "by_method": dict, "error": (str, type(None))}
 _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
-                           "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool}
+                           "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
+                           "floor_ratio": (int, float, type(None))}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -420,4 +422,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         state_bytes_per_conn=r.get("state_bytes_per_conn", 0),
         shared_state_bytes=r.get("shared_state_bytes", 0),
         ordered_delivery=r.get("ordered_delivery", False),
+        floor_ratio=r.get("floor_ratio"),
     )

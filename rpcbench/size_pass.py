@@ -24,6 +24,7 @@ from rpc_capture import Call
 from .codec import Codec, Compressed, received_call, stream_key
 from .errors import BenchError
 from .fidelity import OTHER, Limit, compare, features_of
+from .floor import Floor
 from .isolation import reap, silence_stdout
 from .results import Problem, Sizes
 from .trace_stats import TraceStats
@@ -223,8 +224,9 @@ class SizePass:
     calls are fetched afterwards in a second, decode-only-what's-needed read.
     """
 
-    def __init__(self, codecs: List[Codec], sample_size: int, seed: int) -> None:
+    def __init__(self, codecs: List[Codec], sample_size: int, seed: int, floor: Optional[Floor] = None) -> None:
         self.tallies = [CodecTally(c) for c in codecs]
+        self.floor = floor  #: collects the streams for the floor, in the process that reads the trace
         self.sample_size = sample_size
         self.seed = seed
         self.stats = TraceStats()
@@ -240,6 +242,8 @@ class SizePass:
         methods = stats.methods
         for index, call in enumerate(calls):
             stats.add(call)
+            if self.floor is not None:
+                self.floor.add(call)
             self._offer_sample(index, call, methods[call.method])
             check_call(tallies, index, call)
             if index % every == every - 1:
