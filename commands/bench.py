@@ -156,6 +156,9 @@ def list_codecs(registry: Registry) -> str:
     lines = ["codecs:"]
     for cid, cls in sorted(registry.codecs.items()):
         lines.append(f"  {cid:<18} {cls.library or 'stdlib':<10} {_first_line(cls.__doc__)}  [{registry.origin(cid)}]")
+    lines.append("call stages (use as <codec>+<name>, before any compressor):")
+    for name, stage in sorted(registry.stages.items()):
+        lines.append(f"  {name:<18} {'':<10} {_first_line(stage.__doc__)}")
     lines.append("compressors (use as <codec>+<name>-<level>):")
     for name, comp in sorted(registry.compressors.items()):
         levels = f"levels {comp.levels.start}-{comp.levels.stop - 1}"

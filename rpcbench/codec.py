@@ -233,6 +233,40 @@ class Compressed(Codec):
                 **self.compressor.options()}
 
 
+class CallStage(Codec):
+    """A stage that rewrites calls before an inner codec encodes them: id ``inner+name``.
+
+    Subclasses set ``stage`` (the registry name, e.g. ``"delta"``) and implement
+    ``encode``/``decode`` around ``self.inner``; ``connection()`` wraps the inner
+    codec's own. Its position in an id is after the codec it wraps and before any
+    compressor: ``msgpack+delta+zstdstream-3``.
+    """
+
+    stage: ClassVar[str] = ""
+
+    def __init__(self, inner: Codec) -> None:
+        self.inner = inner
+        self.changes = inner.changes  # type: ignore[misc]
+        self.library = inner.library  # type: ignore[misc]
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}+{self.stage}"
+
+    @property
+    def base(self) -> Codec:
+        return self.inner.base
+
+    def libraries(self) -> Tuple[str, ...]:
+        return self.inner.libraries()
+
+    def state_bytes(self) -> int:
+        return self.inner.state_bytes()
+
+    def config(self) -> Dict[str, Any]:
+        return {**self.inner.config(), "stage": self.stage}
+
+
 def stream_key(call: Call) -> Tuple[Any, str]:
     """Which stream of a per-connection codec carries ``call``: one per connection and direction."""
     return call.conn, call.dir

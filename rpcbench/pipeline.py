@@ -109,7 +109,8 @@ def _dictionary(tally: CodecTally, registry: Registry, training: Optional[Traini
     found = registry.trained_compressor(tally.codec.name)
     if training is None or found is None:
         return None
-    return training.figures(found[0], len(size_pass.stats.connections), size_pass.stats.calls)
+    inner = registry.create(found[0]).name
+    return training.figures(inner, len(size_pass.stats.connections), size_pass.stats.calls)
 
 
 def _settings(config: RunConfig, plan: Plan, sample: Sequence[Call], size_pass: SizePass,

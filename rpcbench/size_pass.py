@@ -143,7 +143,8 @@ class CodecTally:
         the call once; each compressor then only has to give the inner bytes back exactly.
         """
         codec = self._session(stream_key(call)) if self.codec.per_connection else self.codec
-        if shared is None or codec.base.per_connection:
+        stateful_inner = codec.inner.per_connection if isinstance(codec, Compressed) else codec.per_connection
+        if shared is None or stateful_inner:  # state of its own: the shared outcome is another tally's stream
             outcome = round_trip(codec, call, self.declared)
         elif not isinstance(codec, Compressed):
             outcome = shared.get(codec.name) or shared.setdefault(codec.name, round_trip(codec, call, self.declared))

@@ -51,14 +51,16 @@ def train_dictionaries(config: RunConfig, registry: Registry) -> Optional[Traini
     wanted: Dict[str, Type[Compressor]] = {}
     for codec_id in config.codecs:
         found = registry.trained_compressor(codec_id)
-        if found and found[0] in registry.codecs:
+        if found and found[0].split("+")[0] in registry.codecs:
             wanted.setdefault(*found)
     if not wanted:
         return None
     calls, held_out, source = _training_calls(config)
     training = Training(held_out, source, len(calls))
-    for inner, compressor in wanted.items():
-        samples = _encoded(registry.create(inner), calls)
+    for inner_id, compressor in wanted.items():
+        codec = registry.create(inner_id)
+        inner = codec.name  # what the registry looks the dictionary up by
+        samples = _encoded(codec, calls)
         started = time.perf_counter()
         try:
             training.dictionaries[inner] = compressor.train(samples, config.dict_size)
