@@ -61,7 +61,8 @@ class RunConfig:
     def registry(self) -> Registry:
         """The built-in codecs plus the plugins this run adds, configured for it."""
         stream_options = {"window_log": self.zstd_window_log} if self.zstd_window_log else {}
-        registry = Registry.default(self.codec_dirs, codec_options={"protobuf": {"settings": self.proto}},
+        registry = Registry.default(self.codec_dirs, codec_options={"protobuf": {"settings": self.proto},
+                                                                "msgspec-struct": {"settings": self.proto}},
                                     compressor_options={"zstdstream": stream_options})
         registry.dictionaries.update(self.dictionaries)
         for file in self.codec_files:
