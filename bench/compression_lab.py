@@ -9,7 +9,8 @@ variants of json and msgpack, plus the other serializers, each skipped with one 
 its library is missing), and a table, smallest first: bytes/call, its multiple of the
 trace's floor (each connection's whole stream by zstd-19 / xz), encode + decode µs per
 call (medians of interleaved rounds: compare within one table, the machine drifts),
-memory per connection and for 10,000, whether it needs ordered delivery, and failures.
+memory per connection and for 10,000, whether it needs ordered delivery, and failures plus
+mismatches (declared ones included: json's bytes -> base64 are counted there).
 Dictionary codecs train on the first 20 % of each trace; every codec is then measured on
 the rest, so all rows of a table cover the same calls. Figures, not tests.
 """
@@ -27,9 +28,10 @@ import _common
 from rpcbench.registry import Registry
 
 LAB_CODECS = (
-    "json", "msgpack", "msgspec", "msgspec-json", "cbor", "protobuf",
+    "json", "msgpack", "msgspec", "msgspec-json", "msgspec-struct", "cbor", "protobuf",
     "json+zlib-1", "json+zlib-9", "json+zstd-3", "json+brotli-5", "json+lz4-0", "msgpack+zlib-1",
     "json+zlibstream-1", "json+zstdstream-3", "msgpack+zstdstream-3", "protobuf+zstdstream-3",
+    "msgspec-struct+zstdstream-3",
     "json+zstddict-3", "msgpack+zstddict-3", "protobuf+zstddict-3",
     "msgpack+delta", "msgpack+delta+zstdstream-3", "msgpack+delta+zstddict-3",
 )
