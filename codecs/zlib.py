@@ -5,6 +5,10 @@ import zlib
 from rpcbench.codec import Compressor
 
 _SYNC_TAIL = b"\x00\x00\xff\xff"
+_MEM_LEVEL = 8  #: zlib's default memLevel, which compressobj uses
+#: zlib documents its memory (zconf.h): deflate (1 << (windowBits + 2)) + (1 << (memLevel + 9)),
+#: inflate (1 << windowBits) + about 7 kB; zlib has no call that reports it
+_STREAM_BYTES = (1 << (zlib.MAX_WBITS + 2)) + (1 << (_MEM_LEVEL + 9)) + (1 << zlib.MAX_WBITS) + 7 * 1024
 
 
 class Zlib(Compressor):
@@ -27,12 +31,15 @@ class ZlibStream(Compressor):
     Each message is flushed with ``Z_SYNC_FLUSH`` and its 4-byte ``00 00 ff ff`` tail is
     dropped (RFC 7692); earlier messages of the connection serve as the dictionary, which
     is what makes small repetitive messages shrink. The receiver keeps the matching state.
+    Without the tail the bytes do not say where a message ends: the transport's framing
+    (a WebSocket message) hands the decoder each message whole.
     """
 
     name = "zlibstream"
     default_level = 6
     levels = range(0, 10)
     per_connection = True
+    ordered_delivery = True
 
     def __init__(self, level=None) -> None:
         super().__init__(level)
@@ -48,3 +55,7 @@ class ZlibStream(Compressor):
 
     def decompress(self, data: bytes) -> bytes:
         return self._decompressor.decompress(data + _SYNC_TAIL)
+
+    def state_bytes(self) -> int:
+        """zlib's documented memory for one deflate and one inflate stream at default settings."""
+        return _STREAM_BYTES

@@ -22,7 +22,7 @@ from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry
 from rpcbench.results import Suite
 
-from .options import seconds, whole_number
+from .options import fraction, seconds, whole_number
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
@@ -79,10 +79,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-tails", action="store_true", help="skip the per-call latency percentiles pass")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc allocations pass")
     _add_plugin_options(p)
+    _add_compression_options(p)
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
+
+
+def _add_compression_options(p: argparse.ArgumentParser) -> None:
+    """Dictionaries, stream windows and the floor of the compression codecs."""
+    p.add_argument("--train-fraction", type=fraction, default=0.2, metavar="F",
+                   help="share of the trace, from its start, that trains the dictionaries of X+zstddict-N codecs; "
+                   "when such a codec runs, every codec is measured on the rest only (default: 0.2)")
+    p.add_argument("--train-trace", metavar="FILE",
+                   help="train the dictionaries on this trace instead, and measure the whole --trace")
+    p.add_argument("--dict-size", type=whole_number(256, 1 << 24), default=16384, metavar="BYTES",
+                   help="largest size of a trained dictionary (default: 16384)")
+    p.add_argument("--zstd-window-log", type=whole_number(10, 27), metavar="N",
+                   help="window of X+zstdstream-N codecs: 2**N bytes of history per connection and direction "
+                   "(default: the level's own)")
+    p.add_argument("--no-floor", action="store_true",
+                   help="skip the floor (each connection's whole stream compressed by zstd-19 and xz) and the "
+                   "x floor ratios")
 
 
 def _add_plugin_options(p: argparse.ArgumentParser) -> None:
@@ -134,7 +152,8 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,
         codec_files=tuple(args.codec_path), codec_dirs=tuple(args.codecs_dir), codec_classes=tuple(args.codec),
         proto=protobuf.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums),
-        command=tuple(argv))
+        train_fraction=args.train_fraction, train_trace=args.train_trace, dict_size=args.dict_size,
+        zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv))
 
 
 def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
@@ -154,6 +173,9 @@ def list_codecs(registry: Registry) -> str:
     lines = ["codecs:"]
     for cid, cls in sorted(registry.codecs.items()):
         lines.append(f"  {cid:<18} {cls.library or 'stdlib':<10} {_first_line(cls.__doc__)}  [{registry.origin(cid)}]")
+    lines.append("call stages (use as <codec>+<name>, before any compressor):")
+    for name, stage in sorted(registry.stages.items()):
+        lines.append(f"  {name:<18} {'':<10} {_first_line(stage.__doc__)}")
     lines.append("compressors (use as <codec>+<name>-<level>):")
     for name, comp in sorted(registry.compressors.items()):
         levels = f"levels {comp.levels.start}-{comp.levels.stop - 1}"

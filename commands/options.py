@@ -36,3 +36,14 @@ def seconds(maximum: float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def fraction(text: str) -> float:
+    """An argparse ``type`` accepting a number strictly between 0 and 1 (a share of a trace)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not 0 < value < 1:  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be above 0 and below 1, not {text[:40]}")
+    return value

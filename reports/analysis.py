@@ -17,6 +17,7 @@ from .formatting import fmt_ratio, fmt_us, latency_us
 UNSTABLE_STDEV_PCT = 10.0
 STATE_GAP = 1.05  #: ratios to json this far apart between the machine's two speed states are worth a warning
 OPS = ("encode", "decode")
+PROJECTED_CONNECTIONS = 10_000  #: the server size state memory is projected to
 
 #: headline label -> (the figure it ranks by, lowest best; how the figure is written)
 HEADLINES: Dict[str, Tuple[Callable[[CodecResult], Optional[float]], Callable[[float], str]]] = {

@@ -25,8 +25,10 @@ def fmt_count(n: object) -> str:
 
 
 def fmt_bytes(value: float) -> str:
-    """A byte count for people: ``207 B``, ``2.2 kB``, ``1.3 MB`` (powers of 1000)."""
-    return f"{value:.0f} B" if value < 1000 else f"{value / 1e3:.1f} kB" if value < 1e6 else f"{value / 1e6:.1f} MB"
+    """A byte count for people: ``207 B``, ``2.2 kB``, ``1.3 MB``, ``62.5 GB`` (powers of 1000)."""
+    if value < 1e6:
+        return f"{value:.0f} B" if value < 1000 else f"{value / 1e3:.1f} kB"
+    return f"{value / 1e6:.1f} MB" if value < 1e9 else f"{value / 1e9:.1f} GB"
 
 
 def fmt_share(share: float) -> str:

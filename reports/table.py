@@ -8,8 +8,8 @@ from typing import Callable, List, Optional, Sequence
 
 from rpcbench.results import CodecResult, Suite
 
-from .analysis import (cpu_ratio, json_sizes, stage_split, timing_notes, timing_of, undeclared, unstable,
-                       worst_method)
+from .analysis import (PROJECTED_CONNECTIONS, cpu_ratio, json_sizes, stage_split, timing_notes, timing_of, undeclared,
+                       unstable, worst_method)
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_ratio, fmt_us, latency_us, memory_figure, shown
 
 
@@ -48,9 +48,14 @@ def columns(suite: Suite) -> List[Column]:
     ]
     if json_mean:
         cols.append(Column("x json", True, lambda r: fmt_ratio(r.sizes.mean / json_mean) if r.sizes else MISSING))
+    if any(r.floor_ratio for r in suite.results):
+        cols.append(Column("x floor", True, lambda r: fmt_ratio(r.floor_ratio) if r.floor_ratio else MISSING))
     json_result = suite.find("json")
     for op in ("encode", "decode"):
         cols += _timing_columns(op, json_result if json_result and json_result.encode and json_result.decode else None)
+    cols += [Column("state/conn", True, lambda r: fmt_bytes(r.state_bytes_per_conn) if r.state_bytes_per_conn else "0"),
+             Column(f"{PROJECTED_CONNECTIONS // 1000}k conns", True,
+                    lambda r: fmt_bytes(r.state_bytes_for(PROJECTED_CONNECTIONS)))]
     cols.append(Column("note", False, _note, lambda r: bool(r.error or unstable(r))))
     return cols
 
@@ -62,7 +67,25 @@ def footnotes(suite: Suite) -> List[str]:
         notes.append("declared: the codec documents this difference (a property of the format, e.g. bytes -> "
                      "base64 str); UNDECLARED: a call failed or came back different without the codec saying so.")
     notes += [f"{name}: {text}" for name, text in timing_notes(suite)]
+    floor = suite.trace.get("floor")
+    if floor:
+        notes.append(f"x floor: bytes per call over the trace's floor, {floor['bytes_per_call']:.1f} B/call: each "
+                     "connection's whole stream of compact JSON compressed at once (best of zstd-19 with long "
+                     f"matching, {floor['zstd19_long_bytes_per_call']:.1f}, and xz -9, "
+                     f"{floor['xz9_bytes_per_call']:.1f}, per stream; over {floor['calls']:,} of "
+                     f"{floor['of_calls']:,} calls). A codec sending each call as it happens can hardly reach "
+                     "it: it shows what is left on the table.")
+    if any(r.state_bytes_for(1) for r in suite.results):
+        notes.append("state/conn: memory one end of a connection keeps for the codec (the compressor of the stream "
+                     "it sends and the decompressor of the one it receives), measured after replaying the trace; "
+                     f"{PROJECTED_CONNECTIONS // 1000}k conns: that for {PROJECTED_CONNECTIONS:,} connections plus "
+                     "what is shared by all (a dictionary).")
+    if any(r.ordered_delivery for r in suite.results):
+        notes.append("ordered: the codec keeps state across calls, so it needs reliable, ordered delivery (TCP, "
+                     "WebSocket, a reliable channel); one lost or reordered message breaks every later one of its "
+                     "connection.")
     notes += [f"stages (medians, timed each on its own): {split}" for split in map(stage_split, suite.results) if split]
+    notes += [f"dictionary: {_dictionary_text(r, suite)}" for r in suite.results if r.dictionary]
     notes += [f"error: {r.codec}: {r.error}" for r in suite.results if r.error]
     return notes
 
@@ -104,6 +127,16 @@ def grid(cols: Sequence[Column], results: Sequence[CodecResult]) -> List[str]:
         return "  ".join(t.rjust(w) if c.numeric else t.ljust(w) for t, w, c in zip(cells, widths, cols)).rstrip()
 
     return [line(rows[0]), "  ".join("-" * w for w in widths)] + [line(row) for row in rows[1:]]
+
+
+def _dictionary_text(r: CodecResult, suite: Suite) -> str:
+    """A trained codec's dictionary: size, training, and its shipping cost kept apart from the bytes per call."""
+    d = r.dictionary or {}
+    training = suite.trace.get("training") or {}
+    return (f"{r.codec}: {d.get('bytes', 0):,} B, trained in {d.get('train_s', 0):.2f} s on "
+            f"{training.get('source', 'held-out calls')}, which no figure includes; shipping it once per client "
+            f"({d.get('ship_bytes', 0):,} B compressed) adds {d.get('ship_bytes_per_call', 0):.2f} B/call over this "
+            "trace's sessions (not in its bytes mean)")
 
 
 def _clip(text: str, width: int) -> str:
@@ -154,5 +187,6 @@ def _fidelity(total: int, bad: int) -> str:
 
 def _note(r: CodecResult) -> str:
     shaky = unstable(r)
-    flags = (["error"] if r.error else []) + ([f"unstable ({', '.join(k[:3] for k in shaky)})"] if shaky else [])
+    flags = (["error"] if r.error else []) + (["ordered"] if r.ordered_delivery else [])
+    flags += [f"unstable ({', '.join(k[:3] for k in shaky)})"] if shaky else []
     return ", ".join(flags)

@@ -49,14 +49,22 @@ class Codec(abc.ABC):
       file: if it is missing, the registry skips the codec with one line.
     * ``per_connection``: True for codecs that keep state across calls (a compression
       stream per connection). The harness then calls ``connection()`` once per
-      connection and sends that connection's calls, in order, through the instance
-      it returns; stateless codecs are shared by all connections.
+      connection and direction (:func:`stream_key`) and sends that stream's calls, in
+      order, through the instance it returns; stateless codecs are shared by all
+      connections. Such a codec sets ``ordered_delivery = True``: a lost or reordered
+      message breaks every later one of its stream, so it needs a reliable, ordered
+      transport, and the report says so beside its figures.
+    * ``state_bytes()``: memory one stream's instance keeps (the sender's compressor plus
+      the receiver's decompressor), measured after the trace's calls went through it;
+      ``shared_state_bytes()``: memory kept once for all connections (a dictionary).
+      Both 0 for stateless codecs.
     """
 
     id: ClassVar[str] = ""
     library: ClassVar[Optional[str]] = None
     changes: ClassVar[Mapping[str, str]] = {}
     per_connection: ClassVar[bool] = False
+    ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (state across calls)
 
     @abc.abstractmethod
     def encode(self, call: Call) -> bytes:
@@ -73,6 +81,14 @@ class Codec(abc.ABC):
     def libraries(self) -> Tuple[str, ...]:
         """Every PyPI distribution this codec's figures depend on (recorded with versions)."""
         return (self.library,) if self.library else ()
+
+    def state_bytes(self) -> int:
+        """Memory this stream's state keeps, sender and receiver side (0 for stateless codecs)."""
+        return 0
+
+    def shared_state_bytes(self) -> int:
+        """Memory kept once for every connection (a dictionary); 0 if none."""
+        return 0
 
     def encode_stages(self) -> List[Stage]:
         """``encode`` as named steps, each fed the previous one's output (for the timing split).
@@ -108,10 +124,15 @@ class Codec(abc.ABC):
 class Compressor(abc.ABC):
     """Compresses encoded calls; combined with any codec as ``codec+name-level``.
 
-    ``name`` is the registry name (``"zlib"``); ``level`` a plain attribute. ``compress``
-    and ``decompress`` work on one message. A compressor that keeps a stream across
-    messages (one context per connection, as WebSocket permessage-deflate does) sets
-    ``per_connection = True`` and returns a fresh context from ``connection()``.
+    ``name`` is the registry name (``"zlib"``); ``level`` a plain attribute, like any other
+    option the constructor takes (``window_log``...: given by the registry from the run's
+    settings, reported by ``options()``). ``compress`` and ``decompress`` work on one
+    message. A compressor that keeps a stream across messages (one context per connection
+    and direction, as WebSocket permessage-deflate does) sets ``per_connection = True``
+    and returns a fresh context from ``connection()``; one whose messages only decode in
+    the order they were sent sets ``ordered_delivery = True``. A compressor that needs a
+    dictionary sets ``trained = True``, implements ``train`` and ``ship_bytes``, and
+    receives the dictionary as its constructor's ``dictionary`` argument.
     """
 
     name: ClassVar[str] = ""
@@ -119,6 +140,8 @@ class Compressor(abc.ABC):
     default_level: ClassVar[int] = 1
     levels: ClassVar[range] = range(1, 10)
     per_connection: ClassVar[bool] = False
+    ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (a stream's state)
+    trained: ClassVar[bool] = False  #: needs a dictionary trained on held-out calls
 
     def __init__(self, level: Optional[int] = None) -> None:
         self.level = self.default_level if level is None else level
@@ -135,6 +158,28 @@ class Compressor(abc.ABC):
         """A context for one connection's messages in order; stateless ones return self."""
         return self
 
+    def state_bytes(self) -> int:
+        """Memory this context's compressor and decompressor keep (0 for stateless compressors)."""
+        return 0
+
+    def shared_state_bytes(self) -> int:
+        """Memory kept once for every connection (a dictionary); 0 if none."""
+        return 0
+
+    def options(self) -> Dict[str, Any]:
+        """Public settings besides the level, recorded with each result."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "level"}
+
+    @classmethod
+    def train(cls, samples: List[bytes], size: int) -> bytes:
+        """A dictionary of at most ``size`` bytes from encoded messages (``trained`` compressors only)."""
+        raise NotImplementedError(f"{cls.name} is not trained")
+
+    @classmethod
+    def ship_bytes(cls, dictionary: bytes) -> int:
+        """Bytes it costs to send ``dictionary`` to one client (``trained`` compressors only)."""
+        raise NotImplementedError(f"{cls.name} is not trained")
+
 
 class Compressed(Codec):
     """``inner`` codec followed by ``compressor``: id ``inner+name-level``."""
@@ -143,6 +188,7 @@ class Compressed(Codec):
         self.inner = inner
         self.compressor = compressor
         self.per_connection = inner.per_connection or compressor.per_connection  # type: ignore[misc]
+        self.ordered_delivery = inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
         self.changes = inner.changes  # type: ignore[misc]
         self.library = inner.library  # type: ignore[misc]
         self._steps = (inner.encode, compressor.compress, compressor.decompress, inner.decode)  # bound once
@@ -166,6 +212,12 @@ class Compressed(Codec):
     def connection(self) -> "Compressed":
         return Compressed(self.inner.connection(), self.compressor.connection())
 
+    def state_bytes(self) -> int:
+        return self.inner.state_bytes() + self.compressor.state_bytes()
+
+    def shared_state_bytes(self) -> int:
+        return self.inner.shared_state_bytes() + self.compressor.shared_state_bytes()
+
     def libraries(self) -> Tuple[str, ...]:
         extra = self.compressor.library
         return self.inner.libraries() + ((extra,) if extra else ())
@@ -177,7 +229,47 @@ class Compressed(Codec):
         return [(self.compressor.name, self.compressor.decompress)] + self.inner.decode_stages()
 
     def config(self) -> Dict[str, Any]:
-        return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level}
+        return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level,
+                **self.compressor.options()}
+
+
+class CallStage(Codec):
+    """A stage that rewrites calls before an inner codec encodes them: id ``inner+name``.
+
+    Subclasses set ``stage`` (the registry name, e.g. ``"delta"``) and implement
+    ``encode``/``decode`` around ``self.inner``; ``connection()`` wraps the inner
+    codec's own. Its position in an id is after the codec it wraps and before any
+    compressor: ``msgpack+delta+zstdstream-3``.
+    """
+
+    stage: ClassVar[str] = ""
+
+    def __init__(self, inner: Codec) -> None:
+        self.inner = inner
+        self.changes = inner.changes  # type: ignore[misc]
+        self.library = inner.library  # type: ignore[misc]
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}+{self.stage}"
+
+    @property
+    def base(self) -> Codec:
+        return self.inner.base
+
+    def libraries(self) -> Tuple[str, ...]:
+        return self.inner.libraries()
+
+    def state_bytes(self) -> int:
+        return self.inner.state_bytes()
+
+    def config(self) -> Dict[str, Any]:
+        return {**self.inner.config(), "stage": self.stage}
+
+
+def stream_key(call: Call) -> Tuple[Any, str]:
+    """Which stream of a per-connection codec carries ``call``: one per connection and direction."""
+    return call.conn, call.dir
 
 
 def received_call(decoded: Any) -> Call:

@@ -50,11 +50,21 @@ class RunConfig:
     codec_dirs: Tuple[str, ...] = ()  #: extra plugin folders (--codecs-dir)
     codec_classes: Tuple[str, ...] = ()  #: importable ``module:Class`` codecs (--codec)
     proto: protobuf.Settings = field(default_factory=protobuf.Settings)
+    train_fraction: float = 0.2  #: first share of the trace that trains dictionaries (and is not measured)
+    train_trace: Optional[str] = None  #: train dictionaries on this trace instead (the whole trace is measured)
+    dict_size: int = 16384  #: bytes of each trained dictionary, at most
+    zstd_window_log: Optional[int] = None  #: window of ``zstdstream`` as log2 bytes (None: the level's)
+    floor: bool = True  #: compute the trace's floor (whole-stream zstd-19 / xz) and each codec's ratio to it
+    dictionaries: Tuple[Tuple[str, bytes], ...] = ()  #: (inner codec id, dictionary), set by run_benchmark
     command: Tuple[str, ...] = ()  #: the command line as typed, recorded with the results
 
     def registry(self) -> Registry:
         """The built-in codecs plus the plugins this run adds, configured for it."""
-        registry = Registry.default(self.codec_dirs, codec_options={"protobuf": {"settings": self.proto}})
+        stream_options = {"window_log": self.zstd_window_log} if self.zstd_window_log else {}
+        registry = Registry.default(self.codec_dirs, codec_options={"protobuf": {"settings": self.proto},
+                                                                "msgspec-struct": {"settings": self.proto}},
+                                    compressor_options={"zstdstream": stream_options})
+        registry.dictionaries.update(self.dictionaries)
         for file in self.codec_files:
             registry.load_file(file)
         for spec in self.codec_classes:

@@ -7,6 +7,7 @@ Nothing here prints: progress goes to a callback, warnings to the ``rpcbench`` l
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -23,10 +24,12 @@ from .codec import Codec
 from .config import RunConfig
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
+from .floor import Floor
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing
 from .size_pass import CodecTally, SizePass
 from .timing import TimingAnswer, TimingJob, run_jobs
+from .training import HeldOut, Training, train_dictionaries
 
 log = logging.getLogger("rpcbench")
 
@@ -43,18 +46,26 @@ def _quiet(_: str) -> None:
 def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Optional[Registry] = None) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
     registry = registry or config.registry()
+    started = time.perf_counter()
+    config, training = _train(config, registry)
     codecs, skipped = config.create_codecs(registry)
     for line in skipped:
         log.warning("%s", line)
-    started = time.perf_counter()
-    reader = open_trace(config.trace, config.salvage)
-    size_pass = SizePass(codecs, config.sample, config.seed)
-    size_pass.run_split(reader, lambda: open_trace(config.trace, config.salvage), config.jobs, progress,
-                        config.codec_timeout)
+    skip = training.held_out if training else 0
+
+    def reopen() -> Any:
+        reader = open_trace(config.trace, config.salvage)
+        return HeldOut(reader, skip) if skip else reader
+
+    reader = reopen()
+    size_pass = SizePass(codecs, config.sample, config.seed, Floor(registry.create("json")) if config.floor else None)
+    size_pass.run_split(reader, reopen, config.jobs, progress, config.codec_timeout)
     if damage_note(reader):
         log.warning("%s", damage_note(reader))
     if not size_pass.stats.calls:
         raise BenchError(f"{config.trace}: the trace holds no calls")
+    progress("the floor: compressing each connection's whole stream")
+    floor = size_pass.floor.result() if size_pass.floor else None
     size_pass_s = time.perf_counter() - started
     plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
                 config.warmup)
@@ -62,7 +73,7 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
         plan = _fit_budget(plan, size_pass, config.budget - (time.perf_counter() - started))
         size_pass.sample_size = plan.sample
     progress("drawing the timing sample")
-    sample = size_pass.sample(lambda: open_trace(config.trace, config.salvage))
+    sample = size_pass.sample(reopen)
     timing_started = time.perf_counter()
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
     timings, interrupted = time_sample(config, plan, [c for c in codecs if c.name not in failed], sample, progress)
@@ -74,10 +85,32 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
         command=["run_bench.py", *config.command],
         environment=environment(lib for c in codecs for lib in c.libraries()),
         settings=_settings(config, plan, sample, size_pass, durations),
-        trace=_trace_info(config.trace, reader, size_pass, codecs),
-        results=tuple(_codec_result(t, timings.get(t.codec.name, {}), registry) for t in size_pass.tallies),
+        trace={**_trace_info(config.trace, reader, size_pass, codecs, training), "floor": floor},
+        results=tuple(_codec_result(t, timings.get(t.codec.name, {}), registry,
+                                    _dictionary(t, registry, training, size_pass), floor)
+                      for t in size_pass.tallies),
         partial="interrupted (Ctrl-C) during timing" if interrupted else None,
     )
+
+
+def _train(config: RunConfig, registry: Registry) -> Tuple[RunConfig, Optional[Training]]:
+    """Train the dictionaries the run's codecs need (before the size pass); the config then carries
+    them, so timing workers build the same codecs."""
+    training = train_dictionaries(config, registry)
+    if training is None:
+        return config, None
+    registry.dictionaries.update(training.dictionaries)
+    return dataclasses.replace(config, dictionaries=tuple(sorted(training.dictionaries.items()))), training
+
+
+def _dictionary(tally: CodecTally, registry: Registry, training: Optional[Training],
+                size_pass: SizePass) -> Optional[Dict[str, Any]]:
+    """A trained codec's dictionary figures (size, training time, shipping cost per call); None for others."""
+    found = registry.trained_compressor(tally.codec.name)
+    if training is None or found is None:
+        return None
+    inner = registry.create(found[0]).name
+    return training.figures(inner, len(size_pass.stats.connections), size_pass.stats.calls)
 
 
 def _settings(config: RunConfig, plan: Plan, sample: Sequence[Call], size_pass: SizePass,
@@ -163,7 +196,8 @@ def _merge(into: TimingAnswer, answer: TimingAnswer) -> None:
         into.setdefault("memory", answer["memory"])
 
 
-def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry) -> CodecResult:
+def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
+                  dictionary: Optional[Dict[str, Any]] = None, floor: Optional[Dict[str, Any]] = None) -> CodecResult:
     """One codec's row of the results: the size pass's tally plus its timing answer."""
     codec = tally.codec
     rounds = timing.get("rounds", {})
@@ -182,8 +216,18 @@ def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry) -
         error=timing.get("error") or (None if rounds.get("encode") else "not timed: the run was interrupted first"),
         stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}
                 for op, stages in timing.get("stage_rounds", {}).items() if stages},
-        latency=timing.get("latency", {}), memory=timing.get("memory", {}),
+        latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,
+        state_bytes_per_conn=tally.state_bytes, shared_state_bytes=tally.shared_state_bytes,
+        ordered_delivery=codec.ordered_delivery, floor_ratio=_floor_ratio(tally, floor),
     )
+
+
+def _floor_ratio(tally: CodecTally, floor: Optional[Dict[str, Any]]) -> Optional[float]:
+    """The codec's bytes per call as a multiple of the trace's floor (None without either)."""
+    sizes = tally.size_stats()
+    if sizes is None or not floor or not floor["bytes_per_call"]:
+        return None
+    return sizes.mean / floor["bytes_per_call"]
 
 
 def _jsonable(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -192,7 +236,8 @@ def _jsonable(config: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v if isinstance(v, plain) else repr(v) for k, v in config.items()}
 
 
-def _trace_info(path: str, reader: Any, size_pass: SizePass, codecs: List[Codec]) -> Dict[str, Any]:
+def _trace_info(path: str, reader: Any, size_pass: SizePass, codecs: List[Codec],
+                training: Optional[Training]) -> Dict[str, Any]:
     """What results.json records of the trace: file, format, statistics, damage, recorder counters."""
     reference = next((c.name for c in codecs if c.name == "json"), codecs[0].name)
     return {
@@ -206,4 +251,5 @@ def _trace_info(path: str, reader: Any, size_pass: SizePass, codecs: List[Codec]
         "salvaged": damage_note(reader),
         "recorder": reader.end or reader.stats,
         "bytes_reference": reference,
+        "training": training.summary() if training else None,
     }

@@ -24,36 +24,45 @@ import sys
 import zlib
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Type, Union, cast
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type, Union, cast
 
-from .codec import Codec, Compressed, Compressor
+from .codec import CallStage, Codec, Compressed, Compressor
 from .errors import BenchError
 
 log = logging.getLogger("rpcbench")
 
 CODECS_DIR = Path(__file__).resolve().parent.parent / "codecs"
-_ID = re.compile(r"^(?P<codec>[a-z0-9_.\-]+?)(?:\+(?P<comp>[a-z0-9_]+)(?:-(?P<level>-?\d+))?)?$")
+_BASE = re.compile(r"^[a-z0-9_.\-]+$")  #: a codec id
+_PART = re.compile(r"^(?P<name>[a-z0-9_]+)(?:-(?P<level>-?\d+))?$")  #: a stage or compressor[-level] after a +
 
 
 class Registry:
     """Codec and compressor classes by id, plus the plugin files that were skipped and why.
 
     ``codec_options`` maps a codec id to keyword arguments for its constructor (the run's
-    protobuf schemas for ``protobuf``, say): settings reach codecs as data, never globals.
+    protobuf schemas for ``protobuf``, say), ``compressor_options`` a compressor name to
+    those of its constructor (``window_log`` for ``zstdstream``): settings reach codecs as
+    data, never globals. ``dictionaries`` maps an inner codec id to the dictionary trained
+    on its bytes, for ``trained`` compressors (``json+zstddict-3`` uses ``dictionaries["json"]``).
     """
 
-    def __init__(self, codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+    def __init__(self, codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 compressor_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
         self.codec_options: Mapping[str, Mapping[str, Any]] = codec_options or {}
+        self.compressor_options: Mapping[str, Mapping[str, Any]] = compressor_options or {}
+        self.dictionaries: Dict[str, bytes] = {}
         self.codecs: Dict[str, Type[Codec]] = {}
         self.compressors: Dict[str, Type[Compressor]] = {}
+        self.stages: Dict[str, Type[CallStage]] = {}
         self.origins: Dict[str, str] = {}
         self.skipped: Dict[str, str] = {}
 
     @classmethod
     def default(cls, extra_dirs: Iterable[Union[str, os.PathLike]] = (),
-                codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Registry":
+                codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                compressor_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Registry":
         """The built-in ``codecs/`` folder plus any extra plugin folders."""
-        reg = cls(codec_options)
+        reg = cls(codec_options, compressor_options)
         for folder in (CODECS_DIR, *extra_dirs):
             reg.load_dir(folder)
         return reg
@@ -108,12 +117,15 @@ class Registry:
         for _, obj in inspect.getmembers(module, inspect.isclass):
             if obj.__module__ != module.__name__:
                 continue
-            if (issubclass(obj, Codec) and obj.id) or (issubclass(obj, Compressor) and obj.name):
+            if (issubclass(obj, Codec) and (obj.id or getattr(obj, "stage", ""))) or (
+                    issubclass(obj, Compressor) and obj.name):
                 self.add(obj, origin)
 
     def add(self, cls: type, origin: str = "") -> None:
-        """Register one Codec or Compressor class under its id / name."""
-        if isinstance(cls, type) and issubclass(cls, Codec) and cls.id:
+        """Register one Codec, CallStage or Compressor class under its id / stage / name."""
+        if isinstance(cls, type) and issubclass(cls, CallStage) and cls.stage:
+            key, table = f"+{cls.stage}", cast(Dict[str, type], self.stages)
+        elif isinstance(cls, type) and issubclass(cls, Codec) and cls.id:
             key, table = cls.id, cast(Dict[str, type], self.codecs)
         elif isinstance(cls, type) and issubclass(cls, Compressor) and isinstance(cls.name, str) and cls.name:
             key, table = f"+{cls.name}", cast(Dict[str, type], self.compressors)
@@ -121,7 +133,7 @@ class Registry:
             raise BenchError(f"{origin or cls!r}: not a Codec subclass with an id nor a Compressor with a name")
         if key in self.origins and self.origins[key] != origin:
             raise BenchError(f"{key.lstrip('+')!r} is defined twice: {self.origins[key]} and {origin}")
-        if not _ID.match(key.lstrip("+")) or "+" in key.lstrip("+"):
+        if not _BASE.match(key.lstrip("+")) or "+" in key.lstrip("+"):
             raise BenchError(f"{origin}: id {key!r} must be lower case letters, digits, _ . - and no +")
         if inspect.isabstract(cls):
             missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
@@ -132,28 +144,59 @@ class Registry:
 
     def known(self) -> List[str]:
         """Codec ids plus one example per compressor, for help and error messages."""
-        return sorted(self.codecs) + [f"<codec>+{name}-<level>" for name in sorted(self.compressors)]
+        return (sorted(self.codecs) + [f"<codec>+{name}" for name in sorted(self.stages)]
+                + [f"<codec>+{name}-<level>" for name in sorted(self.compressors)])
 
     def create(self, codec_id: str) -> Codec:
-        """An instance for an id like ``json`` or ``json+zlib-6``; unknown ids are a clear error."""
-        m = _ID.match(codec_id.strip())
-        if not m or m["codec"] not in self.codecs:
-            base = m["codec"] if m else codec_id
+        """An instance for an id: a codec, then any call stages, then compressors, joined by ``+``
+        (``json``, ``json+zlib-6``, ``msgpack+delta+zstdstream-3``); unknown parts are a clear error."""
+        base, *parts = codec_id.strip().split("+")
+        if not _BASE.match(base) or base not in self.codecs:
             raise BenchError(f"unknown codec {base!r}; known: {', '.join(self.known())}{self._skipped_note()}")
-        codec = self.codecs[m["codec"]](**self.codec_options.get(m["codec"], {}))
-        if not m["comp"]:
-            return codec
-        if m["comp"] not in self.compressors:
+        codec = self.codecs[base](**self.codec_options.get(base, {}))
+        for part in parts:
+            codec = self._wrap(codec, part, codec_id)
+        return codec
+
+    def _wrap(self, codec: Codec, part: str, codec_id: str) -> Codec:
+        """``codec`` behind one more part of an id: a call stage (``delta``) or a compressor (``zlib-6``)."""
+        m = _PART.match(part)
+        if m and m["name"] in self.stages and m["level"] is None:
+            if isinstance(codec, Compressed):
+                raise BenchError(f"{codec_id!r}: {m['name']} works on calls: put it before any compressor")
+            return self.stages[m["name"]](codec)
+        if not m or m["name"] not in self.compressors:
             raise BenchError(
-                f"unknown compressor {m['comp']!r} in {codec_id!r}; known: "
-                f"{', '.join(sorted(self.compressors)) or 'none'}{self._skipped_note()}"
+                f"unknown compressor {m['name'] if m else part!r} in {codec_id!r}; known: "
+                f"{', '.join(sorted(self.compressors)) or 'none'}; call stages: "
+                f"{', '.join(sorted(self.stages)) or 'none'}{self._skipped_note()}"
             )
-        comp_cls = self.compressors[m["comp"]]
+        comp_cls = self.compressors[m["name"]]
         level = None if m["level"] is None else int(m["level"])
         if level is not None and level not in comp_cls.levels:
-            raise BenchError(f"{codec_id!r}: {comp_cls.name} levels are "
-                             f"{comp_cls.levels.start}..{comp_cls.levels.stop - 1}")
-        return Compressed(codec, comp_cls(level))
+            levels = comp_cls.levels
+            raise BenchError(f"{codec_id!r}: {comp_cls.name} levels are {levels.start}..{levels.stop - 1}")
+        options = dict(self.compressor_options.get(comp_cls.name, {}))
+        if comp_cls.trained:
+            if codec.name not in self.dictionaries:
+                raise BenchError(f"{codec_id!r}: no dictionary trained on {codec.name} (run_benchmark trains one "
+                                 "before the size pass)")
+            options["dictionary"] = self.dictionaries[codec.name]
+        try:
+            return Compressed(codec, comp_cls(level, **options))
+        except ValueError as e:
+            raise BenchError(f"{codec_id!r}: {e}") from None
+
+    def trained_compressor(self, codec_id: str) -> Optional[Tuple[str, Type[Compressor]]]:
+        """``(id of what it compresses, compressor class)`` when a compressor of ``codec_id`` needs a
+        trained dictionary (``msgpack+delta`` for ``msgpack+delta+zstddict-3``)."""
+        parts = codec_id.strip().split("+")
+        for i, part in enumerate(parts[1:], 1):
+            m = _PART.match(part)
+            comp = self.compressors.get(m["name"]) if m else None
+            if comp is not None and comp.trained:
+                return "+".join(parts[:i]), comp
+        return None
 
     def _skipped_note(self) -> str:
         if not self.skipped:

@@ -18,8 +18,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BenchError
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  #: version 1 files have no ``partial`` (they are complete runs)
+SCHEMA_VERSION = 3
+#: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures
+READABLE_VERSIONS = (1, 2, 3)
 
 #: A round more than this factor above the fastest round of its timing ran while the machine
 #: was in a slow state. Shared VMs switch between a fast and a slow state for a second or
@@ -32,7 +33,8 @@ MIN_STATE_PAIRS = 5  #: round pairs needed in a state before a ratio is given fo
 
 CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
-    "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only",
+    "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only", "state_bytes_per_conn",
+    "ordered_delivery", "floor_ratio",
 )
 
 
@@ -188,6 +190,16 @@ class CodecResult:
     stages: Dict[str, Dict[str, Timing]] = field(default_factory=dict)  #: "encode"/"decode" -> stage -> Timing
     latency: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)  #: op -> method|"*" -> ns pcts
     memory: Dict[str, Dict[str, float]] = field(default_factory=dict)  #: op -> allocation figures per call
+    #: trained codecs: bytes, train_s, train_calls, ship_bytes, ship_bytes_per_call (None for the others)
+    dictionary: Optional[Dict[str, Any]] = None
+    state_bytes_per_conn: int = 0  #: memory one connection's state keeps at one end (0: stateless)
+    shared_state_bytes: int = 0  #: memory kept once for all connections (a dictionary)
+    ordered_delivery: bool = False  #: needs reliable, ordered delivery (state across calls)
+    floor_ratio: Optional[float] = None  #: bytes per call over the trace's floor (trace.floor)
+
+    def state_bytes_for(self, connections: int) -> int:
+        """Memory the codec's state needs for ``connections`` connections at one end."""
+        return self.state_bytes_per_conn * connections + self.shared_state_bytes
 
     @property
     def declared_only(self) -> bool:
@@ -260,6 +272,7 @@ def csv_row(r: CodecResult) -> List[Any]:
         s.total if s else "", f"{s.mean:.2f}" if s else "", s.p50 if s else "", s.p99 if s else "",
         f"{e.median_us:.3f}" if e else "", f"{d.median_us:.3f}" if d else "",
         f"{e.spread_pct:.1f}" if e else "", f"{d.spread_pct:.1f}" if d else "", int(r.declared_only),
+        r.state_bytes_per_conn, int(r.ordered_delivery), f"{r.floor_ratio:.3f}" if r.floor_ratio else "",
     ]
 
 
@@ -296,7 +309,9 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
                   "origin": str, "calls": int, "failures": int, "mismatches": int, "sizes": (dict, type(None)),
                   "encode": (dict, type(None)), "decode": (dict, type(None)), "problems": list,
                   "by_method": dict, "error": (str, type(None))}
-_OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict}
+_OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
+                           "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
+                           "floor_ratio": (int, float, type(None))}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -361,6 +376,7 @@ def _check_suite(data: Dict[str, Any]) -> None:
             for method, pcts in by_method.items():
                 _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
         _counts(r.get("memory", {}), f"{where}.memory", 2)
+        _counts(r.get("dictionary") or {}, f"{where}.dictionary")
         if r["sizes"] is not None:
             _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
         for op in ("encode", "decode"):
@@ -403,4 +419,9 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         stages=stages,  # type: ignore[arg-type]
         latency=r.get("latency", {}),
         memory=r.get("memory", {}),
+        dictionary=r.get("dictionary"),
+        state_bytes_per_conn=r.get("state_bytes_per_conn", 0),
+        shared_state_bytes=r.get("shared_state_bytes", 0),
+        ordered_delivery=r.get("ordered_delivery", False),
+        floor_ratio=r.get("floor_ratio"),
     )

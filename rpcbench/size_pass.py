@@ -21,9 +21,10 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 
 from rpc_capture import Call
 
-from .codec import Codec, Compressed, received_call
+from .codec import Codec, Compressed, received_call, stream_key
 from .errors import BenchError
 from .fidelity import OTHER, Limit, compare, features_of
+from .floor import Floor
 from .isolation import reap, silence_stdout
 from .results import Problem, Sizes
 from .trace_stats import TraceStats
@@ -105,9 +106,19 @@ class CodecTally:
         self.problems: Dict[Tuple[str, str], list] = {}
         self.ns = 0  #: encode + decode time over the pass, for planning the timing phase
         self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
+        self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
+        self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
         self._sessions: Dict[Any, Codec] = {}
 
-    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error")
+    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error", "state_bytes",
+              "shared_state_bytes")
+
+    def measure_state(self) -> None:
+        """Take the memory the codec's state keeps, after the trace went through it: per stream
+        (mean over the trace's connections and directions) and shared."""
+        streams = list(self._sessions.values())
+        self.state_bytes = round(sum(s.state_bytes() for s in streams) / len(streams)) if streams else 0
+        self.shared_state_bytes = self.codec.shared_state_bytes()
 
     def fail(self, reason: str) -> None:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
@@ -131,8 +142,9 @@ class CodecTally:
         stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
         the call once; each compressor then only has to give the inner bytes back exactly.
         """
-        codec = self._session(call.conn) if self.codec.per_connection else self.codec
-        if shared is None or codec.base.per_connection:
+        codec = self._session(stream_key(call)) if self.codec.per_connection else self.codec
+        stateful_inner = codec.inner.per_connection if isinstance(codec, Compressed) else codec.per_connection
+        if shared is None or stateful_inner:  # state of its own: the shared outcome is another tally's stream
             outcome = round_trip(codec, call, self.declared)
         elif not isinstance(codec, Compressed):
             outcome = shared.get(codec.name) or shared.setdefault(codec.name, round_trip(codec, call, self.declared))
@@ -157,10 +169,10 @@ class CodecTally:
             tally[0] += 1
             tally[1] += n
 
-    def _session(self, conn: Any) -> Codec:
-        session = self._sessions.get(conn)
+    def _session(self, key: Any) -> Codec:
+        session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[conn] = self.codec.connection()
+            session = self._sessions[key] = self.codec.connection()
         return session
 
     def _problem(self, kind: str, feature: str, declared: bool, index: int, call: Call, path: str, detail: str) -> None:
@@ -213,8 +225,9 @@ class SizePass:
     calls are fetched afterwards in a second, decode-only-what's-needed read.
     """
 
-    def __init__(self, codecs: List[Codec], sample_size: int, seed: int) -> None:
+    def __init__(self, codecs: List[Codec], sample_size: int, seed: int, floor: Optional[Floor] = None) -> None:
         self.tallies = [CodecTally(c) for c in codecs]
+        self.floor = floor  #: collects the streams for the floor, in the process that reads the trace
         self.sample_size = sample_size
         self.seed = seed
         self.stats = TraceStats()
@@ -230,10 +243,14 @@ class SizePass:
         methods = stats.methods
         for index, call in enumerate(calls):
             stats.add(call)
+            if self.floor is not None:
+                self.floor.add(call)
             self._offer_sample(index, call, methods[call.method])
             check_call(tallies, index, call)
             if index % every == every - 1:
                 progress(f"size and fidelity pass: {index + 1:,} calls")
+        for tally in tallies:
+            tally.measure_state()
 
     def run_split(self, reader: Any, reopen: Callable[[], Iterable[Call]], processes: int,
                   progress: Progress = _quiet, codec_timeout: float = 120.0) -> None:
@@ -351,6 +368,8 @@ def _answer(fd: int, reopen: Callable[[], Iterable[Call]], tallies: List[CodecTa
     try:
         for index, call in enumerate(reopen()):
             check_call(tallies, index, call, beat)
+        for tally in tallies:
+            tally.measure_state()
         answer: Any = [tally.export() for tally in tallies]
     except BaseException as e:
         answer = f"{type(e).__name__}: {e}"

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Type
 
 from rpc_capture import Call
 
-from .codec import Codec
+from .codec import Codec, stream_key
 
 
 class TimingJob:
@@ -133,14 +133,15 @@ def _encodable(codec: Codec, sample: List[Call]) -> tuple:
     for call in sample:
         session = codec
         if codec.per_connection:
-            session = sessions.get(call.conn) or sessions.setdefault(call.conn, codec.connection())
+            key = stream_key(call)
+            session = sessions.get(key) or sessions.setdefault(key, codec.connection())
         try:
             data = session.encode(call)
         except Exception:
             continue  # counted as a failure by the size pass; not timed
         if type(data) is bytes:
             calls.append(call)
-            payloads.append((call.conn, data) if codec.per_connection else data)
+            payloads.append((stream_key(call), data) if codec.per_connection else data)
     return calls, payloads
 
 
@@ -169,24 +170,21 @@ def time_batch(func: Callable[[Any], Any], items: List[Any], loops: int, gc_enab
 
 
 def _time_per_connection(codec: Codec, items: List[Any], loops: int, op: str, gc_enabled: bool) -> int:
-    """:func:`time_batch` for stateful codecs: fresh per-connection state for each replay.
+    """:func:`time_batch` for stateful codecs: fresh per-stream state for each replay.
 
-    ``items`` are calls (encode) or ``(conn, data)`` pairs (decode), in trace order.
+    ``items`` are calls (encode) or ``(stream key, data)`` pairs (decode), in trace order;
+    each connection and direction is one stream (:func:`rpcbench.codec.stream_key`).
     """
     timer = time.perf_counter_ns
-    conns = list(dict.fromkeys(item.conn if op == "encode" else item[0] for item in items))
+    keyed = [(stream_key(call), call) for call in items] if op == "encode" else items
+    streams = list(dict.fromkeys(key for key, _ in keyed))
     total = 0
     with _gc_paused(gc_enabled):
         for _ in range(loops):
-            funcs = {conn: getattr(codec.connection(), op) for conn in conns}
-            if op == "encode":
-                t0 = timer()
-                for call in items:
-                    funcs[call.conn](call)
-            else:
-                t0 = timer()
-                for conn, data in items:
-                    funcs[conn](data)
+            funcs = {key: getattr(codec.connection(), op) for key in streams}
+            t0 = timer()
+            for key, item in keyed:
+                funcs[key](item)
             total += timer() - t0
     return total
 

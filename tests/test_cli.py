@@ -104,7 +104,7 @@ def test_end_to_end_writes_results_charts_and_escaped_report(tmp_path):
     assert "<script>alert(1)</script>" not in report and "&lt;script&gt;alert(1)&lt;/script&gt;" in report
     assert "<img src=x" not in report
     data = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert data["schema_version"] == 2 and data["trace"]["calls"] == 120
+    assert data["schema_version"] == 3 and data["trace"]["calls"] == 120
     assert data["trace"]["methods"] == {"move": 80, "<script>alert(1)</script>": 40}
     assert set(data["environment"]["libraries"]) == {"pymongo"}
     assert data["environment"]["cpu_model"] and data["trace"]["sha256"]
@@ -160,7 +160,7 @@ def test_failing_codec_is_reported_and_the_others_carry_on(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--repeat", "0"], "--repeat: must be at least 1"),
-    (["--codecs", "json,nope"], "unknown codec 'nope'; known: bson, json"),
+    (["--codecs", "json,nope"], "unknown codec 'nope'; known: bson, cbor, json"),
     (["--trace", "/nonexistent/x.rpct"], "/nonexistent/x.rpct: cannot open"),
     (["--codec", "nomodule_xyz:Thing"], "No module named 'nomodule_xyz'"),
 ])

@@ -1,0 +1,159 @@
+"""``msgspec-struct``: typed msgspec Structs built from the protobuf schemas, as MessagePack."""
+
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import msgspec
+
+from rpc_capture import Call
+from rpcbench import protobuf
+from rpcbench.codec import Codec, Received
+from rpcbench.fidelity import BIG_INTS, INT_AS_FLOAT, METHOD, SURROGATES, TUPLES, Limit
+
+_UNSET = msgspec.UNSET
+_SCALARS = {"double": float, "float": float, "bool": bool, "string": str, "bytes": bytes}
+_ANY_MESSAGES = ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue",
+                 "google.protobuf.Any", "google.protobuf.Timestamp", "google.protobuf.Duration",
+                 "google.protobuf.Empty", "google.protobuf.FieldMask")
+Build = Callable[[Any], Any]  #: plain value -> what the Struct field holds
+Plain = Callable[[Any], Any]  #: what the Struct field holds -> plain value
+
+
+class _Planner:
+    """One Struct type, builder and reader per protobuf message (recursive messages: Any below)."""
+
+    def __init__(self) -> None:
+        self.done: Dict[str, Tuple[Any, Build, Plain]] = {}
+        self.busy: set = set()
+
+    def message(self, desc: Any) -> Tuple[Any, Build, Plain]:
+        """(Struct type, dict -> Struct, Struct -> dict) for one message descriptor."""
+        if desc.full_name in self.done:
+            return self.done[desc.full_name]
+        if desc.full_name in self.busy:
+            return Any, _same, _same
+        self.busy.add(desc.full_name)
+        plans = [(fd.name, str(fd.number), *self.field(fd)) for fd in desc.fields]
+        struct = msgspec.defstruct(
+            desc.name, [(name, Union[kind, None, msgspec.UnsetType], _UNSET) for name, _, kind, _, _ in plans],
+            omit_defaults=True, rename={name: number for name, number, _, _, _ in plans})
+        builders = {name: build for name, _, _, build, _ in plans}
+        readers = [(name, read) for name, _, _, _, read in plans]
+
+        def build(args: Any) -> Any:
+            return struct(**{k: None if v is None else builders[k](v) for k, v in args.items()})
+
+        def read(value: Any) -> Dict[str, Any]:
+            out = {}
+            for name, reader in readers:
+                v = getattr(value, name)
+                if v is not _UNSET:
+                    out[name] = None if v is None else reader(v)
+            return out
+
+        self.busy.discard(desc.full_name)
+        self.done[desc.full_name] = (struct, build, read)
+        return struct, build, read
+
+    def field(self, fd: Any) -> Tuple[Any, Build, Plain]:
+        """Type, builder and reader of one field (repeated and map fields included)."""
+        msg = fd.message_type
+        if msg is not None and msg.GetOptions().map_entry:
+            key, _, _ = self.single(msg.fields_by_name["key"])
+            value, build, read = self.single(msg.fields_by_name["value"])
+            if build is _same:
+                return Dict[key, value], _same, _same
+            return Dict[key, value], lambda d: {k: build(v) for k, v in d.items()}, \
+                lambda d: {k: read(v) for k, v in d.items()}
+        kind, build, read = self.single(fd)
+        if not fd.is_repeated:
+            return kind, build, read
+        if build is _same:
+            return List[kind], _same, _same
+        return List[kind], lambda xs: [build(x) for x in xs], lambda xs: [read(x) for x in xs]
+
+    def single(self, fd: Any) -> Tuple[Any, Build, Plain]:
+        """Type, builder and reader of one value of a field."""
+        if fd.enum_type is not None:
+            return Union[int, str], _same, _same
+        msg = fd.message_type
+        if msg is None:
+            return _SCALARS.get(_type_name(fd), int), _same, _same
+        if msg.full_name.startswith("google.protobuf.") and msg.full_name.endswith("Value") and \
+                msg.full_name not in _ANY_MESSAGES:
+            return self.single(msg.fields_by_name["value"])  # wrappers: the value itself, None when unset
+        if msg.full_name in _ANY_MESSAGES:
+            return Any, _same, _same
+        return self.message(msg)
+
+
+def _type_name(fd: Any) -> str:
+    names = {fd.TYPE_DOUBLE: "double", fd.TYPE_FLOAT: "float", fd.TYPE_BOOL: "bool", fd.TYPE_STRING: "string",
+             fd.TYPE_BYTES: "bytes"}
+    return names.get(fd.type, "int")
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class MsgspecStruct(Codec):
+    """Each call as its method's message, typed: a msgspec Struct per protobuf message, MessagePack on the wire.
+
+    The Structs are generated from the same schemas as ``protobuf`` (``proto/``,
+    ``--proto``...): fields keyed by their protobuf field numbers, fields the call left out
+    omitted, None kept as nil. The envelope is the method's id as a varint, then the
+    message. Decoding validates every field against its type (msgspec's typed decoder)
+    and gives the args back as dicts.
+    """
+
+    id = "msgspec-struct"
+    library = "msgspec"
+    changes = {
+        TUPLES: "tuple -> list",
+        INT_AS_FLOAT: "an int in a double/float field comes back as float",
+        BIG_INTS: "fails to encode (over 64 bits)",
+        SURROGATES: "fails to encode (not valid UTF-8)",
+        METHOD: "a method the schemas do not define fails to encode",
+    }
+
+    def __init__(self, settings: Optional[protobuf.Settings] = None) -> None:
+        schema = protobuf.load(settings or protobuf.Settings())
+        self.schemas = list(schema.files)
+        self.envelope = "varint(method id) + msgpack of the message's Struct (keys: field numbers)"
+        planner = _Planner()
+        self._by_method: Dict[str, Tuple[bytes, Build]] = {}
+        self._by_id: Dict[int, Tuple[str, Any, Plain]] = {}
+        encode = msgspec.msgpack.Encoder().encode
+        for method in schema.methods.values():
+            struct, build, read = planner.message(schema.pool.FindMessageTypeByName(method.message))
+            self._by_method[method.name] = (protobuf.varint(method.id), build)
+            self._by_id[method.id] = (method.name, msgspec.msgpack.Decoder(struct).decode, read)
+        self._encode = encode
+
+    def encode(self, call: Call) -> bytes:
+        entry = self._by_method.get(call.method)
+        if entry is None:
+            raise Limit(METHOD, "method", f"no message for method {call.method!r} in the schemas")
+        if type(call.args) is not dict:
+            raise Limit(METHOD, "args", f"{call.method!r}: args are not a dict of fields")
+        prefix, build = entry
+        return prefix + self._encode(build(call.args))
+
+    def decode(self, data: bytes) -> Received:
+        method_id, pos = _varint(data)
+        name, decode, read = self._by_id[method_id]
+        return name, read(decode(data[pos:]))
+
+
+def _varint(data: bytes) -> Tuple[int, int]:
+    """A varint from the start of ``data``, and where it ends."""
+    value = shift = pos = 0
+    while True:
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+

@@ -1,0 +1,58 @@
+"""``msgspec-struct``: typed Structs built from the protobuf schemas round-trip the bundled sample."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rpc_capture import Call, open_trace
+from rpcbench import fidelity as F
+from rpcbench.codec import received_call
+from rpcbench.config import DEFAULT_TRACE, RunConfig
+from rpcbench.registry import Registry
+from rpcbench.testing import check_codec
+
+SAMPLE = list(open_trace(str(DEFAULT_TRACE)))
+CODEC = Registry.default().create("msgspec-struct")
+
+
+def test_every_call_of_the_bundled_sample_round_trips():
+    check_codec(CODEC, SAMPLE)
+    for call in SAMPLE:
+        assert F.compare(call, received_call(CODEC.decode(CODEC.encode(call)))) is None
+
+
+def test_typed_wire_is_smaller_than_untyped_messagepack():
+    untyped = Registry.default().create("msgspec")
+    assert sum(map(len, map(CODEC.encode, SAMPLE[:3000]))) < 0.8 * sum(map(len, map(untyped.encode, SAMPLE[:3000])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(SAMPLE), st.data())
+def test_fields_left_out_or_none_come_back_as_they_were(call, data):
+    args = dict(call.args)
+    for key in list(args):
+        change = data.draw(st.sampled_from(["keep", "drop", "none"]), label=key)
+        if change == "drop":
+            del args[key]
+        elif change == "none":
+            args[key] = None
+    edited = Call(call.method, args)
+    assert F.compare(edited, received_call(CODEC.decode(CODEC.encode(edited)))) is None
+
+
+def test_what_the_schema_cannot_hold_is_a_declared_failure():
+    for call, feature in ((Call("no_such_method", {}), F.METHOD), (Call("heartbeat", {"zzz": 1}), None)):
+        with pytest.raises(Exception) as raised:
+            CODEC.encode(call)
+        assert getattr(raised.value, "feature", None) == feature
+    hp = next(c for c in SAMPLE if c.method == "hp_update")
+    wrong = Call("hp_update", {**hp.args, "hp": "lots"})
+    with pytest.raises(msgspec.ValidationError):
+        CODEC.decode(CODEC.encode(wrong))  # the typed decoder validates every field
+
+
+def test_the_run_gives_it_the_run_s_schemas():
+    assert RunConfig().registry().codec_options["msgspec-struct"] == {"settings": RunConfig().proto}
