@@ -356,6 +356,27 @@ def _check_timing(t: Any, where: str) -> None:
         raise ValueError(f"{where}: calls and loops must be at least 1")
 
 
+_FLOOR_FIELDS = {"bytes_per_call": _NUMBER, "zstd19_long_bytes_per_call": _NUMBER, "xz9_bytes_per_call": _NUMBER,
+                 "calls": int, "of_calls": int}
+_TRAINING_FIELDS = {"source": str, "calls": int, "held_out_calls": int}
+_DICTIONARY_FIELDS = {"bytes": int, "train_s": _NUMBER, "ship_bytes": int, "ship_bytes_per_call": _NUMBER}
+
+
+def _check_trace_extras(trace: Dict[str, Any]) -> None:
+    """The floor and the dictionary training, when a run recorded them (schema 3)."""
+    for name, spec in (("floor", _FLOOR_FIELDS), ("training", _TRAINING_FIELDS)):
+        if trace.get(name) is not None:
+            _fields(trace[name], spec, f"trace.{name}")
+            _finite(trace[name], spec, f"trace.{name}")
+
+
+def _finite(obj: Dict[str, Any], spec: Dict[str, Any], where: str) -> None:
+    """ValueError unless every numeric field of ``spec`` in ``obj`` is a finite number, not negative."""
+    for name, types in spec.items():
+        if types in (int, _NUMBER) and not (math.isfinite(obj[name]) and obj[name] >= 0):
+            raise ValueError(f"{where}.{name} is not a finite number of at least 0")
+
+
 def _check_suite(data: Dict[str, Any]) -> None:
     """Every field the reports use, with its type: a foreign or tampered file fails here, in one line."""
     _fields(data, _SUITE_FIELDS, "results.json", {"partial": (str, _NONE)})
@@ -363,6 +384,7 @@ def _check_suite(data: Dict[str, Any]) -> None:
         raise TypeError("command is not a list of strings")
     _fields(data["trace"], {}, "trace", _TRACE_FIELDS)
     _fields(data["settings"], {}, "settings", _SETTINGS_FIELDS)
+    _check_trace_extras(data["trace"])
     for name, mapping in (("trace.methods", data["trace"].get("methods")), ("trace.directions", data["trace"].get(
             "directions")), ("settings.sample_by_method", data["settings"].get("sample_by_method"))):
         if mapping is not None:
@@ -376,7 +398,9 @@ def _check_suite(data: Dict[str, Any]) -> None:
             for method, pcts in by_method.items():
                 _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
         _counts(r.get("memory", {}), f"{where}.memory", 2)
-        _counts(r.get("dictionary") or {}, f"{where}.dictionary")
+        if r.get("dictionary") is not None:
+            _fields(r["dictionary"], _DICTIONARY_FIELDS, f"{where}.dictionary")
+            _counts(r["dictionary"], f"{where}.dictionary")
         if r["sizes"] is not None:
             _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
         for op in ("encode", "decode"):

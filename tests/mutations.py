@@ -22,8 +22,8 @@ from rpcbench.results import load
 
 
 def _record_starts(data: bytes) -> List[int]:
-    """Offsets of the records of an intact binary trace (uncompressed)."""
-    if not data.startswith(T.MAGIC):
+    """Offsets of the records of a binary trace (uncompressed); none if its header is cut or mangled."""
+    if not data.startswith(T.MAGIC) or len(data) < T._FILE_HEAD.size:
         return []
     at = T._FILE_HEAD.size + T._FILE_HEAD.unpack_from(data)[2]
     starts = []

@@ -306,7 +306,8 @@ def results_text(tmp_path_factory):
     return (folder / "out" / "results.json").read_text()
 
 
-@pytest.mark.parametrize("damage", ["empty", "truncated", "retyped", "field removed", "not json"])
+@pytest.mark.parametrize("damage", ["empty", "truncated", "retyped", "field removed", "not json", "floor retyped",
+                                    "floor field removed", "dictionary retyped"])
 def test_report_on_a_damaged_results_file_is_one_line(tmp_path, results_text, damage):
     path = tmp_path / "results.json"
     text = results_text
@@ -321,6 +322,16 @@ def test_report_on_a_damaged_results_file_is_one_line(tmp_path, results_text, da
         text = json.dumps(data)
     elif damage == "field removed":
         del data["results"][0]["sizes"]
+        text = json.dumps(data)
+    elif damage.startswith("floor"):  # schema 3: the floor the table's footnote quotes
+        assert data["trace"]["floor"]["bytes_per_call"] > 0
+        if damage == "floor retyped":
+            data["trace"]["floor"]["xz9_bytes_per_call"] = "small"
+        else:
+            del data["trace"]["floor"]["of_calls"]
+        text = json.dumps(data)
+    elif damage == "dictionary retyped":
+        data["results"][0]["dictionary"] = 5
         text = json.dumps(data)
     else:
         text = "\x00\xff garbage"
