@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Container
+from typing import Any, Container
 
 from hypothesis import strategies as st
 
 from rpc_capture import C2S, S2C, Call
 from rpcbench import fidelity as F
+from rpcbench.codec import received_call
 
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
@@ -44,3 +45,22 @@ def calls(without: Container[str] = ()) -> st.SearchStrategy:
         dir=st.sampled_from([C2S, S2C]),
         conn=INT64 | st.text(max_size=10, alphabet=st.characters(codec="utf-8")),
     )
+
+
+#: one call argument per fidelity feature, for checking that a codec's declared changes really happen
+FEATURE_EXAMPLES = {
+    F.BYTES: {"b": b"\x00\xff"}, F.TUPLES: {"t": (1, 2)}, F.INT_KEYS: {5: "x"}, F.UINT64: {"u": 1 << 63},
+    F.BIG_INTS: {"n": 1 << 70}, F.SURROGATES: {"s": "\udc80"}, F.NUL_KEYS: {"a\x00b": 1},
+    F.NON_FINITE: {"f": float("inf")},
+}
+
+
+def assert_declared_changes_happen(codec: Any) -> None:
+    """Each feature the codec declares shows up as a failure or a difference of that feature: no false claims."""
+    for feature in codec.changes:
+        call = Call("m", FEATURE_EXAMPLES[feature])
+        try:
+            back = received_call(codec.decode(codec.encode(call)))
+        except Exception:
+            continue  # declared as failing
+        assert F.compare(call, back, codec.changes).feature == feature
