@@ -64,8 +64,10 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
         log.warning("%s", damage_note(reader))
     if not size_pass.stats.calls:
         raise BenchError(f"{config.trace}: the trace holds no calls")
-    progress("the floor: compressing each connection's whole stream")
-    floor = size_pass.floor.result() if size_pass.floor else None
+    floor = None
+    if size_pass.floor:
+        progress("the floor: compressing each connection's whole stream")
+        floor = size_pass.floor.result()
     size_pass_s = time.perf_counter() - started
     plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
                 config.warmup)
