@@ -13,7 +13,7 @@ import io
 import math
 import re
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import matplotlib
 
@@ -103,7 +103,7 @@ def bytes_chart(suite: Suite) -> Optional[Figure]:
     for i, r in enumerate(rows):
         text = f"mean {sizes(r).mean:.0f} B" + (f" = {fmt_ratio(sizes(r).mean / json_mean)} json" if json_mean else "")
         _note_right(ax, (max(sizes(r).mean, sizes(r).p99), i), text, fontsize=9)
-    scale = _value_axis(ax, [v for r in rows for v in (sizes(r).p50, sizes(r).p99, sizes(r).mean)], room=1.3)
+    scale = _value_axis(ax, [sizes(r).mean for r in rows], room=1.3, reach=[sizes(r).p99 for r in rows])
     _frame(ax, f"bytes per call{scale} (bar = mean; line from p50 to p99)", "Bytes on the wire per RPC call")
     _legend_below(fig)
     return fig
@@ -354,15 +354,16 @@ def _bar_figure(rows: List[Tuple[str, CodecResult]], per_row: float = 0.42) -> T
     return fig, ax
 
 
-def _value_axis(ax: Axes, values: List[float], room: float, axis: str = "x") -> str:
-    """Fit the value axis to ``values`` with ``room`` (a factor) past the largest: a log scale when they span
-    LOG_RANGE x or more, else linear from 0. Returns ", log scale" or "" for the axis label."""
+def _value_axis(ax: Axes, values: List[float], room: float, axis: str = "x", reach: Sequence[float] = ()) -> str:
+    """Fit the value axis to ``values`` (and the marks in ``reach``) with ``room`` (a factor) past the largest:
+    a log scale when ``values`` span LOG_RANGE x or more, else linear from 0. Returns ", log scale" or "" for the
+    axis label."""
     known = [v for v in values if v and not math.isnan(v)]
     if not known:
         return ""
-    low, high = min(known), max(known)
+    low, high = min(known), max([*known, *reach])
     limits = getattr(ax, f"set_{axis}lim")
-    if high / low >= LOG_RANGE:
+    if max(known) / low >= LOG_RANGE:
         getattr(ax, f"set_{axis}scale")("log")
         _plain_log(ax.xaxis if axis == "x" else ax.yaxis)
         limits(low / 1.5, high * room ** 3)  # labels right of the bars need more room on a log axis
