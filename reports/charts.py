@@ -114,7 +114,7 @@ def timing_chart(suite: Suite) -> Optional[Figure]:
     rows = [r for r in suite.results if r.encode or r.decode]
     if not rows:
         return None
-    fig, ax = _bar_figure([(r.codec, r) for r in rows], per_row=0.5)
+    fig, ax = _bar_figure([(r.codec, r) for r in rows], per_row=0.42)
     for offset, kind in ((-0.2, "encode"), (0.2, "decode")):
         timings: List[Optional[Timing]] = [getattr(r, kind) for r in rows]
         ys = [i + offset for i in range(len(rows))]
@@ -214,7 +214,7 @@ def tails_chart(suite: Suite) -> Optional[Figure]:
     rows = [r for r in suite.results if latency_us(r, "encode", "p50") or latency_us(r, "decode", "p50")]
     if not rows:
         return None
-    fig, ax = _bar_figure([(r.codec, r) for r in rows], per_row=0.6)
+    fig, ax = _bar_figure([(r.codec, r) for r in rows], per_row=0.48)
     values = {(r.codec, op, pct): latency_us(r, op, pct) for r in rows for op in ("encode", "decode")
               for pct in ("p50", *TAIL_MARKS)}
     known = [v for v in values.values() if v]
@@ -244,7 +244,7 @@ def stages_chart(suite: Suite) -> Optional[Figure]:
     rows = [(r, op) for r in suite.results for op in ("encode", "decode") if r.stages.get(op)]
     if not rows:
         return None
-    fig, ax = _bar_figure([(f"{r.codec} {op}", r) for r, op in rows], per_row=0.5)
+    fig, ax = _bar_figure([(f"{r.codec} {op}", r) for r, op in rows], per_row=0.36)
     colors = _stage_colors(rows)
     right = max(max(sum(t.median_us for t in r.stages[op].values()),
                     getattr(r, op).median_us if getattr(r, op) else 0) for r, op in rows)
@@ -339,7 +339,7 @@ def _note_right(ax: Axes, point: Tuple[float, float], text: str, fontsize: float
     _annotate(ax, point, text, (6, 0, "left", "center"), {"fontsize": fontsize})
 
 
-def _bar_figure(rows: List[Tuple[str, CodecResult]], per_row: float = 0.42) -> Tuple[Figure, Axes]:
+def _bar_figure(rows: List[Tuple[str, CodecResult]], per_row: float = 0.34) -> Tuple[Figure, Axes]:
     """A horizontal-bar figure tall enough for one readable row per (label, codec), first on top;
     codecs with undeclared failures labelled in red with a warning mark."""
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + per_row * len(rows)), layout="constrained")
