@@ -95,24 +95,14 @@ def winners(suite: Suite) -> Dict[str, Tuple[CodecResult, str]]:
     return found
 
 
-def frontier(suite: Suite) -> List[CodecResult]:
-    """Rankable codecs that no other beats on both mean bytes and encode time, smallest first."""
-    return _front(suite, lambda r: r.encode.median_us if r.encode else None)
-
-
 def pareto_front(suite: Suite) -> List[CodecResult]:
     """Rankable codecs that no other beats on both mean bytes and encode+decode CPU (medians), smallest first."""
-    return _front(suite, round_trip_us)
-
-
-def _front(suite: Suite, cost: Callable[[CodecResult], Optional[float]]) -> List[CodecResult]:
-    """Rankable codecs that no other beats on both mean bytes and ``cost`` (lower is better), smallest first."""
-    measured = sorted(((r.sizes.mean, c, r) for r in rankable(suite) if r.sizes and (c := cost(r)) is not None),
+    measured = sorted(((r.sizes.mean, cpu_us, r) for r in rankable(suite) if r.sizes and (cpu_us := round_trip_us(r))),
                       key=lambda row: (row[0], row[1]))
     front: List[Tuple[float, CodecResult]] = []
-    for _, c, r in measured:
-        if not front or c < front[-1][0]:
-            front.append((c, r))
+    for _, cpu_us, r in measured:
+        if not front or cpu_us < front[-1][0]:
+            front.append((cpu_us, r))
     return [r for _, r in front]
 
 
