@@ -79,6 +79,9 @@ class ReportOptions:
     transport: str = "none"
 
 
+DEFAULT_OPTIONS = ReportOptions()
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A figure with its 95 % confidence interval (NaN bounds: no interval could be computed)."""

@@ -131,7 +131,8 @@ def decide(suite: Suite, options: ReportOptions, plan: Plan) -> Verdict:
 
 
 def _sentence(pick: CodecResult, baseline: Optional[CodecResult], options: ReportOptions, plan: Plan) -> str:
-    """``X: 0.31x the bytes of json at 1.4x its encode CPU (0.9x decode); saves 41 GB/month ($3/month) at 10,000 CCU``."""
+    """``X: 0.31x the bytes of json at 1.40x its encode CPU (0.90x decode); saves 41 GB/month ($3/month of
+    egress) at 10,000 CCU``: the pick against the baseline."""
     if baseline is None or baseline.sizes is None or pick.sizes is None:
         return f"{pick.codec} (no baseline measured to compare with)"
     if pick.codec == baseline.codec:
