@@ -99,7 +99,8 @@ def _front_candidates(suite: Suite) -> List[CodecResult]:
 def dominated(suite: Suite) -> Dict[str, str]:
     """Codec id -> a codec that beats it on both axes of the front (mean bytes per call, encode + decode
     µs per call): at least as good on both and better on one. Only front candidates are listed."""
-    rows = [(r.sizes.mean, cpu, r.codec) for r in _front_candidates(suite) if r.sizes and (cpu := cpu_us(r)) is not None]
+    rows = [(r.sizes.mean, cpu, r.codec)
+            for r in _front_candidates(suite) if r.sizes and (cpu := cpu_us(r)) is not None]
     beaten = {}
     for size, cpu, name in rows:
         better = [(s, c, n) for s, c, n in rows if n != name and s <= size and c <= cpu and (s < size or c < cpu)]
