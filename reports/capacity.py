@@ -218,7 +218,7 @@ def _bootstrap(spans: np.ndarray, calls: Dict[str, np.ndarray], ref_bytes: Dict[
     if len(spans) < 2:
         return [Estimate(float(v), math.nan, math.nan) for v in point], "one connection: no interval"
     ci = scipy.stats.bootstrap(data, rates, paired=True, vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES,
-                               method="percentile", batch=max(1, 2_000_000 // len(spans)),
+                               method="percentile", batch=max(1, 500_000 // len(spans)),
                                rng=np.random.default_rng(BOOTSTRAP_SEED)).confidence_interval
     note = (f"traffic: percentile bootstrap over the trace's {len(spans):,} connections ({BOOTSTRAP_RESAMPLES:,} "
             f"resamples, seeded)")

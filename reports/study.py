@@ -114,7 +114,7 @@ def _protobuf_slow(m: Measured) -> Tuple[str, str]:
     text += f"; converting values to messages is {fmt_share(share)} of it ({fmt_us(convert.median_us)} µs)"
     if ratio <= 1:
         return REVERSED, text
-    return _grade(ratio >= ORDER_OF_MAGNITUDE, share > MOSTLY), text
+    return (HOLDS if ratio >= ORDER_OF_MAGNITUDE and share > MOSTLY else PARTLY), text
 
 
 #: number -> (the finding in docs/study.md's words, the test, the codecs it needs, the check)
