@@ -95,6 +95,18 @@ def test_goal_changes_the_pick(suite: Suite) -> None:
     assert cpu.codec in {r.codec for r in suite.results if not r.codec.count("+")}  # no compressor is cheapest
 
 
+def test_balanced_minimizes_the_stated_monthly_cost(suite: Suite) -> None:
+    rows = plan(suite).rows
+    candidates = [r.codec for r in suite.results if r.codec in rows]
+    for price in (0.0, 0.08, 10.0):
+        pick = decided(suite, egress_price=price).pick
+        costs = {c: rows[c].month_cost(10_000, price) for c in candidates}
+        assert pick is not None and costs[pick.codec] == min(costs.values())
+    free, dear = decided(suite, egress_price=0.0).pick, decided(suite, egress_price=10.0).pick
+    assert free and dear and "+" not in free.codec  # bandwidth free: no compressor pays for its CPU
+    assert dear.codec == min(candidates, key=lambda c: rows[c].down.value)  # bandwidth dear: least egress
+
+
 def test_udp_never_recommends_ordered_delivery(suite: Suite) -> None:
     tcp = decided(suite, goal="bandwidth", transport="tcp")
     assert tcp.pick and tcp.pick.ordered_delivery
