@@ -95,20 +95,36 @@ def winners(suite: Suite) -> Dict[str, Tuple[CodecResult, str]]:
     return found
 
 
-def pareto_front(suite: Suite) -> List[CodecResult]:
-    """Rankable codecs that no other beats on both mean bytes and encode+decode CPU (medians), smallest first."""
-    measured = sorted(((r.sizes.mean, cpu_us, r) for r in rankable(suite) if r.sizes and (cpu_us := round_trip_us(r))),
-                      key=lambda row: (row[0], row[1]))
-    front: List[Tuple[float, CodecResult]] = []
-    for _, cpu_us, r in measured:
-        if not front or cpu_us < front[-1][0]:
-            front.append((cpu_us, r))
-    return [r for _, r in front]
-
-
-def round_trip_us(r: CodecResult) -> Optional[float]:
-    """Encode plus decode median, µs per call: one call's CPU at both ends; None unless both were timed."""
+def cpu_us(r: CodecResult) -> Optional[float]:
+    """Encode + decode µs per call (medians): the CPU axis of the Pareto front; None unless both were timed."""
     return r.encode.median_us + r.decode.median_us if r.encode and r.decode else None
+
+
+def _front_candidates(suite: Suite) -> List[CodecResult]:
+    """Codecs that can stand on the front: every failure declared, bytes and both timings measured."""
+    return [r for r in rankable(suite) if r.sizes and cpu_us(r) is not None and not r.error]
+
+
+def dominated(suite: Suite) -> Dict[str, str]:
+    """Codec id -> a codec that beats it on both axes of the front (mean bytes per call, encode + decode
+    µs per call): at least as good on both and better on one. Only front candidates are listed."""
+    rows = [(r.sizes.mean, cpu, r.codec)
+            for r in _front_candidates(suite) if r.sizes and (cpu := cpu_us(r)) is not None]
+    beaten = {}
+    for size, cpu, name in rows:
+        better = [(s, c, n) for s, c, n in rows if n != name and s <= size and c <= cpu and (s < size or c < cpu)]
+        if better:
+            beaten[name] = min(better)[2]  # the smallest of those that beat it
+    return beaten
+
+
+def pareto_front(suite: Suite) -> List[CodecResult]:
+    """The codecs no other beats on both bytes per call and encode + decode CPU, smallest first.
+
+    Codecs with undeclared failures, or without bytes or timings, are not on it."""
+    beaten = dominated(suite)
+    front = [r for r in _front_candidates(suite) if r.codec not in beaten]
+    return sorted(front, key=lambda r: (r.sizes.mean if r.sizes else 0, cpu_us(r) or 0))
 
 
 def comparisons(suite: Suite, notable: Sequence[CodecResult]) -> List[str]:

@@ -29,7 +29,7 @@ from matplotlib.transforms import Bbox  # noqa: E402
 
 from rpcbench.results import CodecResult, Sizes, Suite, Timing  # noqa: E402
 
-from .analysis import json_sizes, pareto_front, round_trip_us, undeclared_calls  # noqa: E402
+from .analysis import cpu_us, json_sizes, pareto_front, undeclared_calls  # noqa: E402
 from .formatting import fmt_ratio, fmt_us, latency_us  # noqa: E402
 
 WIDTH_IN = 10.5
@@ -138,7 +138,7 @@ def _legend_below(fig: Figure) -> None:
 def pareto_chart(suite: Suite) -> Optional[Figure]:
     """Each codec a point at (encode+decode µs, mean bytes); the Pareto front joined by its line and named,
     dominated codecs grey, codecs with undeclared failures red (they cannot be on the front)."""
-    rows = [r for r in suite.results if r.sizes and round_trip_us(r)]
+    rows = [r for r in suite.results if r.sizes and cpu_us(r)]
     if not rows:
         return None
     front = pareto_front(suite)
@@ -186,7 +186,7 @@ def _dominated_labels(dominated: List[CodecResult]) -> List[Tuple[CodecResult, s
 
 def _cpu(r: CodecResult) -> float:
     """Encode + decode median; only called on codecs a chart kept because they have both."""
-    return round_trip_us(r) or math.nan
+    return cpu_us(r) or math.nan
 
 
 def levels_chart(suite: Suite) -> Optional[Figure]:

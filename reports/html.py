@@ -27,6 +27,8 @@ import jinja2
 from rpcbench.results import CodecResult, Suite
 
 from . import analysis
+from .capacity import DEFAULT_OPTIONS, ReportOptions
+from .decision import decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, latency_us, shown
 from .table import Column, columns, footnotes, latency_column, memory_column
 
@@ -101,17 +103,19 @@ class Part:
     gather: Callable[[Suite], Section]
 
 
-def write_report(suite: Suite, folder: str, charts: Mapping[str, str]) -> str:
+def write_report(suite: Suite, folder: str, charts: Mapping[str, str],
+                 options: ReportOptions = DEFAULT_OPTIONS) -> str:
     """Write ``report.html`` into ``folder``, the charts (name -> SVG markup) inline; return its path."""
-    page = render_report(suite, charts)
+    page = render_report(suite, charts, options)
     path = os.path.join(folder, "report.html")
     with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:  # lone surrogates: shown as U+FFFD
         f.write(page)
     return path
 
 
-def render_report(suite: Suite, charts: Mapping[str, str]) -> str:
-    """The whole page as text: every part of :data:`PARTS`, a table of contents built from the same list."""
+def render_report(suite: Suite, charts: Mapping[str, str], options: ReportOptions = DEFAULT_OPTIONS) -> str:
+    """The whole page as text: every part of :data:`PARTS`, a table of contents built from the same list;
+    ``options`` (goal, baseline, CCU...) shape the verdict and the capacity plan."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=fmt_count, us=fmt_us)
@@ -122,7 +126,8 @@ def render_report(suite: Suite, charts: Mapping[str, str]) -> str:
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],
-        unstable_ci_pct=analysis.UNSTABLE_CI_PCT, min_tail_calls=MIN_TAIL_CALLS)
+        unstable_ci_pct=analysis.UNSTABLE_CI_PCT, min_tail_calls=MIN_TAIL_CALLS,
+        decision=decision(suite, options))
 
 
 def page_title(suite: Suite) -> str:
@@ -134,14 +139,13 @@ def page_title(suite: Suite) -> str:
 
 
 def summary_section(suite: Suite) -> Section:
-    """The answer: smallest, fastest encode, fastest decode, the size/CPU Pareto front, each vs json and bson."""
+    """The headlines: smallest, fastest encode, fastest decode; the Pareto front's codecs and those, each vs json
+    and bson (the verdict above names the front)."""
     winners = analysis.winners(suite)
-    front = analysis.pareto_front(suite)
-    notable = [*front, *(best for best, _ in winners.values())]
+    notable = [*analysis.pareto_front(suite), *(best for best, _ in winners.values())]
     return Section(facts={
         "winners": [(label, best.codec, text, analysis.failed_text(best) if best.failures else "")
                     for label, (best, text) in winners.items()],
-        "frontier": [r.codec for r in front],
         "comparisons": analysis.comparisons(suite, notable),
         "warnings": len(analysis.warnings(suite)),
     })
@@ -267,8 +271,9 @@ def reading_section(suite: Suite) -> Section:
         "warmup": s.get("warmup", "?"), "gc": s.get("gc", "?")})
 
 
-def charts_section(suite: Suite) -> Section:
-    """Nothing to gather: the charts are drawn before the page (see :func:`render_report`)."""
+def from_page_globals(suite: Suite) -> Section:
+    """Nothing to gather: the part's template reads what :func:`render_report` computed once for the whole page
+    (``figures``: the charts; ``decision``: verdict, capacity plan, bytes by method, study findings)."""
     return Section()
 
 
@@ -451,9 +456,13 @@ def _classes(*flags: Tuple[str, bool]) -> str:
 
 #: the page, top to bottom; each part's text is ``templates/_<id>.html``. The table of contents is built from it.
 PARTS: Tuple[Part, ...] = (
+    Part("verdict", "Verdict", from_page_globals),
+    Part("capacity", "Capacity and cost", from_page_globals),
     Part("summary", "Summary", summary_section),
+    Part("bytes", "Where the bytes go", from_page_globals),
+    Part("study", "The study re-tested", from_page_globals),
     Part("results", "Results", results_section),
-    Part("charts", "Charts", charts_section),
+    Part("charts", "Charts", from_page_globals),
     Part("latency", "Latency tails", latency_section),
     Part("allocations", "Allocations", memory_section),
     Part("stages", "Where the time goes", stages_section),
