@@ -19,7 +19,7 @@ from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
 from rpcbench.errors import BenchError
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
-from rpcbench.registry import Registry
+from rpcbench.registry import Registry, split_codec_list
 from rpcbench.results import Suite
 
 from .options import fraction, seconds, whole_number
@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip damaged records of the trace (a warning says how many calls were lost) "
                    "instead of stopping")
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
-                   help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
+                   help="comma-separated codec ids, e.g. json,bson,json+zlib-1; a level range or list expands: "
+                   "json+zlib-1..9, json+zstd-1,3,19 (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: a new folder under results/)")
     p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
@@ -146,7 +147,7 @@ def main(argv: List[str]) -> int:
 def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
     """The run the options describe."""
     return RunConfig(
-        trace=args.trace, codecs=tuple(part.strip() for part in args.codecs.split(",") if part.strip()),
+        trace=args.trace, codecs=split_codec_list(args.codecs),
         salvage=args.salvage, sample=args.sample, seed=args.seed, repeat=args.repeat, warmup=args.warmup,
         min_time=args.min_time, processes=args.processes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,

@@ -49,7 +49,7 @@ class Training:
 def train_dictionaries(config: RunConfig, registry: Registry) -> Optional[Training]:
     """Train one dictionary per inner codec the run's trained codecs need (None if none does)."""
     wanted: Dict[str, Type[Compressor]] = {}
-    for codec_id in config.codecs:
+    for codec_id in registry.expand(config.codecs):
         found = registry.trained_compressor(codec_id)
         if found and found[0].split("+")[0] in registry.codecs:
             wanted.setdefault(*found)
