@@ -18,7 +18,8 @@ from .isolation import DEFAULT_CODEC_TIMEOUT
 from .registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_TRACE = REPO / "samples" / "battle.rpct"
+DEFAULT_TRACE = REPO / "samples" / "battle.rpct"  #: simulate --profile study: positional args, like the 2015 study's
+DICT_TRACE = REPO / "samples" / "battle_dict.rpct"  #: simulate --profile dict: named args, full-precision floats
 #: The 2015 study's formats (docs/study.md: bson, json, ujson, json + zlib at levels 1 and 9,
 #: protobuf with and without zlib), then what can win today: faster JSON (orjson), binary
 #: untyped (msgpack) and typed rows (msgspec-struct), and compression that sees more than one
