@@ -22,7 +22,8 @@ from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry, split_codec_list
 from rpcbench.results import Suite
 
-from .options import fraction, seconds, whole_number
+from .options import fraction, seconds, table_width, whole_number
+from .progress import ProgressDisplay
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
@@ -130,10 +131,9 @@ def main(argv: List[str]) -> int:
         return 0
     out = make_out_dir(args.out, args.trace)
     started = time.perf_counter()
-    progress = Progress(enabled=not args.quiet)
-    with OutputFolder(out) as folder:
+    with OutputFolder(out) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
         suite = run_benchmark(config, progress, registry)
-        progress.done()
+        progress.close()
         report = write_outputs(suite, folder, args.no_report)
     if suite.partial:
         print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
@@ -163,7 +163,7 @@ def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
     suite.save(str(folder))
     if suite.partial:
         return None
-    print(format_table(suite))
+    print(format_table(suite, table_width(), "results.json" if no_report else "report.html"))
     if no_report:
         return None
     return Path(build(suite, str(folder))).name
@@ -237,32 +237,3 @@ class OutputFolder:
         except OSError as e:
             raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} "
                              f"(they are in {self.temp})") from None
-
-
-class Progress:
-    """Progress on stderr: one updating line on a terminal, a line every few seconds otherwise."""
-
-    def __init__(self, enabled: bool = True, interval: float = 3.0) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.interval = interval
-        self._last = 0.0
-        self._width = 0
-
-    def __call__(self, message: str) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if self.tty:
-            sys.stderr.write("\r" + message.ljust(self._width))
-            self._width = len(message)
-            sys.stderr.flush()
-        elif now - self._last >= self.interval:
-            print(message, file=sys.stderr)
-            self._last = now
-
-    def done(self) -> None:
-        """End the updating line."""
-        if self.enabled and self.tty and self._width:
-            sys.stderr.write("\r" + " " * self._width + "\r")
-            sys.stderr.flush()

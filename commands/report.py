@@ -9,6 +9,8 @@ from typing import List
 from reports import build, format_table
 from rpcbench.results import load
 
+from .options import table_width
+
 
 def main(argv: List[str]) -> int:
     """``report RESULTS_DIR_OR_JSON [--out DIR]``: print the table and rebuild charts + report.html."""
@@ -19,6 +21,6 @@ def main(argv: List[str]) -> int:
     args = parser.parse_args(argv)
     suite = load(args.results)
     folder = args.out or (args.results if os.path.isdir(args.results) else os.path.dirname(args.results) or ".")
-    print(format_table(suite))
+    print(format_table(suite, table_width()))
     print(f"\nreport: {build(suite, folder)}")
     return 0
