@@ -8,6 +8,7 @@ stderr is not a terminal (a log file, CI): one plain line when a phase starts an
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import IO, Any, Dict, Optional, Tuple
@@ -28,6 +29,7 @@ class ProgressDisplay:
         self._tasks: Dict[str, TaskID] = {}
         self._started: Dict[str, float] = {}  # phase -> when it started (plain lines)
         self._last_line = 0.0
+        self._rerouted: list = []  # log handlers writing to the stream, sent above the bars while they show
         if enabled and self.stream.isatty():
             self._bars = Progress(
                 TextColumn("{task.description:<22}"), BarColumn(bar_width=24), TaskProgressColumn(),
@@ -36,7 +38,11 @@ class ProgressDisplay:
 
     def __enter__(self) -> "ProgressDisplay":
         if self._bars is not None:
-            self._bars.start()
+            self._bars.start()  # sys.stderr is now rich's proxy, which prints above the bars
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is self.stream:
+                    self._rerouted.append(handler)
+                    handler.setStream(sys.stderr)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -78,6 +84,9 @@ class ProgressDisplay:
         if self._bars is not None:
             self._bars.stop()
             self._bars = None
+        for handler in self._rerouted:
+            handler.setStream(self.stream)
+        self._rerouted = []
 
 
 def eta_of(done: float, total: float, elapsed: float) -> Tuple[Optional[float], Optional[float]]:
