@@ -146,15 +146,20 @@ def _split(cols: List[Column], suite: Suite, width: Optional[int]) -> List[List[
 
 def _fitted(cols: List[Column], results: Sequence[CodecResult], width: Optional[int], left_out: List[str]) -> List[str]:
     """The grid of ``cols`` without its lowest-ranked columns until it fits ``width`` (dropped titles
-    appended to ``left_out``); the first column always stays."""
+    appended to ``left_out``); the first column always stays. A column that is 0 for every codec
+    says least, so it goes first (named "(all 0)")."""
     cols = list(cols)
 
+    def zero(c: Column) -> bool:
+        return all(c.cell(r) == "0" for r in results)
+
     def rank(c: Column) -> int:
-        return KEEP_ORDER.index(c.title) if c.title in KEEP_ORDER else KEEP_ORDER.index("calls") - 1
+        kept = KEEP_ORDER.index(c.title) if c.title in KEEP_ORDER else KEEP_ORDER.index("calls") - 1
+        return kept + (len(KEEP_ORDER) if zero(c) else 0)
 
     while width is not None and len(cols) > 1 and _width(cols, results) > width:
         drop = max(reversed(cols[1:]), key=rank)
-        left_out.append(drop.title)
+        left_out.append(f"{drop.title} (all 0)" if zero(drop) else drop.title)
         cols.remove(drop)
     return grid(cols, results)
 
