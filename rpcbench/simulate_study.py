@@ -41,7 +41,6 @@ WAVE_SIZE = 3
 SYNC_EVERY = TICKS_PER_S  #: full state of every living unit to every client, once a second
 PING_EVERY = 2 * TICKS_PER_S
 RESPAWN_TICKS = 5 * TICKS_PER_S
-STATES = ("idle", "run", "atk", "cast")
 NAMES = ("Lumi", "Kai", "Nova", "Rex", "Mira", "Zed", "Aria", "Bo", "Juno", "Taro", "Yuki", "Ash")
 CHAT = ("gg", "go mid", "help!", "nice", "wait", "back", "ok", "push", "care bot", "lol")
 CHAT_CHANCE = 0.002  #: per client per tick
@@ -66,7 +65,7 @@ class Unit:
     skills: int = 0  #: a hero's skill ids are skills + 1..4
     clock: int = 0  #: its client's clock (ms since the app started) when the room opened
     dir: int = 0  #: whole degrees
-    state: str = "idle"
+    state: str = "idle"  #: "idle", "run", "atk" or "cast"
     dest: Optional[Tuple[float, float]] = None
     ready: int = 0  #: tick it may act again
 
@@ -95,6 +94,7 @@ class StudyBattle:
         self.send_t = t0
 
     def _base(self, team: int) -> Tuple[float, float]:
+        """A spot near a team's end of the arena (spawn and respawn)."""
         return (15.0 + self.rng.uniform(-5, 5), 50.0 + self.rng.uniform(-10, 10)) if team == 0 else \
             (85.0 + self.rng.uniform(-5, 5), 50.0 + self.rng.uniform(-10, 10))
 
@@ -125,6 +125,7 @@ class StudyBattle:
             self.out.append(Call(method, list(args), self.send_t, S2C, conn))
 
     def _request(self, i: int, method: str, *args: Any) -> None:
+        """Client ``i``'s call, arriving during this tick; the server handles it next tick."""
         call = Call(method, list(args), self.t + self.rng.randrange(1, TICK_NS), C2S, self.conns[i])
         self.out.append(call)
         self.pending.append((i, call))
@@ -165,6 +166,7 @@ class StudyBattle:
         return next((u for u in self.heroes + self.minions if u.id == uid), None)
 
     def _hit(self, src: Unit, dst: Unit, amount: int, skill: int) -> None:
+        """Damage (heroes may crit), then death: a hero's counts for the score, a minion is gone."""
         crit = int(bool(src.name) and self.rng.random() < 0.15)
         amount *= 1 + crit
         dst.hp = max(0, dst.hp - amount)
@@ -201,6 +203,7 @@ class StudyBattle:
                             [u.dir for u in alive], [u.state for u in alive])
 
     def _wave(self) -> None:
+        """Each team's minions appear at its end of the lane and march on the other."""
         for team in (0, 1):
             (sx, sy), (ex, ey) = LANE if team == 0 else LANE[::-1]
             for _ in range(WAVE_SIZE):
@@ -211,6 +214,7 @@ class StudyBattle:
                 self._broadcast("spawn", m.id, team, q(m.x), q(m.y), m.hp)
 
     def _minion(self, m: Unit) -> None:
+        """A minion hits the nearest enemy in reach once a second, else marches on."""
         foe = self._nearest(m, ATTACK_RANGE)
         if foe is not None and self.tick >= m.ready:
             m.ready, m.state = self.tick + TICKS_PER_S, "atk"
@@ -220,6 +224,7 @@ class StudyBattle:
             self._broadcast("obj_move", m.id, m.dest[0], m.dest[1], m.dir, m.speed, self._ms())
 
     def _advance(self, u: Unit) -> None:
+        """One tick of movement toward the destination; arriving is news (and ends a minion's march)."""
         if u.dest is None or u.hp == 0:
             return
         dx, dy = u.dest[0] - u.x, u.dest[1] - u.y
@@ -235,6 +240,7 @@ class StudyBattle:
             u.x, u.y = u.x + dx / d * step, u.y + dy / d * step
 
     def _nearest(self, u: Unit, reach: float) -> Optional[Unit]:
+        """The closest living enemy within ``reach``, if any."""
         foes = [o for o in self.heroes + self.minions if o.team != u.team and o.hp > 0 and u.dist(o) <= reach]
         return min(foes, key=u.dist, default=None)
 
