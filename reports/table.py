@@ -168,11 +168,18 @@ def _width(cols: Sequence[Column], results: Sequence[CodecResult]) -> int:
     return max(len(line) for line in grid(cols, results))
 
 
+def fit_lines(lines: Sequence[str], width: Optional[int]) -> List[str]:
+    """Each line wrapped to ``width`` (continuations indented two more than the line), or as they are."""
+    return [part for line in lines for part in _wrapped(line, width)]
+
+
 def _wrapped(text: str, width: Optional[int]) -> List[str]:
     """``text`` as lines of at most ``width`` characters (continuations indented), or as it is."""
     if width is None:
         return [text]
-    return textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False) or [""]
+    indent = " " * (len(text) - len(text.lstrip(" ")))
+    return textwrap.wrap(text.lstrip(" "), width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False) or [""]
 
 
 def grid(cols: Sequence[Column], results: Sequence[CodecResult]) -> List[str]:

@@ -27,7 +27,7 @@ from .errors import BenchError
 from .floor import Floor
 from .progress import Progress, quiet
 from .registry import Registry
-from .results import SCHEMA_VERSION, CodecResult, Suite, Timing
+from .results import PER_CONNECTION_COLUMNS, SCHEMA_VERSION, CodecResult, Suite, Timing
 from .size_pass import CodecTally, SizePass
 from .timing import TimingAnswer, TimingJob, run_jobs
 from .training import HeldOut, Training, train_dictionaries
@@ -216,6 +216,7 @@ def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,
         state_bytes_per_conn=tally.state_bytes, shared_state_bytes=tally.shared_state_bytes,
         ordered_delivery=codec.ordered_delivery, floor_ratio=_floor_ratio(tally, floor),
+        by_direction={d: {"calls": c, "bytes": b} for d, (c, b) in sorted(tally.by_direction.items())},
     )
 
 
@@ -249,4 +250,17 @@ def _trace_info(path: str, reader: Any, size_pass: SizePass, codecs: List[Codec]
         "recorder": reader.end or reader.stats,
         "bytes_reference": reference,
         "training": training.summary() if training else None,
+        "per_connection": _per_connection(size_pass, reference),
     }
+
+
+def _per_connection(size_pass: SizePass, reference: str) -> Optional[Dict[str, Any]]:
+    """Each connection's time span, calls and ``reference``'s bytes per direction, as columns: the
+    capacity planner's confidence intervals come from their spread (None if the reference has no figures)."""
+    tally = next(t for t in size_pass.tallies if t.codec.name == reference)
+    if tally.error:
+        return None
+    spans = size_pass.stats.spans
+    rows = [((last - first) // 1_000_000, c2s, s2c, *tally.by_connection.get(conn, (0, 0)))
+            for conn, (first, last, c2s, s2c) in spans.items()]
+    return {"codec": reference, **{name: [row[i] for row in rows] for i, name in enumerate(PER_CONNECTION_COLUMNS)}}

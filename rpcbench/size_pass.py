@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
-from rpc_capture import Call
+from rpc_capture import C2S, Call
 
 from .codec import Codec, Compressed, received_call, stream_key
 from .errors import BenchError
@@ -96,6 +96,8 @@ class CodecTally:
         self.declared = frozenset(codec.changes)
         self.sizes: Counter = Counter()
         self.by_method: Dict[str, List[int]] = {}
+        self.by_direction: Dict[str, List[int]] = {}  #: "c2s"/"s2c" -> [calls, bytes]
+        self.by_connection: Dict[Any, List[int]] = {}  #: connection -> [c2s bytes, s2c bytes]
         self.failures = 0
         self.mismatches = 0
         self.problems: Dict[Tuple[str, str], list] = {}
@@ -105,8 +107,8 @@ class CodecTally:
         self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
         self._sessions: Dict[Any, Codec] = {}
 
-    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error", "state_bytes",
-              "shared_state_bytes")
+    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
+              "error", "state_bytes", "shared_state_bytes")
 
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream
@@ -117,7 +119,7 @@ class CodecTally:
 
     def fail(self, reason: str) -> None:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
-        self.sizes, self.by_method, self.problems = Counter(), {}, {}
+        self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
         self.failures = self.mismatches = 0
         self.error = reason
 
@@ -163,6 +165,19 @@ class CodecTally:
                 tally = self.by_method[call.method] = [0, 0]
             tally[0] += 1
             tally[1] += n
+            self._count_traffic(call, n)
+
+    def _count_traffic(self, call: Call, n: int) -> None:
+        """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""
+        direction = self.by_direction.get(call.dir)
+        if direction is None:
+            direction = self.by_direction[call.dir] = [0, 0]
+        direction[0] += 1
+        direction[1] += n
+        conn = self.by_connection.get(call.conn)
+        if conn is None:
+            conn = self.by_connection[call.conn] = [0, 0]
+        conn[0 if call.dir == C2S else 1] += n
 
     def _session(self, key: Any) -> Codec:
         session = self._sessions.get(key)
