@@ -17,9 +17,9 @@ from .charts import render_charts
 from .decision import decision
 from .html import write_report
 from .markdown import write_markdown
-from .table import format_table
+from .table import fit_lines, format_table
 
-__all__ = ["ReportOptions", "build", "format_table", "render_charts", "verdict_lines", "write_markdown",
+__all__ = ["ReportOptions", "build", "fit_lines", "format_table", "render_charts", "verdict_lines", "write_markdown",
            "write_report"]
 
 
