@@ -178,7 +178,9 @@ def _dominated_labels(dominated: List[CodecResult]) -> List[Tuple[CodecResult, s
     labels: List[Tuple[CodecResult, str, Dict[str, Any]]] = []
     in_series: Set[str] = set()
     for name, points in _level_series(dominated).items():
-        labels.append((points[0][1], f"{name}-{points[0][0]}..{points[-1][0]}", style))
+        levels = [str(level) for level, _ in points]
+        span = ",".join(levels) if len(levels) <= 3 else f"{levels[0]}..{levels[-1]}"
+        labels.append((points[0][1], f"{name}-{span}", style))
         labels += [(r, str(level), style) for level, r in points[1:]]
         in_series.update(r.codec for _, r in points)
     return labels + [(r, r.codec, style) for r in dominated if r.codec not in in_series]
