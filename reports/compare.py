@@ -1,0 +1,245 @@
+"""Every judgment ``run_bench.py compare OLD NEW`` makes: what changed per codec between two runs,
+whether a CPU change is significant, and whether a change breaks a ``--fail-above`` gate.
+
+Bytes are exact (``len()`` of every encoded call), so any change in them is real. CPU times
+are not: on a shared host the machine's speed drifts between runs, so each codec's time is
+judged as its ratio to a reference codec measured in the same run (the drift cancels in the
+ratio), and the two runs' ratio distributions are compared with a Mann-Whitney U test on the
+rounds. The absolute times get the same test, for information: they move with the machine.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from scipy.stats import mannwhitneyu
+
+from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
+
+TEST = "Mann-Whitney U, two-sided"  #: the significance test on the rounds, as it is named in the output
+ALPHA = 0.01  #: a CPU change is significant when the test's p-value is below this
+DEFAULT_REFERENCE = "json"
+OPS = ("encode", "decode")
+
+
+@dataclass(frozen=True)
+class Shift:
+    """One figure in both runs and, for timings, the test's p-value (None: exact figure, not tested)."""
+
+    old: float
+    new: float
+    p: Optional[float] = None
+
+    @property
+    def change_pct(self) -> float:
+        """The new figure relative to the old one, in percent (+20.0: 20 % more)."""
+        return (self.new / self.old - 1) * 100 if self.old else (0.0 if not self.new else math.inf)
+
+
+@dataclass(frozen=True)
+class CpuChange:
+    """One codec's encode or decode time in both runs: absolute (µs per call, median round) and as its
+    ratio to the reference codec (median of the per-round ratios); ``ratio`` is None for the reference."""
+
+    op: str
+    absolute: Shift
+    ratio: Optional[Shift]
+    alpha: float
+    reference: bool = False  #: this is the reference codec's own timing (its ratio is 1 by construction)
+
+    @property
+    def significant(self) -> bool:
+        """The ratio to the reference changed, by the test on the rounds at ``alpha``."""
+        return self.ratio is not None and self.ratio.p is not None and self.ratio.p < self.alpha
+
+    @property
+    def verdict(self) -> str:
+        """``slower``, ``faster``, ``n.s.`` (not significant), ``reference`` or ``-`` (no reference)."""
+        if self.ratio is None:
+            return "reference" if self.reference else "-"
+        if not self.significant:
+            return "n.s."
+        return "slower" if self.ratio.new > self.ratio.old else "faster"
+
+
+@dataclass(frozen=True)
+class CodecChange:
+    """A codec run in both: its mean bytes per call, its CPU changes, and what one run lacks."""
+
+    codec: str
+    bytes: Optional[Shift]
+    cpu: Tuple[CpuChange, ...]
+    missing: Tuple[str, ...]  #: e.g. ``decode not timed in NEW (timing failed: ...)``
+
+    @property
+    def bytes_verdict(self) -> str:
+        """``larger``, ``smaller`` or ``same`` (bytes are exact: any change is real)."""
+        if self.bytes is None or self.bytes.new == self.bytes.old:
+            return "same" if self.bytes else "-"
+        return "larger" if self.bytes.new > self.bytes.old else "smaller"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs compared: per common codec, what changed; codecs only in one run; reasons for care."""
+
+    reference: Optional[str]  #: codec the CPU ratios are to; None when no codec was timed in both runs
+    reference_note: str  #: how the reference was chosen, in words
+    codecs: Tuple[CodecChange, ...]
+    added: Tuple[str, ...]  #: only in NEW
+    removed: Tuple[str, ...]  #: only in OLD
+    warnings: Tuple[str, ...]
+    alpha: float = ALPHA
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A change a ``--fail-above`` gate fails on: a bytes increase, or a significant CPU ratio increase."""
+
+    codec: str
+    figure: str  #: ``bytes``, ``encode`` or ``decode``
+    change_pct: float
+    text: str
+
+
+def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: float = ALPHA) -> Comparison:
+    """What changed from ``old`` to ``new``; CPU judged by each codec's ratio to ``reference``
+    (or, when it is not timed in both runs, to the first codec of NEW that is, said in ``reference_note``)."""
+    ref, note = choose_reference(old, new, reference)
+    old_ref, new_ref = (old.find(ref), new.find(ref)) if ref else (None, None)
+    changes = []
+    for r_new in new.results:
+        r_old = old.find(r_new.codec)
+        if r_old is not None:
+            changes.append(_codec_change(r_old, r_new, old_ref, new_ref, alpha))
+    old_ids, new_ids = {r.codec for r in old.results}, {r.codec for r in new.results}
+    return Comparison(
+        reference=ref, reference_note=note, codecs=tuple(changes),
+        added=tuple(r.codec for r in new.results if r.codec not in old_ids),
+        removed=tuple(r.codec for r in old.results if r.codec not in new_ids),
+        warnings=tuple(comparison_warnings(old, new, ref, alpha)), alpha=alpha)
+
+
+def choose_reference(old: Suite, new: Suite, wanted: str) -> Tuple[Optional[str], str]:
+    """The reference codec and how it was chosen: ``wanted`` if both runs timed it (encode and decode),
+    else the first codec of NEW that both runs timed, else None (CPU compared in absolute terms only)."""
+    if _timed_in_both(old, new, wanted):
+        default = " (the default; --reference CODEC to change)" if wanted == DEFAULT_REFERENCE else ""
+        return wanted, f"{wanted}{default}"
+    common = [r.codec for r in new.results if _timed_in_both(old, new, r.codec)]
+    if not common:
+        return None, (f"none: no codec was timed in both runs ({wanted} included), so CPU is compared "
+                      "in absolute terms only and no CPU change is gated")
+    return common[0], (f"{common[0]}: {wanted} was not timed in both runs, so the first codec both runs "
+                       f"timed is the reference")
+
+
+def _timed_in_both(old: Suite, new: Suite, codec: str) -> bool:
+    return all((r := run.find(codec)) is not None and r.encode is not None and r.decode is not None
+               for run in (old, new))
+
+
+def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecResult],
+                  new_ref: Optional[CodecResult], alpha: float) -> CodecChange:
+    """One codec's change; ratios only when both runs have the reference and this is not it."""
+    sizes = Shift(old.sizes.mean, new.sizes.mean) if old.sizes and new.sizes else None
+    cpu, missing = [], []
+    if sizes is None:
+        missing.append(f"bytes not measured in {'OLD' if old.sizes is None else 'NEW'}")
+    for op in OPS:
+        t_old, t_new = getattr(old, op), getattr(new, op)
+        if t_old is None or t_new is None:
+            run, r = ("OLD", old) if t_old is None else ("NEW", new)
+            missing.append(f"{op} not timed in {run}" + (f" ({r.error})" if r.error else ""))
+            continue
+        is_reference = old_ref is not None and old.codec == old_ref.codec
+        ratio = None
+        if old_ref and new_ref and not is_reference:
+            ratio = _shift(ratio_rounds(t_old, getattr(old_ref, op)), ratio_rounds(t_new, getattr(new_ref, op)))
+        cpu.append(CpuChange(op, _shift(t_old.rounds_ns, t_new.rounds_ns, scale=1e-3), ratio, alpha, is_reference))
+    return CodecChange(new.codec, sizes, tuple(cpu), tuple(missing))
+
+
+def ratio_rounds(timing: Timing, reference: Timing) -> List[float]:
+    """Each round of ``timing`` over the reference's round of the same turn: codecs take turns round by
+    round, so the two ran at nearly the same moment and the machine's drift cancels (as in
+    ``Timing.ratio_to``). With unequal round counts, each round over the reference's median round."""
+    if len(timing.rounds_ns) == len(reference.rounds_ns):
+        return [a / b for a, b in zip(timing.rounds_ns, reference.rounds_ns)]
+    ref_median = statistics.median(reference.rounds_ns)
+    return [a / ref_median for a in timing.rounds_ns]
+
+
+def _shift(old: Sequence[float], new: Sequence[float], scale: float = 1.0) -> Shift:
+    """Medians of two samples of rounds (times ``scale``) and the two-sided Mann-Whitney U p-value
+    (1 when every round is the same value, which leaves the test undefined)."""
+    p = float(mannwhitneyu(old, new, alternative="two-sided").pvalue)
+    return Shift(statistics.median(old) * scale, statistics.median(new) * scale, p if math.isfinite(p) else 1.0)
+
+
+def smallest_p(n_old: int, n_new: int) -> float:
+    """The smallest two-sided p-value the exact Mann-Whitney U test can give for these round counts
+    (the two samples completely apart): with too few rounds no change can be significant."""
+    return min(1.0, 2 / math.comb(n_old + n_new, n_old))
+
+
+def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], alpha: float) -> List[str]:
+    """Reasons to read the comparison with care: different traces or timing samples, partial runs,
+    too few rounds for the test, a different machine speed between the runs."""
+    notes = []
+    if old.trace.get("sha256") != new.trace.get("sha256"):
+        notes.append("the runs replayed different traces (sha256 differs): bytes and CPU cover different calls")
+    sample_keys = ("sample", "sample_seed", "sample_by_method", "gc")
+    differ = [k for k in sample_keys if old.settings.get(k) != new.settings.get(k)]
+    if differ:
+        notes.append(f"timing settings differ ({', '.join(differ)}): CPU per call averages different calls "
+                     "or conditions")
+    notes += [f"{name} is a partial run ({run.partial})" for name, run in (("OLD", old), ("NEW", new)) if run.partial]
+    rounds = [(len(t_old.rounds_ns), len(t_new.rounds_ns)) for r in new.results if (r_old := old.find(r.codec))
+              for t_old, t_new in ((r_old.encode, r.encode), (r_old.decode, r.decode)) if t_old and t_new]
+    fewest = max(rounds, key=lambda pair: smallest_p(*pair), default=None)
+    if fewest and smallest_p(*fewest) >= alpha:
+        a, b = fewest
+        notes.append(f"with {a} and {b} rounds the test cannot reach p < {alpha:g} (smallest possible p "
+                     f"{smallest_p(a, b):.3g}): no CPU change can be significant; run with more --repeat")
+    speed = machine_speed(old, new, reference)
+    if speed:
+        notes.append(speed)
+    return notes
+
+
+def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[str]:
+    """A note when the reference codec ran over SLOW_STATE_FACTOR x faster or slower in NEW than in OLD:
+    the host's speed states do not slow codecs alike, so even the ratios can shift between such runs."""
+    if reference is None:
+        return None
+    r_old, r_new = old.result(reference), new.result(reference)
+    assert r_old.encode and r_new.encode
+    factor = r_new.encode.median_us / r_old.encode.median_us
+    if 1 / SLOW_STATE_FACTOR < factor < SLOW_STATE_FACTOR:
+        return None
+    return (f"the machine ran at another speed: {reference} encode took {factor:.2f}x its OLD time in NEW. "
+            f"Absolute times moved with it; the ratios cancel drift that hits codecs alike, but a shared "
+            f"host's speed states slow some codecs more than others (README, speed states), so "
+            f"ratios can shift too: rerun both in the same conditions before trusting a CPU change")
+
+
+def gate(comparison: Comparison, fail_above_pct: float) -> List[Violation]:
+    """The changes over ``fail_above_pct`` percent that fail a gate: any bytes increase (exact), and any
+    significant increase of a CPU ratio to the reference. Absolute CPU changes never fail it."""
+    found = []
+    for c in comparison.codecs:
+        if c.bytes and c.bytes.change_pct > fail_above_pct:
+            found.append(Violation(c.codec, "bytes", c.bytes.change_pct,
+                                   f"{c.codec}: bytes per call +{c.bytes.change_pct:.1f}% "
+                                   f"({c.bytes.old:.1f} -> {c.bytes.new:.1f} B/call)"))
+        for t in c.cpu:
+            if t.ratio and t.significant and t.ratio.change_pct > fail_above_pct:
+                found.append(Violation(c.codec, t.op, t.ratio.change_pct,
+                                       f"{c.codec}: {t.op} CPU +{t.ratio.change_pct:.1f}% relative to "
+                                       f"{comparison.reference} ({t.ratio.old:.3f}x -> {t.ratio.new:.3f}x, "
+                                       f"p = {t.ratio.p:.2g} < {comparison.alpha:g})"))
+    return found
