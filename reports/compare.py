@@ -5,7 +5,9 @@ Bytes are exact (``len()`` of every encoded call), so any change in them is real
 are not: on a shared host the machine's speed drifts between runs, so each codec's time is
 judged as its ratio to a reference codec measured in the same run (the drift cancels in the
 ratio), and the two runs' ratio distributions are compared with a Mann-Whitney U test on the
-rounds. The absolute times get the same test, for information: they move with the machine.
+rounds. Rounds crowded out by other work are set aside first (:func:`kept_rounds`), and the
+figure compared is the lower quartile of the rest (:func:`_shift` says why). The absolute times
+get the same treatment, for information: they move with the machine.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ TEST = "Mann-Whitney U, two-sided"  #: the significance test on the rounds, as i
 ALPHA = 0.01  #: a CPU change is significant when the test's p-value is below this
 DEFAULT_REFERENCE = "json"
 OPS = ("encode", "decode")
+#: process sets a run needs before per-process speed modes stop deciding a comparison (docs/compare.md)
+MIN_PROCESSES = 3
 
 
 @dataclass(frozen=True)
@@ -41,14 +45,16 @@ class Shift:
 
 @dataclass(frozen=True)
 class CpuChange:
-    """One codec's encode or decode time in both runs: absolute (µs per call, median round) and as its
-    ratio to the reference codec (median of the per-round ratios); ``ratio`` is None for the reference."""
+    """One codec's encode or decode time in both runs, over the kept rounds: absolute (µs per call, lower
+    quartile) and as its ratio to the reference codec (lower quartile of the per-round ratios);
+    ``ratio`` is None for the reference itself and when there is no reference."""
 
     op: str
     absolute: Shift
     ratio: Optional[Shift]
     alpha: float
     reference: bool = False  #: this is the reference codec's own timing (its ratio is 1 by construction)
+    rounds: Tuple[Tuple[int, int], Tuple[int, int]] = ((0, 0), (0, 0))  #: (kept, all) rounds in OLD, NEW
 
     @property
     def significant(self) -> bool:
@@ -120,7 +126,7 @@ def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: f
         reference=ref, reference_note=note, codecs=tuple(changes),
         added=tuple(r.codec for r in new.results if r.codec not in old_ids),
         removed=tuple(r.codec for r in old.results if r.codec not in new_ids),
-        warnings=tuple(comparison_warnings(old, new, ref, alpha)), alpha=alpha)
+        warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha)
 
 
 def choose_reference(old: Suite, new: Suite, wanted: str) -> Tuple[Optional[str], str]:
@@ -159,25 +165,45 @@ def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecRes
         ratio = None
         if old_ref and new_ref and not is_reference:
             ratio = _shift(ratio_rounds(t_old, getattr(old_ref, op)), ratio_rounds(t_new, getattr(new_ref, op)))
-        cpu.append(CpuChange(op, _shift(t_old.rounds_ns, t_new.rounds_ns, scale=1e-3), ratio, alpha, is_reference))
+        kept_old, kept_new = kept_rounds(t_old), kept_rounds(t_new)
+        cpu.append(CpuChange(op, _shift(kept_old, kept_new, scale=1e-3), ratio, alpha, is_reference,
+                             ((len(kept_old), len(t_old.rounds_ns)), (len(kept_new), len(t_new.rounds_ns)))))
     return CodecChange(new.codec, sizes, tuple(cpu), tuple(missing))
 
 
+def kept_rounds(timing: Timing) -> List[float]:
+    """The rounds of ``timing`` within SLOW_STATE_FACTOR x its fastest round.
+
+    Other work on a shared machine only ever adds time, in bursts and by process: with more
+    processes than cores, a round is crowded out for whole scheduler slices while the next codec's
+    round runs free, so pairing rounds of the same turn does not cancel it. Such rounds sit well
+    above the fastest (the same rule as the run's speed-state notes) and are set aside. A real
+    change of the codec moves its fastest round too, so it stays in view."""
+    return [x for x, slow in zip(timing.rounds_ns, timing.slow_rounds) if not slow]
+
+
+def lower_quartile(values: Sequence[float]) -> float:
+    """The 25th percentile (inclusive method; the value itself for one value)."""
+    return statistics.quantiles(values, n=4, method="inclusive")[0] if len(values) > 1 else values[0]
+
+
 def ratio_rounds(timing: Timing, reference: Timing) -> List[float]:
-    """Each round of ``timing`` over the reference's round of the same turn: codecs take turns round by
-    round, so the two ran at nearly the same moment and the machine's drift cancels (as in
-    ``Timing.ratio_to``). With unequal round counts, each round over the reference's median round."""
-    if len(timing.rounds_ns) == len(reference.rounds_ns):
-        return [a / b for a, b in zip(timing.rounds_ns, reference.rounds_ns)]
-    ref_median = statistics.median(reference.rounds_ns)
-    return [a / ref_median for a in timing.rounds_ns]
+    """Each kept round of ``timing`` over the lower quartile of the reference's kept rounds, timed in
+    the same run: the machine's speed during that run cancels."""
+    ref_level = lower_quartile(kept_rounds(reference))
+    return [x / ref_level for x in kept_rounds(timing)]
 
 
 def _shift(old: Sequence[float], new: Sequence[float], scale: float = 1.0) -> Shift:
-    """Medians of two samples of rounds (times ``scale``) and the two-sided Mann-Whitney U p-value
-    (1 when every round is the same value, which leaves the test undefined)."""
+    """The lower quartiles of two samples of rounds (times ``scale``) and the two-sided Mann-Whitney U
+    p-value (1 when every round is the same value, which leaves the test undefined).
+
+    The lower quartile, not the median: on a shared host a process can run a codec up to 1.3x
+    slower than another process does for its whole life (sub-µs codecs most: memory placement),
+    so a run of several process sets mixes such speed modes in proportions that differ from run to
+    run. The fast end of the kept rounds moves least with that mixture and fully with a real change."""
     p = float(mannwhitneyu(old, new, alternative="two-sided").pvalue)
-    return Shift(statistics.median(old) * scale, statistics.median(new) * scale, p if math.isfinite(p) else 1.0)
+    return Shift(lower_quartile(old) * scale, lower_quartile(new) * scale, p if math.isfinite(p) else 1.0)
 
 
 def smallest_p(n_old: int, n_new: int) -> float:
@@ -186,7 +212,8 @@ def smallest_p(n_old: int, n_new: int) -> float:
     return min(1.0, 2 / math.comb(n_old + n_new, n_old))
 
 
-def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], alpha: float) -> List[str]:
+def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], changes: Sequence[CodecChange],
+                        alpha: float) -> List[str]:
     """Reasons to read the comparison with care: different traces or timing samples, partial runs,
     too few rounds for the test, a different machine speed between the runs."""
     notes = []
@@ -197,18 +224,22 @@ def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], alpha:
     if differ:
         notes.append(f"timing settings differ ({', '.join(differ)}): CPU per call averages different calls "
                      "or conditions")
-    notes += [f"{name} is a partial run ({run.partial})" for name, run in (("OLD", old), ("NEW", new)) if run.partial]
-    rounds = [(len(t_old.rounds_ns), len(t_new.rounds_ns)) for r in new.results if (r_old := old.find(r.codec))
-              for t_old, t_new in ((r_old.encode, r.encode), (r_old.decode, r.decode)) if t_old and t_new]
-    fewest = max(rounds, key=lambda pair: smallest_p(*pair), default=None)
-    if fewest and smallest_p(*fewest) >= alpha:
-        a, b = fewest
-        notes.append(f"with {a} and {b} rounds the test cannot reach p < {alpha:g} (smallest possible p "
-                     f"{smallest_p(a, b):.3g}): no CPU change can be significant; run with more --repeat")
+    runs = (("OLD", old), ("NEW", new))
+    notes += [f"{name} is a partial run ({run.partial})" for name, run in runs if run.partial]
+    single = [name for name, run in runs if (run.settings.get("processes") or 0) < MIN_PROCESSES]
+    if single:
+        notes.append(f"{' and '.join(single)} timed each codec in fewer than {MIN_PROCESSES} process sets: on a "
+                     "shared host a codec can run up to 1.3x slower in one process than in the next for the "
+                     "process's whole life, which no test on one process's rounds can see; runs meant for a "
+                     f"gate want --processes {MIN_PROCESSES} or more")
+    too_few = [f"{c.codec} {t.op}" for c in changes for t in c.cpu
+               if smallest_p(t.rounds[0][0], t.rounds[1][0]) >= alpha]
+    if too_few:
+        notes.append(f"too few kept rounds for the test to reach p < {alpha:g} for {len(too_few)} timing(s) "
+                     f"({', '.join(too_few[:4])}{', ...' if len(too_few) > 4 else ''}): their CPU changes "
+                     "cannot be significant; run with more --repeat or --processes")
     speed = machine_speed(old, new, reference)
-    if speed:
-        notes.append(speed)
-    return notes
+    return notes + ([speed] if speed else [])
 
 
 def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[str]:
@@ -218,7 +249,7 @@ def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[
         return None
     r_old, r_new = old.result(reference), new.result(reference)
     assert r_old.encode and r_new.encode
-    factor = r_new.encode.median_us / r_old.encode.median_us
+    factor = lower_quartile(kept_rounds(r_new.encode)) / lower_quartile(kept_rounds(r_old.encode))
     if 1 / SLOW_STATE_FACTOR < factor < SLOW_STATE_FACTOR:
         return None
     return (f"the machine ran at another speed: {reference} encode took {factor:.2f}x its OLD time in NEW. "
