@@ -1,7 +1,8 @@
 """``run_bench.py compare OLD NEW``, end to end on real runs of the bundled sample.
 
-The runs time json, msgpack, json+zlib-1 and ``jsonbuild``, a plugin codec loaded with
---codec-path from a temporary folder: compact JSON like ``json``, as "the build under test".
+The runs time json, msgpack, json+zlib-1 and ``jsonbuild`` (tests/data/jsonbuild.py), a plugin
+codec loaded with --codec-path from a temporary folder: compact JSON like ``json``, as "the build
+under test".
 Two runs of the same build must pass a --fail-above 10 gate; a run of a build whose
 jsonbuild burns 25 % more of its own time per call (about 20 % of the time the harness
 measures for it, its loop overhead included) must fail it, and so must a build whose
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -30,45 +32,8 @@ CODECS = "json,msgpack,json+zlib-1,jsonbuild"
 TIMING = ["--repeat", "15", "--processes", "3", "--min-time", "0.002", "--sample", "300"]
 QUICK = ["--no-floor", "--no-tails", "--no-memory", "--no-report", "--quiet"]
 
-PLUGIN = '''"""jsonbuild: compact JSON like the built-in json; EXTRA_CPU: extra busy time per call,
-as a fraction of the call's own work."""
-
-import json
-import time
-
-from rpc_capture import Call
-from rpcbench.codec import JSON_CHANGES, Codec, Received, base64_default
-
-EXTRA_CPU = {extra}
-SEPARATORS = {separators!r}
-
-
-def _burn(start):
-    end = start + (time.perf_counter_ns() - start) * (1 + EXTRA_CPU)
-    while time.perf_counter_ns() < end:
-        pass
-
-
-class JsonBuild(Codec):
-    id = "jsonbuild"
-    changes = JSON_CHANGES
-
-    def __init__(self):
-        self._encode = json.JSONEncoder(separators=SEPARATORS, ensure_ascii=False, default=base64_default).encode
-        self._decode = json.JSONDecoder().decode
-
-    def encode(self, call: Call) -> bytes:
-        start = time.perf_counter_ns()
-        data = self._encode({{"method": call.method, "args": call.args}}).encode("utf-8")
-        _burn(start)
-        return data
-
-    def decode(self, data: bytes) -> Received:
-        start = time.perf_counter_ns()
-        obj = self._decode(data.decode("utf-8"))
-        _burn(start)
-        return obj["method"], obj["args"]
-'''
+#: write_build(folder, extra_cpu, separators) -> a copy of the jsonbuild plugin with those settings
+write_build = runpy.run_path(str(ROOT / "tests" / "data" / "jsonbuild.py"))["write_build"]
 BUILDS = {"base": (0.0, (",", ":")), "slow": (0.25, (",", ":")), "wide": (0.0, (", ", ": "))}
 
 
@@ -82,11 +47,7 @@ def runs(tmp_path_factory) -> Dict[str, Path]:
     """Run folders: ``a`` and ``b`` (the same build twice), ``slow`` (jsonbuild slower), ``wide``
     (jsonbuild with spaces, a few rounds only, msgpack and json+zlib-1 dropped, msgpack+zlib-1 added)."""
     root = tmp_path_factory.mktemp("compare")
-    plugins = {}
-    for name, (extra, separators) in BUILDS.items():
-        (root / name).mkdir()
-        plugins[name] = root / name / "jsonbuild.py"
-        plugins[name].write_text(PLUGIN.format(extra=extra, separators=separators), encoding="utf-8")
+    plugins = {name: write_build(root / name, *settings) for name, settings in BUILDS.items()}
     plan = {"a": ("base", CODECS, TIMING), "b": ("base", CODECS, TIMING), "slow": ("slow", CODECS, TIMING),
             "wide": ("wide", "json,jsonbuild,msgpack+zlib-1", ["--repeat", "3", "--sample", "300"])}
     out = {}
