@@ -68,11 +68,13 @@ def main() -> None:
     p.add_argument("--same", type=int, default=4, help="runs of the unchanged build (default 4)")
     p.add_argument("--slower", type=int, default=2, help="runs of the slower build (default 2)")
     p.add_argument("--fail-above", type=float, default=10.0, help="the gate's threshold, %% (default 10)")
+    p.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (new) instead of a temporary one")
     args = p.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     print(_common.cpu_note())
     with tempfile.TemporaryDirectory() as tmp:
-        same = runs(Path(tmp), "same", 0.0, args.same, timing)
-        slower = runs(Path(tmp), "slower", 0.25, args.slower, timing)
+        folder = Path(args.keep or tmp)
+        same = runs(folder, "same", 0.0, args.same, timing)
+        slower = runs(folder, "slower", 0.25, args.slower, timing)
     head = ("runs", "largest CPU ratio change", "jsonbuild", f"gate --fail-above {args.fail_above:g}")
     honest = [(i, j, same[i], same[j]) for i, j in itertools.permutations(range(len(same)), 2)]
     rows, false_alarms = judge(honest, args.fail_above)

@@ -6,7 +6,7 @@ are not: on a shared host the machine's speed drifts between runs, so each codec
 judged as its ratio to a reference codec measured in the same run (the drift cancels in the
 ratio), and the two runs' ratio distributions are compared with a Mann-Whitney U test on the
 rounds. Rounds crowded out by other work are set aside first (:func:`kept_rounds`), and the
-figure compared is the lower quartile of the rest (:func:`_shift` says why). The absolute times
+figure compared is the 10th percentile of the rest (:func:`_shift` says why). The absolute times
 get the same treatment, for information: they move with the machine.
 """
 
@@ -27,6 +27,8 @@ DEFAULT_REFERENCE = "json"
 OPS = ("encode", "decode")
 #: process sets a run needs before per-process speed modes stop deciding a comparison (docs/compare.md)
 MIN_PROCESSES = 3
+#: the percentile of the kept rounds compared (the median follows per-process speed modes; see _shift)
+FAST_END_PERCENTILE = 10
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,8 @@ class Shift:
 
 @dataclass(frozen=True)
 class CpuChange:
-    """One codec's encode or decode time in both runs, over the kept rounds: absolute (µs per call, lower
-    quartile) and as its ratio to the reference codec (lower quartile of the per-round ratios);
+    """One codec's encode or decode time in both runs, over the kept rounds: absolute (µs per call, 10th
+    percentile) and as its ratio to the reference codec (10th percentile of the per-round ratios);
     ``ratio`` is None for the reference itself and when there is no reference."""
 
     op: str
@@ -182,28 +184,31 @@ def kept_rounds(timing: Timing) -> List[float]:
     return [x for x, slow in zip(timing.rounds_ns, timing.slow_rounds) if not slow]
 
 
-def lower_quartile(values: Sequence[float]) -> float:
-    """The 25th percentile (inclusive method; the value itself for one value)."""
-    return statistics.quantiles(values, n=4, method="inclusive")[0] if len(values) > 1 else values[0]
+def fast_end(values: Sequence[float]) -> float:
+    """The FAST_END_PERCENTILE-th percentile (inclusive method; the value itself for one value)."""
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[FAST_END_PERCENTILE - 1]
 
 
 def ratio_rounds(timing: Timing, reference: Timing) -> List[float]:
-    """Each kept round of ``timing`` over the lower quartile of the reference's kept rounds, timed in
-    the same run: the machine's speed during that run cancels."""
-    ref_level = lower_quartile(kept_rounds(reference))
+    """Each kept round of ``timing`` over the fast end (:func:`fast_end`) of the reference's kept rounds,
+    timed in the same run: the machine's speed during that run cancels."""
+    ref_level = fast_end(kept_rounds(reference))
     return [x / ref_level for x in kept_rounds(timing)]
 
 
 def _shift(old: Sequence[float], new: Sequence[float], scale: float = 1.0) -> Shift:
-    """The lower quartiles of two samples of rounds (times ``scale``) and the two-sided Mann-Whitney U
-    p-value (1 when every round is the same value, which leaves the test undefined).
+    """The fast ends (:func:`fast_end`) of two samples of rounds (times ``scale``) and the two-sided
+    Mann-Whitney U p-value (1 when every round is the same value, which leaves the test undefined).
 
-    The lower quartile, not the median: on a shared host a process can run a codec up to 1.3x
-    slower than another process does for its whole life (sub-µs codecs most: memory placement),
-    so a run of several process sets mixes such speed modes in proportions that differ from run to
-    run. The fast end of the kept rounds moves least with that mixture and fully with a real change."""
+    The fast end, not the median: on a shared host a process can run a codec up to 1.3x slower
+    than another process does, for its whole life (sub-µs codecs most), so a run of several process
+    sets mixes such speed modes in proportions that differ from run to run, and the median follows
+    the mixture. The fast end moves least with it (it needs one fast process of the run), and
+    fully with a real change."""
     p = float(mannwhitneyu(old, new, alternative="two-sided").pvalue)
-    return Shift(lower_quartile(old) * scale, lower_quartile(new) * scale, p if math.isfinite(p) else 1.0)
+    return Shift(fast_end(old) * scale, fast_end(new) * scale, p if math.isfinite(p) else 1.0)
 
 
 def smallest_p(n_old: int, n_new: int) -> float:
@@ -249,7 +254,7 @@ def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[
         return None
     r_old, r_new = old.result(reference), new.result(reference)
     assert r_old.encode and r_new.encode
-    factor = lower_quartile(kept_rounds(r_new.encode)) / lower_quartile(kept_rounds(r_old.encode))
+    factor = fast_end(kept_rounds(r_new.encode)) / fast_end(kept_rounds(r_old.encode))
     if 1 / SLOW_STATE_FACTOR < factor < SLOW_STATE_FACTOR:
         return None
     return (f"the machine ran at another speed: {reference} encode took {factor:.2f}x its OLD time in NEW. "

@@ -17,7 +17,7 @@ import jinja2
 from rpcbench.errors import BenchError
 from rpcbench.results import SLOW_STATE_FACTOR, Suite
 
-from .compare import TEST, Comparison, CpuChange, Shift, Violation
+from .compare import FAST_END_PERCENTILE, TEST, Comparison, CpuChange, Shift, Violation
 from .formatting import MISSING, fmt_us
 from .html import TEMPLATES, Table, plain_table
 
@@ -69,9 +69,10 @@ def explanation(comparison: Comparison) -> List[str]:
         f"Reference codec: {comparison.reference_note}.",
         "Bytes: mean bytes per call over every call of the trace; exact, so any change is real.",
         f"CPU: rounds over {SLOW_STATE_FACTOR:g}x their timing's fastest were crowded out by other work and are "
-        f"set aside ({kept_text(comparison)}). µs per call = lower quartile of the kept rounds; ratio = each kept "
-        "round over the reference's lower quartile in the same run, which cancels the machine's speed between "
-        "runs (lower quartile shown: per-process speed modes move it least).",
+        f"set aside ({kept_text(comparison)}). µs per call = {FAST_END_PERCENTILE}th percentile of the kept "
+        f"rounds; ratio = each kept round over the reference's {FAST_END_PERCENTILE}th percentile in the same "
+        f"run, which cancels the machine's speed between runs ({FAST_END_PERCENTILE}th percentile shown: "
+        "per-process speed modes move it least).",
         f"p: {TEST} test on the rounds; a ratio change is significant when p < {comparison.alpha:g} "
         "(verdict slower/faster; n.s. = not significant). Absolute µs are tested too, for information only.",
     ]
@@ -98,10 +99,9 @@ def gate_lines(violations: Sequence[Violation], fail_above: Optional[float]) -> 
 def format_comparison(runs: Runs, comparison: Comparison, violations: Sequence[Violation],
                       fail_above: Optional[float]) -> str:
     """The whole comparison as terminal text, no line over WIDTH columns."""
-    out = [f"{name} {label}: {run.created}, {len(run.results)} codecs"
-           for name, label, run in (("OLD", runs.old_label, runs.old), ("NEW", runs.new_label, runs.new))]
-    out += [""]
-    out += _wrapped(explanation(comparison))
+    out = _wrapped([f"{name} {label}: {run.created}, {len(run.results)} codecs"
+                    for name, label, run in (("OLD", runs.old_label, runs.old), ("NEW", runs.new_label, runs.new))])
+    out += ["", *_wrapped(explanation(comparison))]
     if comparison.warnings:
         out += [""] + _wrapped([f"warning: {w}" for w in comparison.warnings])
     out += ["", "Bytes per call", *text_grid(BYTES_HEAD, bytes_rows(comparison), numeric={1, 2, 3})]
@@ -163,15 +163,18 @@ def render_compare_html(runs: Runs, comparison: Comparison, violations: Sequence
     """The page as text: the same rows as the terminal, every string escaped by the template engine."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    cpu = cpu_rows(comparison)
+    failed = {(v.codec, v.figure) for v in violations}
+    cpu, sizes = cpu_rows(comparison), bytes_rows(comparison)
     cpu_table = plain_table(CPU_HEAD, cpu, numeric=range(2, 10),
-                            cell_class=lambda n, i: "alarm" if i == 10 and cpu[n][i] == "slower" else "")
+                            cell_class=lambda n, i: "alarm" if i in (8, 10) and cpu[n][:2] in failed else "")
     tables: Dict[str, Table] = {
-        "bytes": plain_table(BYTES_HEAD, bytes_rows(comparison), numeric={1, 2, 3}),
+        "bytes": plain_table(BYTES_HEAD, sizes, numeric={1, 2, 3},
+                             cell_class=lambda n, i: "alarm" if i >= 3 and (sizes[n][0], "bytes") in failed else ""),
         "cpu": replace(cpu_table, groups=(("", 2), ("µs per call", 4), (f"ratio to {comparison.reference}", 4),
                                           ("", 1))),
     }
     return env.get_template("compare.html").render(
         title="rpcbench: compare", runs=runs, comparison=comparison, tables=tables,
         explanation=explanation(comparison), unmatched=unmatched(comparison), gate=gate_lines(violations, fail_above),
-        failed=bool(violations), css=(TEMPLATES / "report.css").read_text(encoding="utf-8"))
+        failed=bool(violations), fast_end=FAST_END_PERCENTILE,
+        css=(TEMPLATES / "report.css").read_text(encoding="utf-8"))

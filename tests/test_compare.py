@@ -164,6 +164,7 @@ def test_html_escapes_everything_and_needs_nothing_else(runs, tmp_path):
     (hostile / "results.json").write_text(json.dumps(data), encoding="utf-8")
     done = compare_cli(str(runs["a"]), str(hostile), "--fail-above", "10")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert_fits(done.stdout)  # the long folder names wrap
     page = (hostile / "compare.html").read_text(encoding="utf-8")
     assert "<script>alert" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&#34;&gt;&lt;img src=x" in page
