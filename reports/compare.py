@@ -27,6 +27,8 @@ DEFAULT_REFERENCE = "json"
 OPS = ("encode", "decode")
 #: process sets a run needs before per-process speed modes stop deciding a comparison (docs/compare.md)
 MIN_PROCESSES = 3
+#: a timing is judged only when both runs kept at least this share of its rounds (CpuChange.judged)
+MIN_KEPT_SHARE = 0.2
 #: the percentile of the kept rounds compared (the median follows per-process speed modes; see _shift)
 FAST_END_PERCENTILE = 10
 
@@ -59,15 +61,24 @@ class CpuChange:
     rounds: Tuple[Tuple[int, int], Tuple[int, int]] = ((0, 0), (0, 0))  #: (kept, all) rounds in OLD, NEW
 
     @property
+    def judged(self) -> bool:
+        """Both runs kept at least MIN_KEPT_SHARE of their rounds: when fewer ran near the fastest, the
+        machine was so busy that the fastest round itself was likely crowded out, and its figure with it."""
+        return all(kept >= MIN_KEPT_SHARE * rounds for kept, rounds in self.rounds)
+
+    @property
     def significant(self) -> bool:
-        """The ratio to the reference changed, by the test on the rounds at ``alpha``."""
-        return self.ratio is not None and self.ratio.p is not None and self.ratio.p < self.alpha
+        """The ratio to the reference changed, by the test on the rounds at ``alpha``, in a judged timing."""
+        return self.judged and self.ratio is not None and self.ratio.p is not None and self.ratio.p < self.alpha
 
     @property
     def verdict(self) -> str:
-        """``slower``, ``faster``, ``n.s.`` (not significant), ``reference`` or ``-`` (no reference)."""
+        """``slower``, ``faster``, ``n.s.`` (not significant), ``noisy`` (not judged), ``reference`` or ``-``
+        (no reference)."""
         if self.ratio is None:
             return "reference" if self.reference else "-"
+        if not self.judged:
+            return "noisy"
         if not self.significant:
             return "n.s."
         return "slower" if self.ratio.new > self.ratio.old else "faster"
@@ -243,6 +254,11 @@ def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], change
         notes.append(f"too few kept rounds for the test to reach p < {alpha:g} for {len(too_few)} timing(s) "
                      f"({', '.join(too_few[:4])}{', ...' if len(too_few) > 4 else ''}): their CPU changes "
                      "cannot be significant; run with more --repeat or --processes")
+    noisy = [f"{c.codec} {t.op}" for c in changes for t in c.cpu if t.ratio and not t.judged]
+    if noisy:
+        notes.append(f"not judged (noisy): {', '.join(noisy)}: a run kept under {MIN_KEPT_SHARE:.0%} of the "
+                     "rounds (the machine was too busy for even the fastest round to be trusted); no verdict "
+                     "and no gate for them: rerun on a quieter machine")
     speed = machine_speed(old, new, reference)
     return notes + ([speed] if speed else [])
 

@@ -17,7 +17,7 @@ import jinja2
 from rpcbench.errors import BenchError
 from rpcbench.results import SLOW_STATE_FACTOR, Suite
 
-from .compare import FAST_END_PERCENTILE, TEST, Comparison, CpuChange, Shift, Violation
+from .compare import FAST_END_PERCENTILE, MIN_KEPT_SHARE, TEST, Comparison, CpuChange, Shift, Violation
 from .formatting import MISSING, fmt_us
 from .html import TEMPLATES, Table, plain_table
 
@@ -74,7 +74,8 @@ def explanation(comparison: Comparison) -> List[str]:
         f"run, which cancels the machine's speed between runs ({FAST_END_PERCENTILE}th percentile shown: "
         "per-process speed modes move it least).",
         f"p: {TEST} test on the rounds; a ratio change is significant when p < {comparison.alpha:g} "
-        "(verdict slower/faster; n.s. = not significant). Absolute µs are tested too, for information only.",
+        f"(verdict slower/faster; n.s. = not significant; noisy = under {MIN_KEPT_SHARE:.0%} of a run's rounds "
+        "kept, not judged). Absolute µs are tested too, for information only.",
     ]
 
 

@@ -132,6 +132,19 @@ def test_reference_absent_falls_back_and_says_so(runs, tmp_path):
         done.stdout.replace("\n  ", " ")
 
 
+def test_a_codec_not_timed_in_one_run_is_said_and_the_reference_moves_on(runs, tmp_path):
+    data = json.loads((runs["b"] / "results.json").read_text(encoding="utf-8"))
+    failed = next(r for r in data["results"] if r["codec"] == "json")
+    failed.update(encode=None, decode=None, error="timing failed: worker died")
+    (tmp_path / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    done = compare_cli(str(runs["a"]), str(tmp_path))
+    text = done.stdout.replace("\n  ", " ")
+    assert done.returncode == 0, text
+    assert "Reference codec: msgpack: json was not timed in both runs" in text
+    assert "json: encode not timed in NEW (timing failed: worker died), decode not timed in NEW" in text
+    assert re.search(r"^jsonbuild\s+encode\s.*x\s", done.stdout, re.M)  # ratios to msgpack are given
+
+
 @pytest.mark.parametrize("case", ["missing", "schema", "trace", "json-list", "bad-percent"])
 def test_bad_input_is_one_line_and_exit_2(runs, tmp_path, case):
     old: List[str] = [str(runs["a"])]
@@ -164,7 +177,7 @@ def test_html_escapes_everything_and_needs_nothing_else(runs, tmp_path):
     (hostile / "results.json").write_text(json.dumps(data), encoding="utf-8")
     done = compare_cli(str(runs["a"]), str(hostile), "--fail-above", "10")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert_fits(done.stdout)  # the long folder names wrap
+    assert_fits(done.stdout.rsplit("\ncompare.html: ", 1)[0])  # long folder names wrap; the written path is whole
     page = (hostile / "compare.html").read_text(encoding="utf-8")
     assert "<script>alert" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&#34;&gt;&lt;img src=x" in page
