@@ -13,16 +13,17 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional
 
-from reports import build, format_table
+from reports import ReportOptions, build, fit_lines, format_table, verdict_lines
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
 from rpcbench.errors import BenchError
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
-from rpcbench.registry import Registry
+from rpcbench.registry import Registry, split_codec_list
 from rpcbench.results import Suite
 
-from .options import fraction, seconds, whole_number
+from .options import add_report_options, fraction, report_options, seconds, table_width, whole_number
+from .progress import ProgressDisplay
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
@@ -46,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip damaged records of the trace (a warning says how many calls were lost) "
                    "instead of stopping")
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
-                   help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
+                   help="comma-separated codec ids, e.g. json,bson,json+zlib-1; a level range or list expands: "
+                   "json+zlib-1..9, json+zstd-1,3,19 (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: a new folder under results/)")
     p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
@@ -83,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_report_options(p)
     return p
 
 
@@ -123,30 +126,32 @@ def main(argv: List[str]) -> int:
     """Run the benchmark as the options say; returns the exit status."""
     args = build_parser().parse_args(argv)
     config = config_from(args, argv)
+    options = report_options(args)
     registry = config.registry()
     if args.list_codecs:
         print(list_codecs(registry))
         return 0
+    if options.baseline and options.baseline not in registry.expand(config.codecs):
+        raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
     out = make_out_dir(args.out, args.trace)
     started = time.perf_counter()
-    progress = Progress(enabled=not args.quiet)
-    with OutputFolder(out) as folder:
+    with OutputFolder(out) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
         suite = run_benchmark(config, progress, registry)
-        progress.done()
-        report = write_outputs(suite, folder, args.no_report)
+        progress.close()
+        report = write_outputs(suite, folder, args.no_report, options)
     if suite.partial:
         print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
-    if report:
-        print(f"report: {out / report}")
-    print(f"results: {out / 'results.json'}, {out / 'results.csv'} ({time.perf_counter() - started:.1f} s)")
+    print("\n" + "\n".join(fit_lines(verdict_lines(suite, options), table_width())))
+    where = f"report: {out / report} (results.json, results.csv beside it)" if report else f"results: {out}"
+    print(f"{where}; {time.perf_counter() - started:.1f} s")
     return 0
 
 
 def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
     """The run the options describe."""
     return RunConfig(
-        trace=args.trace, codecs=tuple(part.strip() for part in args.codecs.split(",") if part.strip()),
+        trace=args.trace, codecs=split_codec_list(args.codecs),
         salvage=args.salvage, sample=args.sample, seed=args.seed, repeat=args.repeat, warmup=args.warmup,
         min_time=args.min_time, processes=args.processes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,
@@ -156,16 +161,16 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv))
 
 
-def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
+def write_outputs(suite: Suite, folder: Path, no_report: bool, options: ReportOptions) -> Optional[str]:
     """results.json/csv into ``folder``; for a complete run also the table (printed) and the
     report (unless ``no_report``), whose file name is returned."""
     suite.save(str(folder))
     if suite.partial:
         return None
-    print(format_table(suite))
+    print(format_table(suite, table_width(), "results.json" if no_report else "report.html"))
     if no_report:
         return None
-    return Path(build(suite, str(folder))).name
+    return Path(build(suite, str(folder), options)).name
 
 
 def list_codecs(registry: Registry) -> str:
@@ -236,32 +241,3 @@ class OutputFolder:
         except OSError as e:
             raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} "
                              f"(they are in {self.temp})") from None
-
-
-class Progress:
-    """Progress on stderr: one updating line on a terminal, a line every few seconds otherwise."""
-
-    def __init__(self, enabled: bool = True, interval: float = 3.0) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.interval = interval
-        self._last = 0.0
-        self._width = 0
-
-    def __call__(self, message: str) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if self.tty:
-            sys.stderr.write("\r" + message.ljust(self._width))
-            self._width = len(message)
-            sys.stderr.flush()
-        elif now - self._last >= self.interval:
-            print(message, file=sys.stderr)
-            self._last = now
-
-    def done(self) -> None:
-        """End the updating line."""
-        if self.enabled and self.tty and self._width:
-            sys.stderr.write("\r" + " " * self._width + "\r")
-            sys.stderr.flush()

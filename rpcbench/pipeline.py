@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from rpc_capture import Call, TraceWriter, damage_note, open_trace
 
@@ -25,29 +25,25 @@ from .config import RunConfig
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
 from .floor import Floor
+from .progress import Progress, quiet
 from .registry import Registry
-from .results import SCHEMA_VERSION, CodecResult, Suite, Timing
+from .results import PER_CONNECTION_COLUMNS, SCHEMA_VERSION, CodecResult, Suite, Timing
 from .size_pass import CodecTally, SizePass
 from .timing import TimingAnswer, TimingJob, run_jobs
 from .training import HeldOut, Training, train_dictionaries
 
 log = logging.getLogger("rpcbench")
 
-Progress = Callable[[str], None]
 MEMORY_CALLS = 2000  #: calls of the sample replayed under tracemalloc (it is slow)
 STAGE_ROUNDS = 2  #: timed rounds (per process) that also time each stage of multi-stage codecs
 TimingAnswers = Dict[str, TimingAnswer]  #: codec name -> its timing
 
 
-def _quiet(_: str) -> None:
-    """The progress callback that shows nothing."""
-
-
-def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Optional[Registry] = None) -> Suite:
+def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
     registry = registry or config.registry()
     started = time.perf_counter()
-    config, training = _train(config, registry)
+    config, training = _train(config, registry, progress)
     codecs, skipped = config.create_codecs(registry)
     for line in skipped:
         log.warning("%s", line)
@@ -66,15 +62,14 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
         raise BenchError(f"{config.trace}: the trace holds no calls")
     floor = None
     if size_pass.floor:
-        progress("the floor: compressing each connection's whole stream")
-        floor = size_pass.floor.result()
+        floor = size_pass.floor.result(progress)
     size_pass_s = time.perf_counter() - started
     plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
                 config.warmup)
     if config.budget:
         plan = _fit_budget(plan, size_pass, config.budget - (time.perf_counter() - started))
         size_pass.sample_size = plan.sample
-    progress("drawing the timing sample")
+    progress("timing sample", "drawing it from the trace")
     sample = size_pass.sample(reopen)
     timing_started = time.perf_counter()
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
@@ -95,10 +90,10 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
     )
 
 
-def _train(config: RunConfig, registry: Registry) -> Tuple[RunConfig, Optional[Training]]:
+def _train(config: RunConfig, registry: Registry, progress: Progress) -> Tuple[RunConfig, Optional[Training]]:
     """Train the dictionaries the run's codecs need (before the size pass); the config then carries
     them, so timing workers build the same codecs."""
-    training = train_dictionaries(config, registry)
+    training = train_dictionaries(config, registry, progress)
     if training is None:
         return config, None
     registry.dictionaries.update(training.dictionaries)
@@ -171,11 +166,11 @@ def _time_here(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List[
     jobs = [TimingJob(codec, sample, gc_enabled=config.gc) for codec in codecs]
     interrupted = run_jobs(jobs, plan.repeat, plan.warmup, plan.min_time, STAGE_ROUNDS, progress)
     out: TimingAnswers = {}
-    for j in jobs:
+    for done, j in enumerate(jobs):
         if interrupted:
             out[j.codec.name] = j.result()
         else:
-            progress(f"tails and allocations: {j.codec.name}")
+            progress("tails and allocations", j.codec.name, done, len(jobs))
             out[j.codec.name] = j.finish(config.tails, config.memory, MEMORY_CALLS)
     return out, interrupted
 
@@ -221,6 +216,7 @@ def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,
         state_bytes_per_conn=tally.state_bytes, shared_state_bytes=tally.shared_state_bytes,
         ordered_delivery=codec.ordered_delivery, floor_ratio=_floor_ratio(tally, floor),
+        by_direction={d: {"calls": c, "bytes": b} for d, (c, b) in sorted(tally.by_direction.items())},
     )
 
 
@@ -254,4 +250,17 @@ def _trace_info(path: str, reader: Any, size_pass: SizePass, codecs: List[Codec]
         "recorder": reader.end or reader.stats,
         "bytes_reference": reference,
         "training": training.summary() if training else None,
+        "per_connection": _per_connection(size_pass, reference),
     }
+
+
+def _per_connection(size_pass: SizePass, reference: str) -> Optional[Dict[str, Any]]:
+    """Each connection's time span, calls and ``reference``'s bytes per direction, as columns: the
+    capacity planner's confidence intervals come from their spread (None if the reference has no figures)."""
+    tally = next(t for t in size_pass.tallies if t.codec.name == reference)
+    if tally.error:
+        return None
+    spans = size_pass.stats.spans
+    rows = [((last - first) // 1_000_000, c2s, s2c, *tally.by_connection.get(conn, (0, 0)))
+            for conn, (first, last, c2s, s2c) in spans.items()]
+    return {"codec": reference, **{name: [row[i] for row in rows] for i, name in enumerate(PER_CONNECTION_COLUMNS)}}

@@ -19,21 +19,16 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
-from rpc_capture import Call
+from rpc_capture import C2S, Call
 
 from .codec import Codec, Compressed, received_call, stream_key
 from .errors import BenchError
 from .fidelity import OTHER, Limit, compare, features_of
 from .floor import Floor
 from .isolation import reap, silence_stdout
+from .progress import Progress, quiet
 from .results import Problem, Sizes
 from .trace_stats import TraceStats
-
-Progress = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 class Outcome(NamedTuple):
@@ -101,6 +96,8 @@ class CodecTally:
         self.declared = frozenset(codec.changes)
         self.sizes: Counter = Counter()
         self.by_method: Dict[str, List[int]] = {}
+        self.by_direction: Dict[str, List[int]] = {}  #: "c2s"/"s2c" -> [calls, bytes]
+        self.by_connection: Dict[Any, List[int]] = {}  #: connection -> [c2s bytes, s2c bytes]
         self.failures = 0
         self.mismatches = 0
         self.problems: Dict[Tuple[str, str], list] = {}
@@ -110,8 +107,8 @@ class CodecTally:
         self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
         self._sessions: Dict[Any, Codec] = {}
 
-    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error", "state_bytes",
-              "shared_state_bytes")
+    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
+              "error", "state_bytes", "shared_state_bytes")
 
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream
@@ -122,7 +119,7 @@ class CodecTally:
 
     def fail(self, reason: str) -> None:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
-        self.sizes, self.by_method, self.problems = Counter(), {}, {}
+        self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
         self.failures = self.mismatches = 0
         self.error = reason
 
@@ -168,6 +165,19 @@ class CodecTally:
                 tally = self.by_method[call.method] = [0, 0]
             tally[0] += 1
             tally[1] += n
+            self._count_traffic(call, n)
+
+    def _count_traffic(self, call: Call, n: int) -> None:
+        """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""
+        direction = self.by_direction.get(call.dir)
+        if direction is None:
+            direction = self.by_direction[call.dir] = [0, 0]
+        direction[0] += 1
+        direction[1] += n
+        conn = self.by_connection.get(call.conn)
+        if conn is None:
+            conn = self.by_connection[call.conn] = [0, 0]
+        conn[0 if call.dir == C2S else 1] += n
 
     def _session(self, key: Any) -> Codec:
         session = self._sessions.get(key)
@@ -235,7 +245,7 @@ class SizePass:
         self._strata: Dict[str, List[int]] = {}
         self._rng = random.Random(seed)
 
-    def run(self, calls: Iterable[Call], progress: Progress = _quiet, every: int = 5000,
+    def run(self, calls: Iterable[Call], progress: Progress = quiet, every: int = 2000,
             tallies: Optional[List[CodecTally]] = None) -> None:
         """Consume the calls (any iterable, e.g. a streaming trace reader) through ``tallies`` (default all)."""
         tallies = self.tallies if tallies is None else tallies
@@ -248,12 +258,12 @@ class SizePass:
             self._offer_sample(index, call, methods[call.method])
             check_call(tallies, index, call)
             if index % every == every - 1:
-                progress(f"size and fidelity pass: {index + 1:,} calls")
+                progress("size pass: reading", f"{index + 1:,} calls", *_read_so_far(calls, index + 1))
         for tally in tallies:
             tally.measure_state()
 
     def run_split(self, reader: Any, reopen: Callable[[], Iterable[Call]], processes: int,
-                  progress: Progress = _quiet, codec_timeout: float = 120.0) -> None:
+                  progress: Progress = quiet, codec_timeout: float = 120.0) -> None:
         """:meth:`run` with the codecs in ``processes`` forked processes (each reads the trace).
 
         No codec runs in this process: it reads the trace for the statistics and the
@@ -267,9 +277,14 @@ class SizePass:
         workers = [_TallyProcess(reopen, group) for group in split_tallies(self.tallies, max(1, processes))]
         try:
             self.run(reader, progress, tallies=[])
-            progress("size and fidelity pass: waiting for the codec processes")
+            calls = self.stats.calls
+
+            def codecs_at() -> None:
+                at = min(w.at() for w in workers)
+                progress("size pass: codecs", f"{at:,} of {calls:,} calls", at, calls)
+
             for w in workers:
-                w.finish(codec_timeout)
+                w.finish(codec_timeout, codecs_at)
         finally:
             for w in workers:
                 w.stop()
@@ -344,6 +359,12 @@ def proportional_quotas(counts: Dict[str, int], size: int) -> Dict[str, int]:
     return {m: q for m, q in quotas.items() if q}
 
 
+def _read_so_far(calls: Iterable[Call], count: int) -> Tuple[float, float]:
+    """(done, total) of a read: the share of the trace file read when the reader tells, else calls of unknown."""
+    fraction = getattr(calls, "fraction_read", None)
+    return (fraction(), 1.0) if fraction is not None else (count, 0)
+
+
 def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None) -> None:
     """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work.
 
@@ -406,10 +427,15 @@ class _TallyProcess:
         finally:
             os._exit(0)
 
-    def finish(self, timeout: float) -> None:
-        """Wait for the answer, failing and replacing what stalls or dies; absorb the figures."""
+    def at(self) -> int:
+        """Calls it has finished (all of them once it answered)."""
+        return max(self.beat[0], 0) if self.pid else 1 << 62
+
+    def finish(self, timeout: float, tick: Callable[[], None] = lambda: None) -> None:
+        """Wait for the answer, failing and replacing what stalls or dies; absorb the figures.
+        ``tick`` is called about once a second while waiting (progress)."""
         while True:
-            answer = self._wait(timeout)
+            answer = self._wait(timeout, tick)
             if isinstance(answer, str):
                 raise BenchError(f"size pass worker failed: {answer}")
             if answer is not None:
@@ -420,10 +446,11 @@ class _TallyProcess:
                 return
             self._start()
 
-    def _wait(self, timeout: float) -> Any:
+    def _wait(self, timeout: float, tick: Callable[[], None]) -> Any:
         """The process's answer; None if it stalled or died (the codec at work is failed)."""
         seen, since = (self.beat[0], self.beat[1]), time.monotonic()
         while not select.select([self.fd], [], [], min(1.0, timeout))[0]:
+            tick()
             now = (self.beat[0], self.beat[1])
             if now != seen:
                 seen, since = now, time.monotonic()
