@@ -5,7 +5,7 @@ does it catch a build whose codec got slower?
 
 Runs ``run_bench.py`` on the bundled sample ``--same`` times with the ``jsonbuild`` plugin
 (tests/data/jsonbuild.py: compact JSON like ``json``) and ``--slower`` times with a build of it
-that spins 25 % of each call's own time more (about 20 % of what the harness measures), each
+that spins 25 % of each call's own time more (14 to 20 % of what the harness measures), each
 with json, msgpack and json+zlib-1 beside it (default timing: ``--repeat 15 --processes 3
 --min-time 0.002 --sample 300``; options after ``--`` replace it). Then compares every ordered
 pair of same-build runs (false alarms: the gate must pass) and every same -> slower pair (the

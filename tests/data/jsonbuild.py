@@ -3,8 +3,8 @@ tests/test_compare.py and bench/compare_gate.py, which make slower or wider buil
 :func:`write_build`: a copy of this file with other values of the two settings below.
 
 EXTRA_CPU: extra busy time per call, as a fraction of the call's own work (0.25: each encode
-and decode spins for a quarter of the time it took, about 20 % of what the harness measures
-per call once its own loop overhead is counted). SEPARATORS: as ``json.dumps`` takes them.
+and decode spins for a quarter of the time it took, 14 to 20 % of what the harness measures
+per call on the bundled sample once its own loop overhead is counted). SEPARATORS: as ``json.dumps`` takes them.
 """
 
 import json
