@@ -1,6 +1,7 @@
-"""Reports from benchmark results: a terminal table, PNG charts and one self-contained report.html.
+"""Reports from benchmark results: a terminal table, one self-contained report.html (charts inline
+as SVG) and report.md, a Markdown summary for a pull request or design doc.
 
-``build(suite, folder)`` writes the charts and the report into a folder; the commands
+``build(suite, folder)`` writes report.html and report.md into a folder; the commands
 (``run_bench.py`` and ``run_bench.py report``) call it after a run or on a saved results.json.
 """
 
@@ -12,18 +13,22 @@ from typing import List
 from rpcbench.results import Suite
 
 from .capacity import DEFAULT_OPTIONS, ReportOptions
-from .charts import write_charts
+from .charts import render_charts
 from .decision import decision
 from .html import write_report
+from .markdown import write_markdown
 from .table import fit_lines, format_table
 
-__all__ = ["ReportOptions", "build", "fit_lines", "format_table", "verdict_lines", "write_charts", "write_report"]
+__all__ = ["ReportOptions", "build", "fit_lines", "format_table", "render_charts", "verdict_lines", "write_markdown",
+           "write_report"]
 
 
 def build(suite: Suite, folder: str, options: ReportOptions = DEFAULT_OPTIONS) -> str:
-    """Write the charts and report.html into ``folder`` (created if needed); return the report's path."""
+    """Write report.html (charts inline) and report.md into ``folder`` (created if needed); return report.html's
+    path."""
     os.makedirs(folder, exist_ok=True)
-    return write_report(suite, folder, write_charts(suite, folder), options)
+    write_markdown(suite, folder, options)
+    return write_report(suite, folder, render_charts(suite), options)
 
 
 def verdict_lines(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> List[str]:

@@ -1,17 +1,19 @@
-"""PNG charts of a Suite: bytes per call, encode/decode time, size vs time, compression levels,
-per-call latency tails and the stage split of multi-step codecs.
+"""Charts of a Suite as inline SVG: bytes per call, encode/decode time, the size/CPU Pareto
+front, compression levels, per-call latency tails and the stage split of multi-step codecs.
 
 Each chart is drawn only from codecs that have the figures it needs; a chart with no
-data is skipped. matplotlib runs headless (Agg backend), and every figure is closed.
+data is skipped. An axis whose values span 10x or more is drawn on a log scale; codecs
+with undeclared failures are marked in red on every chart. matplotlib runs headless
+(Agg backend), and every figure is closed.
 """
 
 from __future__ import annotations
 
+import io
 import math
-import os
 import re
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import matplotlib
 
@@ -22,15 +24,19 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.text import Annotation  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from rpcbench.results import CodecResult, Sizes, Suite, Timing  # noqa: E402
 
-from .analysis import json_sizes  # noqa: E402
+from .analysis import cpu_us, json_sizes, pareto_front, undeclared_calls  # noqa: E402
 from .formatting import fmt_ratio, fmt_us, latency_us  # noqa: E402
 
-DPI = 120
 WIDTH_IN = 10.5
+LOG_RANGE = 10  #: an axis whose largest value is this many times its smallest is drawn on a log scale
+FAILING = "#c44e52"  #: colour of a codec with undeclared failures, on every chart
+FAILING_MARK = " ⚠"  #: after such a codec's name
+DOMINATED = "#b0b0b0"  #: codecs off the Pareto front
 COLORS = {"bytes": "#4c72b0", "encode": "#dd8452", "decode": "#55a868"}
 STAGE_COLORS = ("#4c72b0", "#dd8452", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")
 #: per-call percentile -> (marker, size, colour) in the tails chart
@@ -55,19 +61,31 @@ def encoded(r: CodecResult) -> Timing:
     return r.encode
 
 
-def write_charts(suite: Suite, folder: str) -> Dict[str, str]:
-    """Write every chart that has data into ``folder``; return chart name -> PNG file name."""
-    written = {}
-    for name, (filename, draw) in CHARTS.items():
+def render_charts(suite: Suite) -> Dict[str, str]:
+    """Every chart that has data, as chart name -> SVG markup to put inline in report.html."""
+    rendered = {}
+    for name, draw in CHARTS.items():
         fig = draw(suite)
         if fig is None:
             continue
-        try:
-            fig.savefig(os.path.join(folder, filename), dpi=DPI, bbox_inches="tight", pad_inches=0.15)
+        out = io.StringIO()
+        try:  # text stays text (smaller, selectable); a fixed salt keeps the page the same from run to run
+            with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
+                fig.savefig(out, format="svg", bbox_inches="tight", pad_inches=0.15, metadata={"Date": None})
         finally:
             plt.close(fig)
-        written[name] = filename
-    return written
+        rendered[name] = inline_svg(out.getvalue(), name)
+    return rendered
+
+
+_PROLOG = re.compile(r"\A.*?(?=<svg\b)", re.S)
+_IDS = re.compile(r"""(\bid="|url\(#|href="#)([^"')]+)""")
+
+
+def inline_svg(svg: str, prefix: str) -> str:
+    """matplotlib's SVG document as an element for an HTML page: the XML prolog and doctype dropped, every id
+    (and reference to one) prefixed with ``prefix`` so that two charts on one page never share an id."""
+    return _IDS.sub(lambda m: f"{m[1]}{prefix}-{m[2]}", _PROLOG.sub("", svg, count=1))
 
 
 def bytes_chart(suite: Suite) -> Optional[Figure]:
@@ -75,38 +93,38 @@ def bytes_chart(suite: Suite) -> Optional[Figure]:
     rows = [r for r in suite.results if r.sizes]
     if not rows:
         return None
-    fig, ax = _bar_figure([r.codec for r in rows])
+    fig, ax = _bar_figure([(r.codec, r) for r in rows])
     y = range(len(rows))
     ax.barh(y, [sizes(r).mean for r in rows], color=COLORS["bytes"], height=0.6, label="mean")
     ax.hlines(y, [sizes(r).p50 for r in rows], [sizes(r).p99 for r in rows], color="#888888", lw=1, zorder=2)
     ax.scatter([sizes(r).p50 for r in rows], y, marker="|", s=260, linewidths=2, color="black", label="p50", zorder=3)
     ax.scatter([sizes(r).p99 for r in rows], y, marker="|", s=260, linewidths=2, color="#c44e52", label="p99", zorder=3)
     json_mean = json_sizes(suite)
-    right = max(sizes(r).p99 for r in rows)
     for i, r in enumerate(rows):
         text = f"mean {sizes(r).mean:.0f} B" + (f" = {fmt_ratio(sizes(r).mean / json_mean)} json" if json_mean else "")
         _note_right(ax, (max(sizes(r).mean, sizes(r).p99), i), text, fontsize=9)
-    _frame(ax, (0, right * 1.3), "bytes per call (bar = mean; line from p50 to p99)", "Bytes on the wire per RPC call")
+    scale = _value_axis(ax, [sizes(r).mean for r in rows], room=1.3, reach=[sizes(r).p99 for r in rows])
+    _frame(ax, f"bytes per call{scale} (bar = mean; line from p50 to p99)", "Bytes on the wire per RPC call")
     _legend_below(fig)
     return fig
 
 
 def timing_chart(suite: Suite) -> Optional[Figure]:
-    """Encode and decode µs per call side by side; error bars span the fastest to the slowest round."""
+    """Encode and decode µs per call side by side; error bars are the median's 95 % confidence interval."""
     rows = [r for r in suite.results if r.encode or r.decode]
     if not rows:
         return None
-    fig, ax = _bar_figure([r.codec for r in rows], per_row=0.5)
-    longest = max(max(t.rounds_ns) / 1000 for r in rows for t in (r.encode, r.decode) if t)
+    fig, ax = _bar_figure([(r.codec, r) for r in rows], per_row=0.42)
     for offset, kind in ((-0.2, "encode"), (0.2, "decode")):
         timings: List[Optional[Timing]] = [getattr(r, kind) for r in rows]
         ys = [i + offset for i in range(len(rows))]
-        errors = list(zip(*(_round_range(t) if t else (0.0, 0.0) for t in timings)))
+        errors = list(zip(*(_ci_range(t) if t else (0.0, 0.0) for t in timings)))
         ax.barh(ys, [t.median_us if t else float("nan") for t in timings], height=0.38, color=COLORS[kind],
                 xerr=errors, error_kw={"elinewidth": 1, "capsize": 2}, label=kind)
         for y, t in zip(ys, timings):
-            _note_right(ax, (max(t.rounds_ns) / 1000 if t else 0, y), fmt_us(t.median_us) if t else f"{kind}: n/a")
-    _frame(ax, (0, longest * 1.15), "µs per call (bar = median round; whiskers span the fastest to the slowest round)",
+            _note_right(ax, (t.ci_us[1] if t else 0, y), fmt_us(t.median_us) if t else f"{kind}: n/a")
+    scale = _value_axis(ax, [v for r in rows for t in (r.encode, r.decode) if t for v in t.ci_us[:2]], room=1.15)
+    _frame(ax, f"µs per call{scale} (bar = median round; whiskers = its 95% confidence interval)",
            "Encode and decode CPU time per RPC call")
     _legend_below(fig)
     return fig
@@ -117,35 +135,60 @@ def _legend_below(fig: Figure) -> None:
     fig.legend(loc="outside lower center", frameon=False, fontsize=9, ncols=4)
 
 
-def scatter_chart(suite: Suite) -> Optional[Figure]:
-    """Each codec a point at (encode µs, mean bytes); a compression-level series is one colour, numbered by level."""
-    rows = [r for r in suite.results if r.sizes and r.encode]
+def pareto_chart(suite: Suite) -> Optional[Figure]:
+    """Each codec a point at (encode+decode µs, mean bytes); the Pareto front joined by its line and named,
+    dominated codecs grey, codecs with undeclared failures red (they cannot be on the front)."""
+    rows = [r for r in suite.results if r.sizes and cpu_us(r)]
     if not rows:
         return None
+    front = pareto_front(suite)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.5), layout="constrained")
-    ax.set_xlim(0, max(encoded(r).median_us for r in rows) * 1.2)
-    ax.set_ylim(0, max(sizes(r).mean for r in rows) * 1.15)
-    labels: List[Tuple[CodecResult, str, Dict[str, Any]]] = []
-    in_series: Set[str] = set()
-    for name, points in _level_series(rows).items():
-        dots = ax.scatter([encoded(r).median_us for _, r in points], [sizes(r).mean for _, r in points], s=30, zorder=3,
-                          label=f"{name} (number = level)")
-        labels += [(r, str(level), {"fontsize": 8, "color": dots.get_facecolor()[0]}) for level, r in points]
-        in_series.update(r.codec for _, r in points)
-    singles = [r for r in rows if r.codec not in in_series]
-    ax.scatter([encoded(r).median_us for r in singles], [sizes(r).mean for r in singles],
-               s=30, color="#333333", zorder=3)
-    labels += [(r, r.codec, {"fontsize": 9}) for r in singles]
-    _place_labels(fig, ax, labels)
+    xs, ys = [_cpu(r) for r in front], [sizes(r).mean for r in front]
+    ax.plot(xs, ys, "-", color=COLORS["encode"], lw=1.5, zorder=2, label="Pareto front: no codec is both smaller "
+            "and cheaper")
+    ax.scatter(xs, ys, s=45, color=COLORS["encode"], zorder=4)
+    others = [r for r in rows if r not in front]
+    failing = [r for r in others if undeclared_calls(r)]
+    dominated = [r for r in others if not undeclared_calls(r)]
+    ax.scatter([_cpu(r) for r in dominated], [sizes(r).mean for r in dominated], s=25, color=DOMINATED, zorder=3,
+               label="dominated")
+    if failing:
+        ax.scatter([_cpu(r) for r in failing], [sizes(r).mean for r in failing], s=45, marker="X", color=FAILING,
+                   zorder=3, label="undeclared failures (not ranked)")
+    labels = ([(r, r.codec, {"fontsize": 9, "fontweight": "bold"}) for r in front]
+              + [(r, r.codec + FAILING_MARK, {"fontsize": 8, "color": FAILING}) for r in failing]
+              + _dominated_labels(dominated))
+    x_scale = _value_axis(ax, [_cpu(r) for r in rows], room=1.25, axis="x")
+    y_scale = _value_axis(ax, [sizes(r).mean for r in rows], room=1.15, axis="y")
+    _place_labels(fig, ax, [((_cpu(r), sizes(r).mean), text, style) for r, text, style in labels])
     ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
             color="#555555", style="italic")
-    ax.set_xlabel("encode µs per call (median)")
-    ax.set_ylabel("bytes per call (mean)")
-    ax.set_title("Size vs encode time")
-    ax.grid(alpha=0.3)
-    if in_series:
-        ax.legend(loc="upper right", fontsize=9)
+    ax.set_xlabel(f"encode + decode µs per call (medians){x_scale}")
+    ax.set_ylabel(f"bytes per call (mean){y_scale}")
+    ax.set_title("Size vs CPU: the Pareto front")
+    ax.grid(alpha=0.3, which="both")
+    _legend_below(fig)
     return fig
+
+
+def _dominated_labels(dominated: List[CodecResult]) -> List[Tuple[CodecResult, str, Dict[str, Any]]]:
+    """Grey labels for dominated codecs; a compression-level series (whose points crowd together) is named once,
+    at its lowest level, and its other points carry just their level number."""
+    style = {"fontsize": 8, "color": "#777777"}
+    labels: List[Tuple[CodecResult, str, Dict[str, Any]]] = []
+    in_series: Set[str] = set()
+    for name, points in _level_series(dominated).items():
+        levels = [str(level) for level, _ in points]
+        span = ",".join(levels) if len(levels) <= 3 else f"{levels[0]}..{levels[-1]}"
+        labels.append((points[0][1], f"{name}-{span}", style))
+        labels += [(r, str(level), style) for level, r in points[1:]]
+        in_series.update(r.codec for _, r in points)
+    return labels + [(r, r.codec, style) for r in dominated if r.codec not in in_series]
+
+
+def _cpu(r: CodecResult) -> float:
+    """Encode + decode median; only called on codecs a chart kept because they have both."""
+    return cpu_us(r) or math.nan
 
 
 def levels_chart(suite: Suite) -> Optional[Figure]:
@@ -159,7 +202,7 @@ def levels_chart(suite: Suite) -> Optional[Figure]:
         base = _base_result(suite, name)
         _level_panel(left, points, lambda r: sizes(r).mean, None, "{:.0f}", COLORS["bytes"],
                      sizes(base).mean if base else None, f"{name}: bytes per call (mean)")
-        _level_panel(right, points, lambda r: encoded(r).median_us, lambda r: _round_range(encoded(r)), "{:.1f}",
+        _level_panel(right, points, lambda r: encoded(r).median_us, lambda r: _ci_range(encoded(r)), "{:.1f}",
                      COLORS["encode"], encoded(base).median_us if base else None,
                      f"{name}: encode µs per call (median)")
         if base:
@@ -173,7 +216,7 @@ def tails_chart(suite: Suite) -> Optional[Figure]:
     rows = [r for r in suite.results if latency_us(r, "encode", "p50") or latency_us(r, "decode", "p50")]
     if not rows:
         return None
-    fig, ax = _bar_figure([r.codec for r in rows], per_row=0.6)
+    fig, ax = _bar_figure([(r.codec, r) for r in rows], per_row=0.48)
     values = {(r.codec, op, pct): latency_us(r, op, pct) for r in rows for op in ("encode", "decode")
               for pct in ("p50", *TAIL_MARKS)}
     known = [v for v in values.values() if v]
@@ -190,7 +233,9 @@ def tails_chart(suite: Suite) -> Optional[Figure]:
             text = f"{op}: n/a" if math.isnan(p50) else f"p50 {fmt_us(p50)} · p99 {fmt_us(p99)} µs"
             _note_right(ax, (floor if math.isnan(high) else high, y), text)
     ax.set_xscale("log")
-    _frame(ax, (floor, top * 8), "µs per call, log scale (bar = median call; marks at p90, p99 and the slowest call)",
+    _plain_log(ax.xaxis)
+    ax.set_xlim(floor, top * 8)
+    _frame(ax, "µs per call, log scale (bar = median call; marks at p90, p99 and the slowest call)",
            "Per-call latency tails: encode and decode, all calls")
     fig.legend(loc="outside lower center", frameon=False, fontsize=9, ncols=5)
     return fig
@@ -201,7 +246,7 @@ def stages_chart(suite: Suite) -> Optional[Figure]:
     rows = [(r, op) for r in suite.results for op in ("encode", "decode") if r.stages.get(op)]
     if not rows:
         return None
-    fig, ax = _bar_figure([f"{r.codec} {op}" for r, op in rows], per_row=0.5)
+    fig, ax = _bar_figure([(f"{r.codec} {op}", r) for r, op in rows], per_row=0.36)
     colors = _stage_colors(rows)
     right = max(max(sum(t.median_us for t in r.stages[op].values()),
                     getattr(r, op).median_us if getattr(r, op) else 0) for r, op in rows)
@@ -218,15 +263,15 @@ def stages_chart(suite: Suite) -> Optional[Figure]:
                     f"{fmt_us(left)} µs" + (f" (whole {fmt_us(whole.median_us)})" if whole else ""))
         if whole:
             ax.scatter([whole.median_us], [y], marker="|", s=400, linewidths=2, color="black", zorder=3)
-    _frame(ax, (0, right * 1.3), "µs per call (segments = median of each stage timed on its own; black tick = whole "
+    ax.set_xlim(0, right * 1.3)
+    _frame(ax, "µs per call (segments = median of each stage timed on its own; black tick = whole "
            "op's median)", "Where the time goes: stages of multi-step codecs")
     ax.legend(handles=[Patch(color=c, label=name) for name, c in colors.items()], loc="lower right", fontsize=8)
     return fig
 
 
-def _frame(ax: Axes, xlim: Tuple[float, float], xlabel: str, title: str) -> None:
-    """The x range, x label and title of a bar chart."""
-    ax.set_xlim(*xlim)
+def _frame(ax: Axes, xlabel: str, title: str) -> None:
+    """The x label and title of a bar chart."""
     ax.set_xlabel(xlabel)
     ax.set_title(title)
 
@@ -244,8 +289,10 @@ def _level_panel(ax: Axes, points: List[Tuple[int, CodecResult]], value: Callabl
     levels, values = [lvl for lvl, _ in points], [value(r) for _, r in points]
     errors = list(zip(*(spread(r) for _, r in points))) if spread else None
     ax.errorbar(levels, values, yerr=errors, fmt="o-", color=color, capsize=3, elinewidth=1, label="compressed")
-    for lvl, v in zip(levels, values):
-        ax.annotate(fmt.format(v), (lvl, v), xytext=(5, 5), textcoords="offset points", fontsize=8,
+    for (lvl, r), v in zip(points, values):
+        bad = bool(undeclared_calls(r))
+        ax.annotate(fmt.format(v) + (FAILING_MARK if bad else ""), (lvl, v), xytext=(5, 5), textcoords="offset points",
+                    fontsize=8, color=FAILING if bad else "black",
                     bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none"})
     if baseline is not None:
         ax.axhline(baseline, ls="--", lw=1, color="#555555", label="uncompressed")
@@ -264,13 +311,13 @@ _LABEL_SPOTS = ((6, 3, "left", "bottom"), (6, -3, "left", "top"), (-6, 3, "right
                 (-6, -12, "right", "top"))
 
 
-def _place_labels(fig: Figure, ax: Axes, labels: List[Tuple[CodecResult, str, Dict[str, Any]]]) -> None:
-    """Label each (encode, bytes) point at the first spot that overlaps no point and no earlier label."""
+def _place_labels(fig: Figure, ax: Axes, labels: List[Tuple[Tuple[float, float], str, Dict[str, Any]]]) -> None:
+    """Label each (x, y) point at the first spot that overlaps no point and no earlier label."""
     fig.draw_without_rendering()  # settle the layout so display coordinates are final
     canvas = fig.canvas
     assert isinstance(canvas, FigureCanvasAgg), "charts are drawn with the Agg backend"
     renderer = canvas.get_renderer()
-    xy = [(encoded(r).median_us, sizes(r).mean) for r, _, _ in labels]
+    xy = [point for point, _, _ in labels]
     taken = [Bbox.from_bounds(px - 4, py - 4, 8, 8) for px, py in ax.transData.transform(xy)]
     for point, (_, text, style) in zip(xy, labels):
         for spot in _LABEL_SPOTS:
@@ -294,14 +341,37 @@ def _note_right(ax: Axes, point: Tuple[float, float], text: str, fontsize: float
     _annotate(ax, point, text, (6, 0, "left", "center"), {"fontsize": fontsize})
 
 
-def _bar_figure(labels: List[str], per_row: float = 0.42) -> Tuple[Figure, Axes]:
-    """A horizontal-bar figure tall enough for one readable row per label, first on top."""
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + per_row * len(labels)), layout="constrained")
-    ax.set_yticks(range(len(labels)), labels)
-    ax.set_ylim(len(labels) - 0.5, -0.5)
-    ax.grid(axis="x", alpha=0.3)
+def _bar_figure(rows: List[Tuple[str, CodecResult]], per_row: float = 0.34) -> Tuple[Figure, Axes]:
+    """A horizontal-bar figure tall enough for one readable row per (label, codec), first on top;
+    codecs with undeclared failures labelled in red with a warning mark."""
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + per_row * len(rows)), layout="constrained")
+    failing = [bool(undeclared_calls(r)) for _, r in rows]
+    ax.set_yticks(range(len(rows)), [label + (FAILING_MARK if bad else "") for (label, _), bad in zip(rows, failing)])
+    for tick, bad in zip(ax.get_yticklabels(), failing):
+        if bad:
+            tick.set_color(FAILING)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.grid(axis="x", alpha=0.3, which="both")
     ax.set_axisbelow(True)
     return fig, ax
+
+
+def _value_axis(ax: Axes, values: List[float], room: float, axis: str = "x", reach: Sequence[float] = ()) -> str:
+    """Fit the value axis to ``values`` (and the marks in ``reach``) with ``room`` (a factor) past the largest:
+    a log scale when ``values`` span LOG_RANGE x or more, else linear from 0. Returns ", log scale" or "" for the
+    axis label."""
+    known = [v for v in values if v and not math.isnan(v)]
+    if not known:
+        return ""
+    low, high = min(known), max([*known, *reach])
+    limits = getattr(ax, f"set_{axis}lim")
+    if max(known) / low >= LOG_RANGE:
+        getattr(ax, f"set_{axis}scale")("log")
+        _plain_log(ax.xaxis if axis == "x" else ax.yaxis)
+        limits(low / 1.5, high * room ** 3)  # labels right of the bars need more room on a log axis
+        return ", log scale"
+    limits(0, high * room)
+    return ""
 
 
 def _level_series(rows: List[CodecResult]) -> Dict[str, List[Tuple[int, CodecResult]]]:
@@ -314,9 +384,17 @@ def _level_series(rows: List[CodecResult]) -> Dict[str, List[Tuple[int, CodecRes
     return {name: sorted(points, key=lambda p: p[0]) for name, points in series.items() if len(points) >= 2}
 
 
-def _round_range(t: Timing) -> Tuple[float, float]:
-    """How far the fastest and the slowest round lie below and above the median, in µs."""
-    return t.median_us - min(t.rounds_ns) / 1000, max(t.rounds_ns) / 1000 - t.median_us
+def _plain_log(axis: Any) -> None:
+    """Ticks of a log axis at 1, 2, 5 x 10^n, written as plain numbers (0.5, 1, 2, 5, 10), not powers of ten."""
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _ci_range(t: Timing) -> Tuple[float, float]:
+    """How far the median's confidence interval reaches below and above the median, in µs."""
+    lo, hi, _ = t.ci_us
+    return t.median_us - lo, hi - t.median_us
 
 
 def _base_result(suite: Suite, series: str) -> Optional[CodecResult]:
@@ -325,12 +403,12 @@ def _base_result(suite: Suite, series: str) -> Optional[CodecResult]:
     return base if base and base.sizes and base.encode else None
 
 
-#: chart name -> (file name, drawing function)
-CHARTS: Dict[str, Tuple[str, Callable[[Suite], Optional[Figure]]]] = {
-    "bytes": ("bytes_per_call.png", bytes_chart),
-    "timing": ("encode_decode_us.png", timing_chart),
-    "size_vs_encode": ("size_vs_encode.png", scatter_chart),
-    "levels": ("compression_levels.png", levels_chart),
-    "tails": ("latency_tails.png", tails_chart),
-    "stages": ("stages.png", stages_chart),
+#: chart name -> drawing function, in the order the page shows them
+CHARTS: Dict[str, Callable[[Suite], Optional[Figure]]] = {
+    "pareto": pareto_chart,
+    "bytes": bytes_chart,
+    "timing": timing_chart,
+    "levels": levels_chart,
+    "tails": tails_chart,
+    "stages": stages_chart,
 }

@@ -1,9 +1,15 @@
-"""``report.html``: one page (inline CSS, charts as PNG files beside it), rendered from the
-Jinja2 templates in ``reports/templates/`` with autoescaping on.
+"""``report.html``: one self-contained page (inline CSS, inline SVG charts, a small inline
+script that sorts the results table), rendered from the Jinja2 templates in
+``reports/templates/`` with autoescaping on.
+
+The page is the sections of :data:`PARTS`, in order; the same list builds the table of
+contents. A section is one line there: its anchor id, heading and the function gathering
+what it shows; its text is the template ``_<id>.html``, which sees that as ``s``.
 
 This module only gathers what the page shows into plain values and tables; every judgment
 (winners, warnings, what is unstable) comes from :mod:`reports.analysis`, and every string,
-trace-derived or not, is escaped by the template engine, never by hand.
+trace-derived or not, is escaped by the template engine, never by hand. The charts are SVG
+written by matplotlib, which escapes their text itself.
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 CHART_CAPTIONS = {
+    "pareto": "Each codec at (encode + decode CPU, bytes). The line joins the Pareto front: codecs no other beats on "
+              "both; grey ones are dominated (another codec is smaller and cheaper). Red: calls failed or came back "
+              "different without the codec declaring why, so the codec is not ranked.",
     "bytes": "Bytes per call: bar = mean over every call of the trace; the grey line runs from the median (p50, "
              "black mark) to the 99th percentile (red mark).",
-    "timing": "CPU time per call: bar = median round, whiskers = fastest and slowest round.",
-    "size_vs_encode": "Each codec at (encode time, bytes). Points down and to the left are smaller and cheaper.",
-    "levels": "Per compressed codec, level against bytes (left) and encode time (right; whiskers = fastest and "
-              "slowest round); dashed = the same codec uncompressed.",
+    "timing": "CPU time per call: bar = median round, whiskers = the median's 95% confidence interval.",
+    "levels": "Per compressed codec, level against bytes (left) and encode time (right; whiskers = the median's 95% "
+              "confidence interval); dashed = the same codec uncompressed.",
     "tails": "Per-call time over all calls of the sample, log scale: bar = median call (p50); marks at p90, p99 and "
              "the slowest call (max, a single call: often an interrupt rather than the codec).",
     "stages": "Each multi-step codec's encode and decode split into its stages (each timed on its own, median); "
@@ -56,6 +64,7 @@ class Cell:
 
     text: str
     css: str = ""
+    value: Optional[float] = None  #: the number behind the text, for sorting (data-value)
 
 
 @dataclass(frozen=True)
@@ -71,9 +80,9 @@ class Table:
 
 @dataclass(frozen=True)
 class Figure:
-    """A chart file beside the report, with its caption."""
+    """A chart as inline SVG markup (from matplotlib, which escapes its text), with its caption."""
 
-    src: str
+    svg: str
     caption: str
 
 
@@ -85,9 +94,18 @@ class Section:
     facts: Dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Part:
+    """One section of the page: anchor id, heading, and the function gathering what ``_<id>.html`` shows."""
+
+    id: str
+    title: str
+    gather: Callable[[Suite], Section]
+
+
 def write_report(suite: Suite, folder: str, charts: Mapping[str, str],
                  options: ReportOptions = DEFAULT_OPTIONS) -> str:
-    """Write ``report.html`` into ``folder``, linking the chart files named in ``charts``; return its path."""
+    """Write ``report.html`` into ``folder``, the charts (name -> SVG markup) inline; return its path."""
     page = render_report(suite, charts, options)
     path = os.path.join(folder, "report.html")
     with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:  # lone surrogates: shown as U+FFFD
@@ -96,45 +114,55 @@ def write_report(suite: Suite, folder: str, charts: Mapping[str, str],
 
 
 def render_report(suite: Suite, charts: Mapping[str, str], options: ReportOptions = DEFAULT_OPTIONS) -> str:
-    """The whole page as text; ``options`` (goal, baseline, CCU...) shape the verdict and the capacity plan."""
+    """The whole page as text: every part of :data:`PARTS`, a table of contents built from the same list;
+    ``options`` (goal, baseline, CCU...) shape the verdict and the capacity plan."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=fmt_count, us=fmt_us)
-    figures = {name: Figure(src, CHART_CAPTIONS.get(name, "")) for name, src in charts.items()}
-    title = (suite.trace.get("metadata") or {}).get("game") or os.path.basename(str(suite.trace.get("path")))
+    figures = {name: Figure(svg, CHART_CAPTIONS.get(name, "")) for name, svg in charts.items()}
     return env.get_template("report.html").render(
-        title=f"rpcbench: {title}", suite=suite, css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        title=f"rpcbench: {page_title(suite)}", suite=suite, parts=PARTS,
+        gathered={part.id: part.gather(suite) for part in PARTS},
+        css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],
-        summary=summary_section(suite), results=results_section(suite), latency=latency_section(suite),
-        memory=memory_section(suite), stages=stages_section(suite), fidelity=fidelity_section(suite),
-        trace=trace_section(suite), setup=setup_section(suite), unstable_pct=analysis.UNSTABLE_STDEV_PCT,
-        min_tail_calls=MIN_TAIL_CALLS, decision=decision(suite, options))
+        unstable_ci_pct=analysis.UNSTABLE_CI_PCT, min_tail_calls=MIN_TAIL_CALLS,
+        decision=decision(suite, options))
+
+
+def page_title(suite: Suite) -> str:
+    """The game named in the trace's metadata, else the trace file's name."""
+    return str((suite.trace.get("metadata") or {}).get("game") or os.path.basename(str(suite.trace.get("path"))))
 
 
 # -- sections ---------------------------------------------------------------------------------------
 
 
 def summary_section(suite: Suite) -> Section:
-    """The answer: smallest, fastest encode, fastest decode, the size/CPU frontier, each vs json and bson."""
+    """The headlines: smallest, fastest encode, fastest decode; the Pareto front's codecs and those, each vs json
+    and bson (the verdict above names the front)."""
     winners = analysis.winners(suite)
-    front = analysis.frontier(suite)
-    notable = [*front, *(best for best, _ in winners.values())]
+    notable = [*analysis.pareto_front(suite), *(best for best, _ in winners.values())]
     return Section(facts={
         "winners": [(label, best.codec, text, analysis.failed_text(best) if best.failures else "")
                     for label, (best, text) in winners.items()],
-        "frontier": [r.codec for r in front],
         "comparisons": analysis.comparisons(suite, notable),
-        "warnings": analysis.warnings(suite),
+        "warnings": len(analysis.warnings(suite)),
     })
 
 
+def notes_section(suite: Suite) -> Section:
+    """Reasons to distrust parts of the run, then what the table's marks mean: kept off the first screen."""
+    return Section(facts={"warnings": analysis.warnings(suite), "notes": footnotes(suite)})
+
+
 def results_section(suite: Suite) -> Section:
-    """The results table (same columns as the terminal table), its footnotes and the timing detail."""
-    tables = {"results": column_table(columns(suite), suite.results, "results")}
+    """The results table (same columns as the terminal table, sortable) and the timing detail."""
+    tables = {"results": column_table(columns(suite), suite.results, "results sortable")}
     detail = _timing_detail(suite)
     if detail:
         tables["detail"] = detail
-    return Section(tables=tables, facts={"notes": footnotes(suite)})
+    return Section(tables=tables)
 
 
 def latency_section(suite: Suite) -> Section:
@@ -230,10 +258,23 @@ def setup_section(suite: Suite) -> Section:
     return Section(tables=tables, facts={
         "sample_state": ("unknown" if not s.get("sample_by_method") else "all"
                          if dict(s["sample_by_method"]) == dict(suite.trace.get("methods") or {}) else "sample"),
-        "worst_share_gap": worst, "processes": s.get("processes"), "repeat": s.get("repeat", "?"),
+        "worst_share_gap": worst})
+
+
+def reading_section(suite: Suite) -> Section:
+    """The settings the "how to read the numbers" text quotes: sample, timer, rounds, isolation."""
+    s = suite.settings
+    return Section(facts={
+        "processes": s.get("processes"), "repeat": s.get("repeat", "?"),
         "sample": fmt_count(s.get("sample")), "sample_method": s.get("sample_method", "drawn from the trace"),
         "sample_seed": s.get("sample_seed", "?"), "timer": s.get("timer", "?"), "min_time_s": s.get("min_time_s", "?"),
         "warmup": s.get("warmup", "?"), "gc": s.get("gc", "?")})
+
+
+def from_page_globals(suite: Suite) -> Section:
+    """Nothing to gather: the part's template reads what :func:`render_report` computed once for the whole page
+    (``figures``: the charts; ``decision``: verdict, capacity plan, bytes by method, study findings)."""
+    return Section()
 
 
 def _settings_facts(settings: Mapping[str, Any]) -> Dict[str, Any]:
@@ -295,7 +336,7 @@ def _methods_table(suite: Suite) -> Table:
 
 
 def _timing_detail(suite: Suite) -> Optional[Table]:
-    """One row per codec and operation: median with its confidence interval, IQR, MAD, stdev, rounds."""
+    """One row per codec and operation: median with its confidence interval, IQR, MAD, rounds, stability."""
     rows = []
     for r in suite.results:
         for op in analysis.OPS:
@@ -303,13 +344,14 @@ def _timing_detail(suite: Suite) -> Optional[Table]:
             if t:
                 lo, hi, confidence = t.ci_us
                 rows.append((r.codec, op, f"{fmt_us(t.median_us)} [{fmt_us(lo)}–{fmt_us(hi)}]", f"{confidence:.0%}",
-                             fmt_us(t.iqr_us), fmt_us(t.mad_us), f"{t.stdev_pct:.1f}%", f"{t.spread_pct:.1f}%",
-                             len(t.rounds_ns), f"{t.loops:,} × {t.calls:,}", "unstable" if t.unstable else "ok"))
+                             f"±{analysis.ci_half_pct(t):.1f}%", fmt_us(t.iqr_us), fmt_us(t.mad_us),
+                             len(t.rounds_ns), f"{t.loops:,} × {t.calls:,}",
+                             "unstable" if analysis.timing_unstable(t) else "ok"))
     if not rows:
         return None
-    return plain_table(("codec", "op", "median [CI]", "conf.", "IQR", "MAD", "stdev", "±", "rounds", "loops × calls",
-                        "stability"), rows, numeric=range(2, 10),
-                       cell_class=lambda n, i: "alarm" if i == 10 and rows[n][10] != "ok" else "")
+    return plain_table(("codec", "op", "median [CI]", "conf.", "±CI", "IQR", "MAD", "rounds", "loops × calls",
+                        "stability"), rows, numeric=range(2, 9),
+                       cell_class=lambda n, i: "alarm" if i == 9 and rows[n][9] != "ok" else "")
 
 
 def _method_tails(suite: Suite, measured: Sequence[CodecResult], op: str) -> Optional[Tuple[Table, int]]:
@@ -370,7 +412,7 @@ def column_table(cols: Sequence[Column], results: Sequence[CodecResult], css: st
     """Results as a table of ``cols`` (shared with the terminal table), alarms marked;
     ``groups`` = (title, span) above."""
     head = [Cell(c.title, "num" if c.numeric else "") for c in cols]
-    rows = [("", [Cell(c.cell(r), _classes(("num", c.numeric), ("alarm", c.alarm(r)))) for c in cols])
+    rows = [("", [Cell(c.cell(r), _classes(("num", c.numeric), ("alarm", c.alarm(r))), c.value(r)) for c in cols])
             for r in results]
     return Table(head, rows, groups, css)
 
@@ -410,3 +452,23 @@ def _bytes(n: Optional[int]) -> Optional[str]:
 def _classes(*flags: Tuple[str, bool]) -> str:
     """CSS class names whose flag is set, space-separated."""
     return " ".join(name for name, on in flags if on and name)
+
+
+#: the page, top to bottom; each part's text is ``templates/_<id>.html``. The table of contents is built from it.
+PARTS: Tuple[Part, ...] = (
+    Part("verdict", "Verdict", from_page_globals),
+    Part("capacity", "Capacity and cost", from_page_globals),
+    Part("summary", "Summary", summary_section),
+    Part("bytes", "Where the bytes go", from_page_globals),
+    Part("study", "The study re-tested", from_page_globals),
+    Part("results", "Results", results_section),
+    Part("charts", "Charts", from_page_globals),
+    Part("latency", "Latency tails", latency_section),
+    Part("allocations", "Allocations", memory_section),
+    Part("stages", "Where the time goes", stages_section),
+    Part("fidelity", "Fidelity", fidelity_section),
+    Part("trace", "Trace", trace_section),
+    Part("setup", "Codecs, settings and environment", setup_section),
+    Part("notes", "Notes", notes_section),
+    Part("reading", "How to read the numbers", reading_section),
+)

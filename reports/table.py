@@ -7,31 +7,42 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
-from rpcbench.results import CodecResult, Suite
+from rpcbench.results import CodecResult, Suite, Timing
 
-from .analysis import (PROJECTED_CONNECTIONS, cpu_ratio, json_sizes, stage_split, timing_notes, timing_of, undeclared,
-                       unstable, worst_method)
+from .analysis import (CONFIDENCE, PROJECTED_CONNECTIONS, ci_half_pct, cpu_ratio, json_sizes, low_confidence,
+                       stage_split, timing_notes, timing_of, timing_unstable, undeclared, unstable, worst_method)
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_ratio, fmt_us, latency_us, memory_figure, shown
+
+
+LOW_CONFIDENCE_MARK = "†"  #: after a ±CI figure whose interval covers the median with less than 95 % confidence
 
 
 @dataclass(frozen=True)
 class Column:
-    """One table column: header, alignment, the cell text and whether a cell needs attention."""
+    """One table column: header, alignment, the cell text, whether a cell needs attention, and the number
+    behind the text (what the report's table sorts by; None for text columns and missing figures)."""
 
     title: str
     numeric: bool
     cell: Callable[[CodecResult], str]
     alarm: Callable[[CodecResult], bool] = lambda r: False
+    value: Callable[[CodecResult], Optional[float]] = lambda r: None
+
+
+def figure_column(title: str, value: Callable[[CodecResult], Optional[float]], fmt: Callable[[float], str],
+                  alarm: Callable[[CodecResult], bool] = lambda r: False) -> Column:
+    """A numeric column: the figure ``value`` gives, written by ``fmt`` (the missing mark for None), sorted by it."""
+    return Column(title, True, lambda r: shown(value(r), fmt), alarm, value)
 
 
 def latency_column(op: str, pct: str, title: str) -> Column:
     """A column of one per-call percentile over all calls, µs."""
-    return Column(title, True, lambda r: shown(latency_us(r, op, pct), fmt_us))
+    return figure_column(title, lambda r: latency_us(r, op, pct), fmt_us)
 
 
 def memory_column(op: str, key: str, title: str, fmt: Callable[[float], str] = fmt_bytes) -> Column:
     """A column of one allocation figure per call."""
-    return Column(title, True, lambda r: shown(memory_figure(r, op, key), fmt))
+    return figure_column(title, lambda r: memory_figure(r, op, key), fmt)
 
 
 def columns(suite: Suite) -> List[Column]:
@@ -39,31 +50,31 @@ def columns(suite: Suite) -> List[Column]:
     json_mean = json_sizes(suite)
     cols = [
         Column("codec", False, lambda r: r.codec, lambda r: bool(r.error)),
-        Column("calls", True, lambda r: f"{r.calls:,}"),
+        figure_column("calls", lambda r: r.calls, "{:,}".format),
     ]
     cols += [_fidelity_column(name) for name in ("failures", "mismatches")]
     cols += [
-        Column("bytes mean", True, lambda r: f"{r.sizes.mean:.1f}" if r.sizes else MISSING),
-        Column("p50", True, lambda r: str(r.sizes.p50) if r.sizes else MISSING),
-        Column("p99", True, lambda r: str(r.sizes.p99) if r.sizes else MISSING),
+        figure_column("bytes mean", lambda r: r.sizes.mean if r.sizes else None, "{:.1f}".format),
+        figure_column("p50", lambda r: r.sizes.p50 if r.sizes else None, str),
+        figure_column("p99", lambda r: r.sizes.p99 if r.sizes else None, str),
     ]
     if json_mean:
-        cols.append(Column("x json", True, lambda r: fmt_ratio(r.sizes.mean / json_mean) if r.sizes else MISSING))
+        cols.append(figure_column("x json", lambda r: r.sizes.mean / json_mean if r.sizes else None, fmt_ratio))
     if any(r.floor_ratio for r in suite.results):
-        cols.append(Column("x floor", True, lambda r: fmt_ratio(r.floor_ratio) if r.floor_ratio else MISSING))
+        cols.append(figure_column("x floor", lambda r: r.floor_ratio or None, fmt_ratio))
     json_result = suite.find("json")
     for op in ("encode", "decode"):
         cols += _timing_columns(op, json_result if json_result and json_result.encode and json_result.decode else None)
-    cols += [Column("state/conn", True, lambda r: fmt_bytes(r.state_bytes_per_conn) if r.state_bytes_per_conn else "0"),
-             Column(f"{PROJECTED_CONNECTIONS // 1000}k conns", True,
-                    lambda r: fmt_bytes(r.state_bytes_for(PROJECTED_CONNECTIONS)))]
+    cols += [figure_column("state/conn", lambda r: r.state_bytes_per_conn or 0, lambda v: fmt_bytes(v) if v else "0"),
+             figure_column(f"{PROJECTED_CONNECTIONS // 1000}k conns",
+                           lambda r: r.state_bytes_for(PROJECTED_CONNECTIONS), fmt_bytes)]
     cols.append(Column("note", False, _note, lambda r: bool(r.error or unstable(r))))
     return cols
 
 
 def footnotes(suite: Suite) -> List[str]:
     """What the markers in the table mean, with the figures behind them."""
-    notes = []
+    notes = [_ci_note(suite)] if any(r.encode or r.decode for r in suite.results) else []
     if any(r.problems for r in suite.results):
         notes.append("declared: the codec documents this difference (a property of the format, e.g. bytes -> "
                      "base64 str); UNDECLARED: a call failed or came back different without the codec saying so.")
@@ -218,15 +229,18 @@ def _kb(value: float) -> str:
 def _fidelity_column(name: str) -> Column:
     """``failures`` or ``mismatches``: the count, how much of it is undeclared, alarmed when any is."""
     return Column(name, True, lambda r: _fidelity(getattr(r, name), undeclared(r, name)),
-                  lambda r: undeclared(r, name) > 0)
+                  lambda r: undeclared(r, name) > 0, lambda r: getattr(r, name))
 
 
 def _timing_columns(op: str, ref: Optional[CodecResult]) -> List[Column]:
-    """µs per call and its spread for ``op``, and the ratio to ``ref`` (json) paired round by round."""
-    cols = [Column(f"{op} µs", True, lambda r: shown(_median_us(r, op), fmt_us)),
-            Column("±", True, lambda r: shown(_spread_pct(r, op), _pct))]
+    """µs per call and how sure that median is (95 % CI) for ``op``, and the ratio to ``ref`` (json) paired
+    round by round; an unstable timing's interval is alarmed."""
+    cols = [figure_column(f"{op} µs", lambda r: _median_us(r, op), fmt_us),
+            Column("±CI", True, lambda r: _ci_cell(timing_of(r, op)),
+                   lambda r: bool((t := timing_of(r, op)) and timing_unstable(t)),
+                   lambda r: ci_half_pct(t) if (t := timing_of(r, op)) else None)]
     if ref is not None:
-        cols.append(Column(f"{op[:3]}/json", True, lambda r: shown(cpu_ratio(r, ref, op), fmt_ratio)))
+        cols.append(figure_column(f"{op[:3]}/json", lambda r: cpu_ratio(r, ref, op), fmt_ratio))
     return cols
 
 
@@ -235,9 +249,26 @@ def _median_us(r: CodecResult, op: str) -> Optional[float]:
     return t.median_us if t else None
 
 
-def _spread_pct(r: CodecResult, op: str) -> Optional[float]:
-    t = timing_of(r, op)
-    return t.spread_pct if t else None
+def _ci_cell(t: Optional[Timing]) -> str:
+    """``±2.4%``: half the median's 95 % confidence interval, % of the median; ``†`` when it covers less than 95 %."""
+    if t is None:
+        return MISSING
+    return f"±{_pct(ci_half_pct(t))}" + (LOW_CONFIDENCE_MARK if low_confidence(t) else "")
+
+
+def _ci_note(suite: Suite) -> str:
+    """What ±CI means, and when there were too few rounds for 95 %, the coverage it has instead."""
+    timings = [t for r in suite.results for op in ("encode", "decode") if (t := timing_of(r, op))]
+    note = (f"±CI: half the width of the median's {CONFIDENCE:.0%} confidence interval, as % of the median "
+            "(distribution-free, from the rounds' order statistics): the true median lies within it; it narrows "
+            "as rounds are added. Two codecs whose intervals overlap are not told apart by this run.")
+    few = [t for t in timings if low_confidence(t)]
+    if few:
+        rounds = min(len(t.rounds_ns) for t in few)
+        note += (f" {LOW_CONFIDENCE_MARK}: only {rounds} rounds, too few for {CONFIDENCE:.0%}: the interval is "
+                 f"the fastest to the slowest round, which covers the median with {min(t.ci_us[2] for t in few):.1%} "
+                 "confidence; raise --repeat.")
+    return note
 
 
 def _fidelity(total: int, bad: int) -> str:

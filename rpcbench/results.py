@@ -108,11 +108,6 @@ class Timing:
         return statistics.median(a / b for a, b in zip(self.rounds_ns, reference.rounds_ns))
 
     @property
-    def unstable(self) -> bool:
-        """pyperf's rule: standard deviation over 10 % of the mean."""
-        return self.stdev_pct > 10
-
-    @property
     def slow_rounds(self) -> Tuple[bool, ...]:
         """Per round: did it run in a slow state of the machine (over SLOW_STATE_FACTOR x the fastest)?
 

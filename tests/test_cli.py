@@ -96,11 +96,11 @@ def test_end_to_end_writes_results_charts_and_escaped_report(tmp_path):
                        "--processes", "2", *FAST)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    for name in ("results.json", "results.csv", "report.html"):
+    for name in ("results.json", "results.csv", "report.html", "report.md"):
         assert (out / name).stat().st_size > 0
-    pngs = list(out.glob("*.png"))
-    assert len(pngs) >= 3 and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert not list(out.glob("*.png")), "charts are inline in report.html"
     report = (out / "report.html").read_text(encoding="utf-8")
+    assert report.count("<svg ") >= 3
     assert "<script>alert(1)</script>" not in report and "&lt;script&gt;alert(1)&lt;/script&gt;" in report
     assert "<img src=x" not in report
     data = json.loads((out / "results.json").read_text(encoding="utf-8"))

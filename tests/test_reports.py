@@ -1,4 +1,4 @@
-"""Tests of the terminal table, the charts, report.html and the ``report`` subcommand.
+"""Tests of the terminal table, the charts, report.html, report.md and the ``report`` subcommand.
 
 The fixture is a hand-built Suite with realistic figures for a battle-RPC trace: json,
 ujson, bson, json+zlib-1..9, bson+zlib-6, json+zlibstream-6 and a protobuf codec whose
@@ -16,16 +16,19 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from html.parser import HTMLParser
+from typing import Any, Dict, List, Optional, Tuple
+from xml.etree import ElementTree
 
 import pytest
 
 from markupsafe import escape
 
-from reports import build
-from reports.charts import write_charts
-from reports.html import write_report
+from reports import analysis, build
+from reports.charts import render_charts
+from reports.html import PARTS, write_report
 from reports.formatting import fmt_us
+from reports.markdown import md_escape, render_markdown
 from reports.table import footnotes, format_table
 from rpcbench.results import CodecResult, Problem, Sizes, Suite, Timing, load
 
@@ -38,7 +41,7 @@ def escaped(text: str) -> str:
     """``text`` as the report's template engine escapes it (quotes included)."""
     return str(escape(text))
 LIBRARIES = {"bson": ("pymongo", "4.6.1"), "ujson": ("ujson", "5.9.0"), "protobuf": ("protobuf", "4.25.2")}
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CHART_NAMES = {"pareto", "bytes", "timing", "levels", "tails", "stages"}
 CALLS = 20_000
 METHODS = {"battle.move": 10_400, "battle.cast_skill": 4_100, "battle.hit": 3_600,
            "battle.sync_state": 1_500, "chat.say": 400}
@@ -173,37 +176,76 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def report(report_dir: Path, suite: Suite) -> Tuple[str, Dict[str, str]]:
-    """report.html's text and the charts written beside it (built once: drawing takes a second)."""
-    charts = write_charts(suite, str(report_dir))
+    """report.html's text and the charts inline in it (built once: drawing takes a second)."""
+    charts = render_charts(suite)
     path = write_report(suite, str(report_dir), charts)
     assert path == str(report_dir / "report.html")
     return Path(path).read_text(encoding="utf-8"), charts
 
 
-def png_size(path: Path) -> Tuple[int, int]:
-    """Width and height from a PNG's IHDR chunk, after checking the signature."""
-    data = path.read_bytes()
-    assert data[:8] == PNG_MAGIC, f"{path.name} is not a PNG"
-    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+class PageParser(HTMLParser):
+    """Every URL-bearing attribute of a page, its inline <svg> roots with their ids, and table cells."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: List[Tuple[str, str, str]] = []  # (tag, attribute, value)
+        self.svg_ids: List[str] = []
+        self.tags: List[str] = []
+        self.depth = 0
+
+    def handle_starttag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
+        self.tags.append(tag)
+        values = dict(attrs)
+        self.urls += [(tag, k, v or "") for k, v in attrs if k in ("src", "href", "xlink:href", "action", "data",
+                                                                      "poster", "srcset", "background")]
+        if tag == "svg" and self.depth == 0:
+            self.svg_ids.append(values.get("id") or "")
+        self.depth += tag == "svg"
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= tag == "svg"
 
 
-def test_charts_are_readable_pngs(tmp_path: Path, suite: Suite) -> None:
+def parse(text: str) -> PageParser:
+    parser = PageParser()
+    parser.feed(text)
+    return parser
+
+
+def test_charts_are_inline_svg_with_ids_of_their_own(suite: Suite) -> None:
     import matplotlib.pyplot as plt
 
-    charts = write_charts(suite, str(tmp_path))
-    assert set(charts) == {"bytes", "timing", "size_vs_encode", "levels", "tails", "stages"}
-    for filename in charts.values():
-        path = tmp_path / filename
-        width, height = png_size(path)
-        assert path.stat().st_size > 15_000, f"{filename} is suspiciously small"
-        assert width >= 900 and height >= 400, (filename, width, height)
+    charts = render_charts(suite)
+    assert set(charts) == CHART_NAMES
+    ids: List[str] = []
+    for name, svg in charts.items():
+        root = ElementTree.fromstring(svg)  # well-formed XML: no prolog or doctype left to break the page
+        assert root.tag == "{http://www.w3.org/2000/svg}svg" and root.get("viewBox"), name
+        assert len(svg) > 10_000, f"{name} is suspiciously small"
+        chart_ids = [e.get("id") for e in root.iter() if e.get("id")]
+        assert chart_ids and all(i.startswith(f"{name}-") for i in chart_ids), name
+        refs = re.findall(r"(?:url\(#|href=\"#)([^\")]+)", svg)
+        assert refs and set(refs) <= set(chart_ids), name  # every reference points inside the same chart
+        ids += chart_ids
+    assert len(ids) == len(set(ids)), "two charts share an id"
     assert plt.get_fignums() == [], "figures left open"
 
 
-def test_levels_chart_skipped_without_zlib_levels(tmp_path: Path) -> None:
-    charts = write_charts(make_suite(zlib_levels=False), str(tmp_path))
-    assert "levels" not in charts and set(charts) == {"bytes", "timing", "size_vs_encode", "tails", "stages"}
-    assert not (tmp_path / "compression_levels.png").exists()
+def test_levels_chart_skipped_without_zlib_levels() -> None:
+    charts = render_charts(make_suite(zlib_levels=False))
+    assert set(charts) == CHART_NAMES - {"levels"}
+
+
+def test_charts_mark_undeclared_failures_and_draw_the_front(report: Tuple[str, Dict[str, str]],
+                                                           suite: Suite) -> None:
+    _, charts = report
+    # by bytes: 61.7 B at 14.0 µs, 195.3 B at 7.73 µs, 316.4 B at 5.10 µs; ujson (2.21 + 2.43 µs) is not ranked
+    assert [r.codec for r in analysis.pareto_front(suite)] == ["json+zlibstream-6", "json", "bson"]
+    # ujson garbled 41 calls undeclared: red and marked wherever it is drawn
+    for name in ("pareto", "bytes", "timing", "tails"):
+        assert "ujson ⚠" in charts[name], name
+    assert "json ⚠" not in charts["bytes"].replace("ujson ⚠", "")
+    assert "Pareto front" in charts["pareto"] and "undeclared failures (not ranked)" in charts["pareto"]
 
 
 def test_report_shows_every_codecs_figures(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
@@ -212,18 +254,52 @@ def test_report_shows_every_codecs_figures(report: Tuple[str, Dict[str, str]], s
         assert f">{escaped(r.codec)}</td>" in text
         if r.sizes:
             assert f">{r.sizes.mean:.1f}</td>" in text and f">{r.sizes.p99}</td>" in text
-    for cell in ("9.80", "5.93", "0.76x", "14.1", "28%", "353 (41 UNDECLARED)", "312 declared", "unstable (enc)"):
+    for cell in ("9.80", "5.93", "0.76x", "14.1", "±28%†", "353 (41 UNDECLARED)", "312 declared", "unstable (enc)"):
         assert f">{cell}</td>" in text, cell
 
 
-def test_report_links_every_chart_and_nothing_remote(report: Tuple[str, Dict[str, str]], report_dir: Path) -> None:
+def test_report_is_one_self_contained_file(report: Tuple[str, Dict[str, str]], report_dir: Path) -> None:
     text, charts = report
-    assert len(charts) == 6
-    for filename in charts.values():
-        assert (report_dir / filename).is_file()
-        assert f"<img src='{filename}'" in text
-    assert not re.search(r"""(src|href)\s*=\s*['"]?(https?:)?//""", text), "report must open without network"
-    assert "<script" not in text and "<link" not in text
+    page = parse(text)
+    assert page.urls, "the table of contents links its sections"
+    outside = [u for u in page.urls if not u[2].startswith(("#", "data:"))]
+    assert outside == [], "report.html must refer to no other file and no network"
+    assert "link" not in page.tags and "img" not in page.tags and "iframe" not in page.tags
+    assert len(page.svg_ids) == len(charts) == len(CHART_NAMES)  # every chart inline, once
+    for svg in charts.values():
+        assert svg in text
+    assert sorted(os.listdir(report_dir)) == ["report.html"]
+
+
+def test_table_of_contents_and_sections_come_from_one_list(report: Tuple[str, Dict[str, str]]) -> None:
+    text, _ = report
+    toc = text[text.index("<nav class='toc'"):text.index("</nav>")]
+    assert re.findall(r"<a href='#([^']+)'>([^<]+)</a>", toc) == [(p.id, escaped(p.title)) for p in PARTS]
+    for part in PARTS:
+        assert f"<section id='{part.id}' class='{part.id}'><h2>{escaped(part.title)}</h2>" in text
+    assert text.index("<section id='summary'") < text.index("<section id='results'") < text.index(
+        "<section id='notes'")
+    # notes and warnings sit in their own section, not on the first screen
+    first_screen = text[:text.index("<section id='results'")]
+    assert "stages (medians" not in first_screen and "Check before trusting:</b> 4 warnings" in first_screen
+
+
+def test_results_table_sorts_by_data_values(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
+    text, _ = report
+    table = text[text.index("<table class='results sortable'>"):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r"<tr class=''>(.*?)</tr>", table)
+    assert len(rows) == len(suite.results)
+    zlib9 = rows[[r.codec for r in suite.results].index("json+zlib-9")]
+    t = suite.result("json+zlib-9").encode
+    assert f"data-value='{t.median_us}'>14.1</td>" in zlib9
+    assert f"data-value='{analysis.ci_half_pct(t)}'>±28%†</td>" in zlib9
+    assert "data-value='142.0'>142.0</td>" in zlib9 and "data-value='20000'>20,000</td>" in zlib9
+    # a missing figure has no value, so it sorts last either way; the script is inline and sorts by data-value
+    protobuf = rows[-1]
+    assert ">protobuf</td>" in protobuf and "<td class='num'>-</td>" in protobuf
+    script = text[text.index("<script>"):text.index("</script>")]
+    assert "data-value" in script and "table.sortable" in script
 
 
 def test_report_escapes_trace_and_codec_strings(report: Tuple[str, Dict[str, str]]) -> None:
@@ -262,7 +338,7 @@ def test_suite_where_nothing_was_measured_still_reports(tmp_path: Path, suite: S
         dataclasses.replace(r, sizes=None, encode=None, decode=None, error="boom", stages={}, latency={}, memory={})
         for r in suite.results))
     path = build(empty, str(tmp_path / "out"))
-    assert os.listdir(tmp_path / "out") == ["report.html"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["report.html", "report.md"]
     text = Path(path).read_text(encoding="utf-8")
     assert "No chart had data to draw." in text
     assert text.count("Not measured for") == 2 and "several stages timed separately (not measured)" in text
@@ -275,9 +351,11 @@ def test_format_table_lists_every_codec_in_order(suite: Suite) -> None:
     rows = [line.split()[0] for line in lines[2:2 + len(suite.results)]]
     assert rows == [r.codec for r in suite.results]
     zlib9 = lines[2 + [r.codec for r in suite.results].index("json+zlib-9")]
-    assert "14.1" in zlib9 and "28%" in zlib9 and "3.42x" in zlib9 and zlib9.endswith("unstable (enc)")
-    assert any(line.startswith("* unstable: 1 of 28 timings") and "worst: json+zlib-9 encode 21.6%" in line
+    assert "14.1" in zlib9 and "±28%†" in zlib9 and "3.42x" in zlib9 and zlib9.endswith("unstable (enc)")
+    assert any(line.startswith("* unstable: 1 of 28 timings") and "worst: json+zlib-9 encode ±28.0%" in line
                for line in lines)
+    assert any(line.startswith("* ±CI: half the width") and "†: only 5 rounds, too few for 95%" in line
+               and "93.8% confidence" in line for line in lines)
 
 
 def test_format_table_without_json_has_no_ratio_column(suite: Suite) -> None:
@@ -300,10 +378,8 @@ def test_report_subcommand_end_to_end(tmp_path: Path, suite: Suite) -> None:
     assert "json+zlibstream-6" in done.stdout and f"report: {out / 'report.html'}" in done.stdout
     text = (out / "report.html").read_text(encoding="utf-8")
     assert "<b>Smallest:</b> <b>json+zlibstream-6</b>" in text
-    for name in ("bytes_per_call.png", "encode_decode_us.png", "size_vs_encode.png", "compression_levels.png",
-                 "latency_tails.png", "stages.png"):
-        png_size(out / name)
-        assert f"<img src='{name}'" in text
+    assert len(parse(text).svg_ids) == len(CHART_NAMES) and sorted(os.listdir(out)) == ["report.html", "report.md"]
+    assert "**Smallest:** **json+zlibstream-6**" in (out / "report.md").read_text(encoding="utf-8")
     # without --out the report goes next to results.json
     assert run_cli("report", str(tmp_path)).returncode == 0 and (tmp_path / "report.html").is_file()
 
@@ -323,7 +399,7 @@ def section(text: str, title: str) -> str:
 def test_latency_section_shows_tails_and_the_slowest_method(report: Tuple[str, Dict[str, str]],
                                                             suite: Suite) -> None:
     text = section(report[0], "Latency tails")
-    assert "<img src='latency_tails.png'" in text
+    assert report[1]["tails"] in text
     bson = suite.result("bson").latency
     for op in ("encode", "decode"):  # all-calls p50/p90/p99/max in µs
         for pct in ("p50", "p90", "p99", "max"):
@@ -357,7 +433,7 @@ def test_allocations_section(report: Tuple[str, Dict[str, str]]) -> None:
 
 def test_stages_section(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
     text = section(report[0], "Where the time goes")
-    assert "<img src='stages.png'" in text
+    assert report[1]["stages"] in text
     zlib1 = suite.result("json+zlib-1")
     row = text[text.index("<td class=''>json+zlib-1</td><td class=''>encode</td>"):].split("</tr>")[0]
     stages = zlib1.stages["encode"]
@@ -401,7 +477,7 @@ def test_missing_tails_memory_and_stages_render_and_load(tmp_path: Path, suite: 
     (tmp_path / "results.json").write_text(json.dumps(data), encoding="utf-8")
     assert load(str(tmp_path)) == bare  # older results.json files still load
     text = Path(build(bare, str(tmp_path / "out"))).read_text(encoding="utf-8")
-    assert not (tmp_path / "out" / "latency_tails.png").exists() and not (tmp_path / "out" / "stages.png").exists()
+    assert "<svg" not in section(text, "Latency tails") and "<svg" not in section(text, "Where the time goes")
     assert "Not measured for json, ujson" in section(text, "Latency tails")
     assert "Not measured for json, ujson" in section(text, "Allocations")
     assert "(not measured)" in section(text, "Where the time goes")
@@ -457,3 +533,71 @@ def test_the_table_warns_when_ratios_differ_between_speed_states():
     assert "20 of 40 json encode rounds ran over 1.25x slower" in note
     assert "most for msgpack encode: 0.15x in fast rounds, 0.18x in slow ones (1.20x apart)" in note
     assert state_notes(suite_of(*two_state_timings(0.15, 0.15))) == []
+
+
+# ---------------------------------------------------------------------------------- stability, report.md, escaping
+
+RUNS = ROOT / "tests" / "data" / "results"  #: results.json of two real runs of the bundled sample (see README)
+
+
+def all_timings(suite: Suite) -> List[Timing]:
+    return [t for r in suite.results for t in (r.encode, r.decode) if t]
+
+
+def test_stability_rule_flags_noise_not_an_ordinary_run() -> None:
+    quiet, loaded = load(str(RUNS / "quiet.json")), load(str(RUNS / "two-busy-loops.json"))
+    assert len(all_timings(quiet)) == 42 and not any(map(analysis.timing_unstable, all_timings(quiet)))
+    assert not any(analysis.unstable(r) for r in quiet.results) and analysis.unstable_summary(quiet) is None
+    # the old rule (stdev over 10 % of the mean) flagged most of this quiet run
+    assert sum(t.stdev_pct > 10 for t in all_timings(quiet)) > 30
+    # next to two busy loops nearly everything is noisy, and is flagged
+    assert sum(map(analysis.timing_unstable, all_timings(loaded))) >= 35
+    # a synthetic timing: 40 tight rounds, then the same with every other round 1.5x slower
+    tight = Timing(tuple(5_000.0 * (1 + (i % 5) / 200) for i in range(40)), calls=1000, loops=3)
+    noisy = Timing(tuple(x * (1.5 if i % 2 else 1.0) for i, x in enumerate(tight.rounds_ns)), calls=1000, loops=3)
+    assert not analysis.timing_unstable(tight) and analysis.timing_unstable(noisy)
+    assert analysis.ci_half_pct(tight) < 2 < analysis.UNSTABLE_CI_PCT < analysis.ci_half_pct(noisy)
+
+
+def test_ci_column_says_when_there_are_too_few_rounds_for_95() -> None:
+    quiet = load(str(RUNS / "quiet.json"))
+    assert not any(map(analysis.low_confidence, all_timings(quiet)))  # 40 rounds: 96.2 % coverage
+    assert "†" not in format_table(quiet)
+    five = Timing((5000.0, 5100.0, 4900.0, 5050.0, 5200.0), calls=1000, loops=1)
+    assert analysis.low_confidence(five) and five.ci_us[2] == pytest.approx(1 - 2 / 32)
+    assert analysis.ci_half_pct(five) == pytest.approx((5200 - 4900) / 2 / 5050 * 100)
+
+
+def test_report_md_is_written_and_escapes_markdown(tmp_path: Path) -> None:
+    piped = "battle.hit|crit"
+    suite = make_suite(hostile=True)
+    trace = {**suite.trace, "methods": {**suite.trace["methods"], piped: 9_000, "*bold* _it_ `code`": 8_000}}
+    path = Path(build(dataclasses.replace(suite, trace=trace), str(tmp_path)))
+    text = (path.parent / "report.md").read_text(encoding="utf-8")
+    assert text == render_markdown(dataclasses.replace(suite, trace=trace))
+    assert "| battle.hit\\|crit | 9,000 |" in text and piped not in text
+    assert "\\*bold\\* \\_it\\_ \\`code\\`" in text
+    assert "\\<script>alert(1)\\</script>" in text and not re.search(r"(?<!\\)<", text), "no unescaped <"
+    # the results table: a header, its alignment row and one row per codec, each with the same number of cells
+    table = [line for line in text.splitlines() if line.startswith("| codec |")]
+    assert len(table) == 1
+    start = text.splitlines().index(table[0])
+    rows = text.splitlines()[start:start + 2 + len(suite.results)]
+    assert len({row.count(" |") for row in rows}) == 1 and rows[1].startswith("| :--- | ---: |")
+    assert any(row.startswith("| json+zlib-9 |") and "±28%†" in row and "unstable (enc)" in row for row in rows)
+    assert "**Smallest:** **json+zlibstream-6**, 61.7 B/call" in text
+
+
+def test_md_escape() -> None:
+    assert md_escape("a|b") == "a\\|b" and md_escape("x\ny") == "x y" and md_escape(None) == ""
+    assert md_escape("[l](u) <b>") == "\\[l\\](u) \\<b>"
+
+
+def test_codec_names_are_escaped_in_charts_and_table(tmp_path: Path) -> None:
+    hostile = "<script>alert(2)</script>"
+    suite = make_suite()
+    results = tuple(dataclasses.replace(r, codec=hostile) if r.codec == "bson" else r for r in suite.results)
+    text = Path(build(dataclasses.replace(suite, results=results), str(tmp_path))).read_text(encoding="utf-8")
+    assert "<script>alert(2)" not in text and "&lt;script&gt;alert(2)&lt;/script&gt;" in text
+    assert text.count("<script>") == 1  # the page's own sorting script, nothing else
+    assert all(u[2].startswith(("#", "data:")) for u in parse(text).urls)

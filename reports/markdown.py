@@ -1,0 +1,68 @@
+"""``report.md``: the run in Markdown, for a pull request or a design doc: the verdict, the summary, the results
+table (the columns a reviewer needs, the same figures as the terminal table and report.html), the
+notes, and the trace's busiest methods.
+
+Rendered from ``templates/report.md`` by Jinja2 with every ``{{ value }}`` passed through
+:func:`md_escape`, so a method or codec name can neither break a table row (``|``) nor inject
+HTML or Markdown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, List, Tuple
+
+import jinja2
+
+from rpcbench.results import Suite
+
+from . import analysis
+from .capacity import DEFAULT_OPTIONS, ReportOptions
+from .decision import decision
+from .formatting import fmt_count, fmt_share
+from .html import TEMPLATES, page_title, summary_section
+from .table import columns, footnotes
+
+#: the results table's columns kept in report.md (by title): the ones a reviewer decides with
+MD_COLUMNS = ("codec", "failures", "mismatches", "bytes mean", "x json", "encode µs", "±CI", "enc/json", "decode µs",
+              "dec/json", "note")
+TOP_METHODS = 10  #: methods listed, busiest first
+_SPECIAL = re.compile(r"([\\`*_\[\]|~<$])")  #: backslash-escaped (CommonMark); ``\<`` opens no HTML tag, ``\$`` no math
+
+
+def md_escape(value: Any) -> str:
+    """``value`` as literal Markdown text on one line: the characters that make emphasis, code, links, table
+    cells or HTML tags backslash-escaped, line breaks as spaces (a table row is one line)."""
+    return " ".join(_SPECIAL.sub(r"\\\1", "" if value is None else str(value)).splitlines())
+
+
+def write_markdown(suite: Suite, folder: str, options: ReportOptions = DEFAULT_OPTIONS) -> str:
+    """Write ``report.md`` into ``folder``; return its path."""
+    path = os.path.join(folder, "report.md")
+    with open(path, "w", encoding="utf-8", errors="replace") as f:  # lone surrogates: shown as "?"
+        f.write(render_markdown(suite, options))
+    return path
+
+
+def render_markdown(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> str:
+    """report.md as text; ``options`` (goal, baseline, CCU...) shape the verdict, as in report.html."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=False, finalize=md_escape,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    cols = [c for c in columns(suite) if c.title in MD_COLUMNS]
+    return env.get_template("report.md").render(
+        title=f"rpcbench: {page_title(suite)}", suite=suite, calls=fmt_count(suite.trace.get("calls")),
+        verdict=decision(suite, options).verdict,
+        summary=summary_section(suite).facts, head=[(c.title, c.numeric) for c in cols],
+        rows=[[c.cell(r) for c in cols] for r in suite.results], warnings=analysis.warnings(suite),
+        notes=footnotes(suite), methods=_busiest_methods(suite),
+        more_methods=max(0, len(suite.trace.get("methods") or {}) - TOP_METHODS))
+
+
+def _busiest_methods(suite: Suite) -> List[Tuple[str, str, str]]:
+    """(method, calls, share of calls) for the trace's busiest methods."""
+    methods = suite.trace.get("methods") or {}
+    total = sum(methods.values()) or 1
+    busiest = sorted(methods.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_METHODS]
+    return [(name, fmt_count(n), fmt_share(n / total)) for name, n in busiest]
