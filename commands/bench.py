@@ -17,12 +17,13 @@ from reports import build, format_table
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
 from rpcbench.errors import BenchError
+from rpcbench.fleet import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry
 from rpcbench.results import Suite
 
-from .options import fraction, seconds, whole_number
+from .options import dask_address, fraction, seconds, whole_number
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
@@ -39,9 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(inspect, convert, slice traces), 'run_bench.py report --help' (rebuild a report), "
         "'run_bench.py proto --help' (protobuf schemas).",
     )
-    p.add_argument("--trace", default=str(DEFAULT_TRACE),
-                   help="trace to replay: binary .rpct (gzip or not) or JSON Lines "
-                   "(default: the bundled battle sample)")
+    p.add_argument("--trace", nargs="+", default=[str(DEFAULT_TRACE)], metavar="TRACE",
+                   help="trace(s) to replay: binary .rpct (gzip or not) or JSON Lines files, folders of them or glob "
+                   "patterns; several traces are measured each and merged (default: the bundled battle sample)")
     p.add_argument("--salvage", action="store_true",
                    help="skip damaged records of the trace (a warning says how many calls were lost) "
                    "instead of stopping")
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc allocations pass")
     _add_plugin_options(p)
     _add_compression_options(p)
+    _add_fleet_options(p)
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -101,6 +103,20 @@ def _add_compression_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-floor", action="store_true",
                    help="skip the floor (each connection's whole stream compressed by zstd-19 and xz) and the "
                    "x floor ratios")
+
+
+def _add_fleet_options(p: argparse.ArgumentParser) -> None:
+    """Many traces, Dask, and a size pass that samples (docs/fleet.md)."""
+    p.add_argument("--dask", type=dask_address, metavar="local[:N]|tcp://HOST:PORT",
+                   help="run the size and fidelity pass on Dask: a LocalCluster of N worker processes, or the "
+                   "cluster of that scheduler (the traces must be readable from the workers); timing stays here")
+    p.add_argument("--chunk-calls", type=whole_number(1000, 10**9), default=50_000, metavar="N",
+                   help="split a fleet's plain binary traces into tasks of about N calls (codecs with per-connection "
+                   "state still take a trace whole; default: %(default)s)")
+    p.add_argument("--sizes-only", action="store_true", help="bytes and fidelity only: skip timing")
+    p.add_argument("--sample-calls", type=whole_number(2, 10**12), metavar="N",
+                   help="the size pass measures a seeded sample of about N calls (uniform over every trace) and "
+                   "gives each byte figure with a 95%% confidence interval, instead of measuring every call")
 
 
 def _add_plugin_options(p: argparse.ArgumentParser) -> None:
@@ -127,7 +143,7 @@ def main(argv: List[str]) -> int:
     if args.list_codecs:
         print(list_codecs(registry))
         return 0
-    out = make_out_dir(args.out, args.trace)
+    out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
     progress = Progress(enabled=not args.quiet)
     with OutputFolder(out) as folder:
@@ -145,8 +161,11 @@ def main(argv: List[str]) -> int:
 
 def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
     """The run the options describe."""
+    traces = resolve_traces(args.trace)
     return RunConfig(
-        trace=args.trace, codecs=tuple(part.strip() for part in args.codecs.split(",") if part.strip()),
+        trace=traces[0], traces=tuple(traces) if len(traces) > 1 else (), dask=args.dask,
+        sizes_only=args.sizes_only, sample_calls=args.sample_calls, chunk_calls=args.chunk_calls,
+        codecs=tuple(part.strip() for part in args.codecs.split(",") if part.strip()),
         salvage=args.salvage, sample=args.sample, seed=args.seed, repeat=args.repeat, warmup=args.warmup,
         min_time=args.min_time, processes=args.processes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,

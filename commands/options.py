@@ -47,3 +47,13 @@ def fraction(text: str) -> float:
     if not 0 < value < 1:  # NaN fails both comparisons
         raise argparse.ArgumentTypeError(f"must be above 0 and below 1, not {text[:40]}")
     return value
+
+
+def dask_address(text: str) -> str:
+    """An argparse ``type`` for ``--dask``: ``local``, ``local:N`` or a scheduler address."""
+    from rpcbench.fleet import parse_dask
+
+    try:
+        return parse_dask(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -17,7 +17,7 @@ import random
 import select
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, TypeVar
 
 from rpc_capture import Call
 
@@ -30,6 +30,7 @@ from .results import Problem, Sizes
 from .trace_stats import TraceStats
 
 Progress = Callable[[str], None]
+Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method) in a fleet
 
 
 def _quiet(_: str) -> None:
@@ -108,15 +109,17 @@ class CodecTally:
         self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
         self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
         self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
+        self.streams = 0  #: connections and directions the state was measured over
         self._sessions: Dict[Any, Codec] = {}
 
     _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error", "state_bytes",
-              "shared_state_bytes")
+              "shared_state_bytes", "streams")
 
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream
         (mean over the trace's connections and directions) and shared."""
         streams = list(self._sessions.values())
+        self.streams = len(streams)
         self.state_bytes = round(sum(s.state_bytes() for s in streams) / len(streams)) if streams else 0
         self.shared_state_bytes = self.codec.shared_state_bytes()
 
@@ -134,6 +137,38 @@ class CodecTally:
         """Take the figures another process computed for this codec."""
         for name in self._STATE:
             setattr(self, name, state[name])
+
+    def merge(self, state: Dict[str, Any]) -> List[Tuple[str, str]]:
+        """Add the figures of another share of the calls (:meth:`export` of a tally of the same codec over
+        calls that come after these); returns the problem groups new to this tally.
+
+        Exact: the size histogram and counts add up, each problem group keeps its earliest example,
+        and the state per stream is the mean over both shares' streams.
+        """
+        if state["error"] or self.error:
+            self.fail(self.error or state["error"])
+            return []
+        self.sizes.update(state["sizes"])
+        for method, (calls, size) in state["by_method"].items():
+            tally = self.by_method.setdefault(method, [0, 0])
+            tally[0] += calls
+            tally[1] += size
+        self.failures += state["failures"]
+        self.mismatches += state["mismatches"]
+        self.ns += state["ns"]
+        streams = self.streams + state["streams"]
+        if streams:
+            self.state_bytes = round((self.state_bytes * self.streams + state["state_bytes"] * state["streams"])
+                                     / streams)
+        self.streams = streams
+        self.shared_state_bytes = max(self.shared_state_bytes, state["shared_state_bytes"])
+        new = [key for key in state["problems"] if key not in self.problems]
+        for key, group in state["problems"].items():
+            if key in self.problems:
+                self.problems[key][0] += group[0]
+            else:
+                self.problems[key] = list(group)
+        return new
 
     def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
         """Encode, measure, decode and compare one call.
@@ -326,7 +361,7 @@ def split_tallies(tallies: List[CodecTally], parts: int) -> List[List[CodecTally
     return [groups[i] for i in order if groups[i]]
 
 
-def proportional_quotas(counts: Dict[str, int], size: int) -> Dict[str, int]:
+def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, int]:
     """Split ``size`` among methods in proportion to ``counts`` (largest remainder, >= 1 each if room)."""
     total = sum(counts.values())
     if total <= size:
