@@ -164,7 +164,7 @@ def _settings(config: RunConfig, plan: Plan, sample: Sequence[Call], size_pass: 
 
 def _fit_budget(plan: Plan, size_pass: AnyPass, seconds_left: float) -> Plan:
     """Shrink the timing plan to the time left, from each codec's cost in the size pass."""
-    calls = max(size_pass.stats.calls, 1)
+    calls = max(size_pass.measured, 1)  # the calls the codecs' cost was measured over
     costs = [(t.ns / calls, len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) for t in size_pass.tallies]
     fitted = budget.fit(plan, costs, seconds_left, MEMORY_CALLS)
     if fitted.cost_s(costs, MEMORY_CALLS) > seconds_left:

@@ -270,6 +270,11 @@ class SizePass:
         self._strata: Dict[str, List[int]] = {}
         self._rng = random.Random(seed)
 
+    @property
+    def measured(self) -> int:
+        """Calls the codecs went through (every call of the trace)."""
+        return self.stats.calls
+
     def run(self, calls: Iterable[Call], progress: Progress = _quiet, every: int = 5000,
             tallies: Optional[List[CodecTally]] = None) -> None:
         """Consume the calls (any iterable, e.g. a streaming trace reader) through ``tallies`` (default all)."""
