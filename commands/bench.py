@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 from reports import build, format_table
+from reports.fleet import fleet_lines
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
 from rpcbench.errors import BenchError
@@ -182,6 +183,8 @@ def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
     if suite.partial:
         return None
     print(format_table(suite))
+    for line in fleet_lines(suite):
+        print(line)
     if no_report:
         return None
     return Path(build(suite, str(folder))).name

@@ -20,7 +20,7 @@ import jinja2
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis
+from . import analysis, fleet
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, latency_us, shown
 from .table import Column, columns, footnotes, latency_column, memory_column
 
@@ -105,6 +105,7 @@ def render_report(suite: Suite, charts: Mapping[str, str]) -> str:
         summary=summary_section(suite), results=results_section(suite), latency=latency_section(suite),
         memory=memory_section(suite), stages=stages_section(suite), fidelity=fidelity_section(suite),
         trace=trace_section(suite), setup=setup_section(suite), unstable_pct=analysis.UNSTABLE_STDEV_PCT,
+        fleet=fleet_section(suite),
         min_tail_calls=MIN_TAIL_CALLS)
 
 
@@ -190,6 +191,34 @@ def fidelity_section(suite: Suite) -> Section:
           p.example_path, p.detail) for c, p in problems],
         numeric={4, 5}, row_class=lambda i: "" if problems[i][1].declared else "undeclared")
     return Section(tables={"problems": table}, facts=facts)
+
+
+def fleet_section(suite: Suite) -> Section:
+    """A fleet run: the merge against each trace (bytes per call, failures), the spread between traces,
+    the traces that differ, and the intervals of a sampled size pass."""
+    tables: Dict[str, Table] = {}
+    if suite.traces:
+        codecs = [r.codec for r in suite.results]
+        rows = [("* (merged)", f"{suite.trace.get('calls') or 0:,}", *(_mean(r) for r in suite.results))]
+        for t in suite.traces:
+            by_codec = {r.codec: r for r in t.results}
+            rows.append((t.trace["path"], f"{t.trace.get('calls') or 0:,}", *(_mean(by_codec.get(c)) for c in codecs)))
+        tables["traces"] = plain_table(("trace", "calls", *codecs), rows, numeric=range(1, len(codecs) + 2))
+        tables["spread"] = plain_table(
+            ("codec", "fleet B/call", "lowest trace", "B/call", "highest trace", "B/call", "spread %"),
+            [(s.codec, f"{s.merged:.1f}", s.low_trace, f"{s.low:.1f}", s.high_trace, f"{s.high:.1f}",
+              f"{s.pct:.0f}") for s in fleet.spreads(suite)], numeric={1, 3, 5, 6})
+    sampled = [(r.codec, fleet.interval_text(r, "bytes_mean"), fleet.interval_text(r, "bytes_total"),
+                fleet.interval_text(r, "failures")) for r in suite.results if r.estimate]
+    if sampled:
+        tables["estimates"] = plain_table(("codec", "bytes per call", "bytes in all", "failures"), sampled)
+    return Section(tables=tables, facts={"odd": fleet.odd_traces(suite) if suite.traces else [],
+                                         "traces": len(suite.traces)})
+
+
+def _mean(r: Optional[CodecResult]) -> str:
+    """A codec's bytes per call, one decimal ("-" when nothing was encoded)."""
+    return f"{r.sizes.mean:.1f}" if r and r.sizes else "-"
 
 
 def trace_section(suite: Suite) -> Section:

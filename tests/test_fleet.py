@@ -181,7 +181,10 @@ def test_fleet_with_timing_writes_a_report(fleet_dir, tmp_path):
     suite = results.load(str(out))
     assert suite.result("json").encode is not None and len(suite.traces) == 2
     assert suite.settings["sample"] == 200
-    assert (out / "report.html").exists()
+    page = (out / "report.html").read_text()
+    assert "<h2>Fleet</h2>" in page and "Traces that differ" in page
+    assert f"msgpack fails or mismatches on 1 of 2 traces only: {fleet_dir / 'c.rpct'} (243 calls)" in page
+    assert "fleet: 2 traces" in done.stdout
 
 
 @pytest.mark.parametrize("args, message", [
