@@ -329,7 +329,7 @@ def fleet_trace_info(config: RunConfig, fleet: FleetPass) -> Dict[str, Any]:
 def fleet_settings(config: RunConfig, size_pass: Any) -> Dict[str, Any]:
     """What results.json records of how a fleet's size pass ran ({} for a one-trace run)."""
     if not isinstance(size_pass, FleetPass):
-        return {"sizes_only": config.sizes_only}
+        return {"sizes_only": True, "sample_method": "none"} if config.sizes_only else {"sizes_only": False}
     return {"sizes_only": config.sizes_only, "dask": size_pass.dask, "traces": len(size_pass.traces),
             "size_pass_calls": size_pass.measured,
             "size_pass_method": "seeded sample, uniform over calls" if size_pass.sampled else "every call",

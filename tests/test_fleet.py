@@ -111,11 +111,12 @@ def test_dask_fleet_equals_each_trace_alone_summed(fleet_dir, tmp_path):
     assert suite.settings["dask"]["workers"] == 2
 
 
-def test_chunks_merge_to_the_one_process_figures(fleet_dir):
-    """One trace cut into tasks of ~500 calls (stateful codecs whole) gives what one pass over it gives."""
+@pytest.mark.parametrize("chunk_calls", [300, 1000, 1337])
+def test_chunks_merge_to_the_one_process_figures(fleet_dir, chunk_calls):
+    """One trace cut into tasks (stateful codecs whole) gives what one pass over it gives."""
     trace = str(fleet_dir / "b.rpct")
     config = RunConfig(trace=trace, codecs=tuple(CODECS.split(",")) + ("protobuf",), sample_calls=None,
-                       chunk_calls=500, dask=None, traces=(trace, trace))  # a fleet of the trace twice
+                       chunk_calls=chunk_calls, dask=None, traces=(trace, trace))  # a fleet of the trace twice
     registry = config.registry()
     codecs, _ = config.create_codecs(registry)
     fleet = FleetPass(config, codecs, [trace])
