@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
@@ -38,6 +39,7 @@ from .errors import BenchError
 from .registry import Registry
 from .results import CodecResult
 from .size_pass import CodecTally, check_call, proportional_quotas
+from .training import Training, train_dictionaries
 from .trace_stats import TraceStats
 
 log = logging.getLogger("rpcbench")
@@ -45,7 +47,8 @@ log = logging.getLogger("rpcbench")
 Progress = Callable[[str], None]
 TRACE_SUFFIXES = (".rpct", ".rpct.gz", ".jsonl", ".jsonl.gz", ".gz")  #: files a folder's traces are told by
 CONFIDENCE = 0.95  #: of the intervals on the figures of a sampled size pass
-_TIMING_SALT, _SIZE_SALT = 1, 2  #: keep the timing sample and the size-pass sample independent
+_TIMING_SALT, _SIZE_SALT, _TRAIN_SALT = 1, 2, 3  #: keep the samples (timing, size pass, training) independent
+TRAIN_CALLS = 20_000  #: about how many calls, at most, a fleet's dictionaries are trained on
 _MASK = (1 << 64) - 1
 
 
@@ -99,6 +102,11 @@ class SamplePlan:
     seed: int
     timing_calls: int
     size_fraction: float = 1.0
+    train_share: float = 0.0  #: share of calls held out to train dictionaries (never measured)
+
+    def held_out(self, trace: int, index: int) -> bool:
+        """Is this call one the dictionaries are trained on (so no codec is measured on it)?"""
+        return self.train_share > 0 and priority(self.seed, trace, index, _TRAIN_SALT) < self.train_share
 
 
 def index_trace(path: str, salvage: bool, chunk_calls: int, count: bool) -> Tuple[List[Tuple[int, int]], int]:
@@ -165,6 +173,8 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan) -> Dict[str, 
     stats, candidates, measured = TraceStats(), _Candidates(plan.timing_calls), 0
     calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
     for index, call in enumerate(calls, piece.first_call):
+        if plan.held_out(piece.trace, index):
+            continue
         if piece.count:
             stats.add(call)
             candidates.offer(call.method, priority(plan.seed, piece.trace, index, _TIMING_SALT), index)
@@ -178,6 +188,43 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan) -> Dict[str, 
     return {"piece": piece, "tallies": [t.export() for t in tallies], "measured": measured,
             "stats": stats if piece.count else None, "candidates": candidates.export() if piece.count else None,
             "reader": _reader_info(reader) if last else None}
+
+
+def training_calls(config: RunConfig, trace: int, path: str, plan: SamplePlan) -> List[Call]:
+    """Run on a worker: the calls of one trace held out to train the dictionaries, in trace order."""
+    return [call for index, call in enumerate(open_trace(path, config.salvage)) if plan.held_out(trace, index)]
+
+
+def train_across(config: RunConfig, registry: Registry, executor: "Executor") -> Optional[Training]:
+    """A fleet's dictionaries, trained here on a seeded sample of every trace's calls (each call in with
+    the same probability, so each trace and method has its share; about ``train_fraction`` of the calls,
+    at most about TRAIN_CALLS), which the size pass and the timing sample then skip."""
+    def source() -> Tuple[List[Call], int, str]:
+        plan = _plan(config, sum(n for _, n in _index(config, executor, True)), True)
+        parts = executor.run_all(training_calls, [(config, i, p, plan) for i, p in enumerate(config.trace_files)],
+                                 "training sample")
+        calls = [call for part in parts for call in part]
+        if not calls:
+            raise BenchError("the traces hold no calls to train the dictionaries on")
+        return calls, len(calls), (f"a seeded sample of {len(calls):,} calls across {len(parts)} traces "
+                                   f"({plan.train_share:.2%} of each)")
+
+    return train_dictionaries(config, registry, source)
+
+
+def _index(config: RunConfig, executor: "Executor", counting: bool) -> List[Tuple[List[Tuple[int, int]], int]]:
+    """The index pass over every trace of the run (see :func:`index_trace`)."""
+    return executor.run_all(index_trace, [(p, config.salvage, config.chunk_calls, counting)
+                                          for p in config.trace_files], "index")
+
+
+def _plan(config: RunConfig, total: int, train: bool) -> SamplePlan:
+    """How pieces sample, given the fleet's number of calls (-1: not counted)."""
+    train_share = min(config.train_fraction, TRAIN_CALLS / total) if train and total > 0 else 0.0
+    size_fraction = 1.0
+    if config.sample_calls is not None and total > 0:
+        size_fraction = min(1.0, config.sample_calls / (total * (1 - train_share)))
+    return SamplePlan(config.seed, config.sample, size_fraction, train_share)
 
 
 def _reader_info(reader: Any) -> Dict[str, Any]:
@@ -232,39 +279,34 @@ class FleetPass:
         self.stats = TraceStats()
         self.example_trace: Dict[Tuple[str, Tuple[str, str]], str] = {}  #: (codec, problem) -> trace of its example
         self.total_calls = -1  #: calls in all traces, counted before a sampled size pass
+        self.plan = SamplePlan(config.seed, config.sample)
         self.dask: Optional[Dict[str, Any]] = None  #: the cluster the pass ran on
 
-    def run(self, progress: Progress) -> None:
-        """Index the traces, run every piece (on Dask with ``config.dask``, else here), merge."""
-        with Executor(self.config.dask, progress) as executor:
-            run_all = executor.run_all
-            self.dask = executor.info
-            counting = self.config.sample_calls is not None
-            indexes = run_all(index_trace, [(t.path, self.config.salvage, self.config.chunk_calls, counting)
-                                            for t in self.traces], "index")
-            self.total_calls = sum(n for _, n in indexes) if counting else -1
-            pieces = [p for i, (t, (cuts, _)) in enumerate(zip(self.traces, indexes))
-                      for p in plan_pieces(i, t.path, cuts, self.codecs)]
-            plan = SamplePlan(self.config.seed, self.config.sample, self._size_fraction())
-            summaries = run_all(tally_piece, [(self.config, p, plan) for p in pieces], "size and fidelity pass")
+    def run(self, executor: "Executor", train: bool = False) -> None:
+        """Index the traces, run every piece (on the executor: Dask or here), merge. ``train``: the calls
+        :func:`train_across` trained the dictionaries on are held out."""
+        self.dask = executor.info
+        counting = self.config.sample_calls is not None or train
+        indexes = _index(self.config, executor, counting)
+        self.total_calls = sum(n for _, n in indexes) if counting else -1
+        pieces = [p for i, (t, (cuts, _)) in enumerate(zip(self.traces, indexes))
+                  for p in plan_pieces(i, t.path, cuts, self.codecs)]
+        self.plan = _plan(self.config, self.total_calls, train)
+        summaries = executor.run_all(tally_piece, [(self.config, p, self.plan) for p in pieces],
+                                     "size and fidelity pass")
         for summary in sorted(summaries, key=lambda s: (s["piece"].trace, s["piece"].first_call)):
             self.traces[summary["piece"].trace].absorb(summary)
         self._merge_traces()
 
-    def _size_fraction(self) -> float:
-        """Share of calls a sampled size pass measures (``--sample-calls``); 1.0 for every call."""
-        if self.config.sample_calls is None or self.total_calls <= 0:
-            return 1.0
-        return min(1.0, self.config.sample_calls / self.total_calls)
-
     def _merge_traces(self) -> None:
-        for trace in self.traces:
+        for number, trace in enumerate(self.traces):
             if trace.reader.get("salvaged"):
                 log.warning("%s", trace.reader["salvaged"])
             if trace.reader.get("truncated_bytes"):
                 log.warning("%s: file ends inside a record: dropped %d bytes of an incomplete final record; "
                             "all complete calls were read", trace.path, trace.reader["truncated_bytes"])
-            self.stats.merge(trace.stats)
+            self.stats.merge(dataclasses.replace(trace.stats, connections=Counter(  # connection 7 of two servers
+                {(number, conn): n for conn, n in trace.stats.connections.items()})))  # is two connections
             for into, tally in zip(self.tallies, trace.tallies):
                 for key in into.merge(tally.export()):
                     self.example_trace[(into.codec.name, key)] = trace.path
@@ -291,7 +333,7 @@ class FleetPass:
     @property
     def sampled(self) -> bool:
         """Did the size pass measure a sample of the calls (``--sample-calls``) rather than all?"""
-        return self._size_fraction() < 1
+        return self.plan.size_fraction < 1
 
 
 def fleet_row(fleet: Any, result: CodecResult, trace: Optional[TracePass] = None) -> CodecResult:

@@ -7,6 +7,7 @@ Nothing here prints: progress goes to a callback, warnings to the ``rpcbench`` l
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -24,7 +25,7 @@ from .codec import Codec
 from .config import RunConfig
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
-from .fleet import FleetPass, fleet_row, fleet_settings, fleet_trace_info, trace_entry
+from .fleet import Executor, FleetPass, fleet_row, fleet_settings, fleet_trace_info, trace_entry, train_across
 from .floor import Floor
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
@@ -49,15 +50,7 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
     registry = registry or config.registry()
     started = time.perf_counter()
-    config, training = _train(config, registry)
-    codecs, skipped = config.create_codecs(registry)
-    for line in skipped:
-        log.warning("%s", line)
-    size_pass: AnyPass
-    if config.fleet:
-        size_pass, trace, reopen = _fleet_pass(config, codecs, training, progress)
-    else:
-        size_pass, trace, reopen = _single_pass(config, registry, codecs, training, progress)
+    config, training, codecs, (size_pass, trace, reopen) = _size_phase(config, registry, progress)
     floor = trace["floor"]
     size_pass_s = time.perf_counter() - started
     plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
@@ -89,6 +82,21 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
     )
 
 
+def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tuple[
+        RunConfig, Optional[Training], List[Codec], Tuple[AnyPass, Dict[str, Any], Callable[[], Any]]]:
+    """Dictionaries, codecs and the size pass (a fleet's on its Dask cluster, closed before timing starts):
+    the config with the dictionaries, the training, the codecs, and the pass with its trace record and
+    how to reopen the trace."""
+    with Executor(config.dask, progress) if config.fleet else contextlib.nullcontext() as executor:
+        config, training = _train(config, registry, executor)
+        codecs, skipped = config.create_codecs(registry)
+        for line in skipped:
+            log.warning("%s", line)
+        if executor is not None:
+            return config, training, codecs, _fleet_pass(config, codecs, training, executor)
+        return config, training, codecs, _single_pass(config, registry, codecs, training, progress)
+
+
 def _single_pass(config: RunConfig, registry: Registry, codecs: List[Codec], training: Optional[Training],
                  progress: Progress) -> Tuple[SizePass, Dict[str, Any], Callable[[], Any]]:
     """The size pass over one trace in this machine's forked processes, what results.json records
@@ -114,24 +122,24 @@ def _single_pass(config: RunConfig, registry: Registry, codecs: List[Codec], tra
 
 
 def _fleet_pass(config: RunConfig, codecs: List[Codec], training: Optional[Training],
-                progress: Progress) -> Tuple[FleetPass, Dict[str, Any], Callable[[], Any]]:
+                executor: Executor) -> Tuple[FleetPass, Dict[str, Any], Callable[[], Any]]:
     """The size pass over every trace of a fleet (on Dask with ``--dask``), merged, and what results.json
     records of the fleet."""
-    if training and training.held_out:
-        raise BenchError("X+zstddict-N codecs in a fleet run (several traces, --dask or --sample-calls) "
-                         "need --train-trace FILE: dictionaries are not trained on held-out calls of a fleet")
     size_pass = FleetPass(config, codecs, config.trace_files)
-    size_pass.run(progress)
+    size_pass.run(executor, train=bool(training and training.held_out))
     reference = next((c.name for c in codecs if c.name == "json"), codecs[0].name)
     trace = {**fleet_trace_info(config, size_pass), "bytes_reference": reference,
              "training": training.summary() if training else None, "floor": None}
     return size_pass, trace, lambda: None
 
 
-def _train(config: RunConfig, registry: Registry) -> Tuple[RunConfig, Optional[Training]]:
-    """Train the dictionaries the run's codecs need (before the size pass); the config then carries
-    them, so timing workers build the same codecs."""
-    training = train_dictionaries(config, registry)
+def _train(config: RunConfig, registry: Registry, executor: Optional[Executor]) -> Tuple[RunConfig, Optional[Training]]:
+    """Train the dictionaries the run's codecs need (before the size pass; a fleet's on a sample across
+    its traces); the config then carries them, so timing and fleet workers build the same codecs."""
+    if executor is not None and not config.train_trace:
+        training = train_across(config, registry, executor)
+    else:
+        training = train_dictionaries(config, registry)
     if training is None:
         return config, None
     registry.dictionaries.update(training.dictionaries)

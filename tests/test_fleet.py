@@ -193,7 +193,6 @@ def test_fleet_with_timing_writes_a_report(fleet_dir, tmp_path):
     (["--trace", "{empty}/*.rpct"], "no file matches"),
     (["--dask", "local:0"], "local:N needs"),
     (["--dask", "nowhere"], "expected local"),
-    (["--codecs", "json+zstddict-3", "--sample-calls", "100"], "need --train-trace"),
 ])
 def test_bad_fleet_options_are_one_line(tmp_path, args, message):
     empty = tmp_path / "empty"
@@ -253,6 +252,24 @@ def _run_catching(fleet: FleetPass, errors: list) -> None:
         fleet.run(lambda _: None)
     except BaseException as e:  # reported by the test thread
         errors.append(e)
+
+
+def test_dictionaries_train_on_a_sample_across_the_traces(fleet_dir, tmp_path):
+    runs = {}
+    for name, extra in (("here", []), ("dask", ["--dask", "local:2", "--chunk-calls", "1000"])):
+        out = tmp_path / name
+        done = run_bench("--trace", fleet_dir, "--codecs", "json,json+zstddict-3", "--sizes-only", "--out", out,
+                         "--no-report", "--quiet", *extra)
+        assert done.returncode == 0, done.stderr
+        runs[name] = json.loads((out / "results.json").read_text())
+    here, dask = runs["here"], runs["dask"]
+    training = here["trace"]["training"]
+    assert "across 3 traces" in training["source"]
+    assert 0 < training["held_out_calls"] and here["trace"]["calls"] + training["held_out_calls"] == 7300
+    assert here["trace"]["connections"] == 10 + 10 + 4  # connection ids repeat across servers: still distinct
+    assert [r["sizes"] for r in here["results"]] == [r["sizes"] for r in dask["results"]]
+    assert here["trace"]["training"] == dask["trace"]["training"]
+    assert here["results"][1]["dictionary"]["bytes"] == dask["results"][1]["dictionary"]["bytes"] > 0
 
 
 def test_results_json_keeps_per_trace_results(fleet_dir, tmp_path):
