@@ -9,8 +9,9 @@ count a fresh ``LocalCluster`` (one thread per worker process) runs the size pas
 ``run_bench.py --trace FOLDER --dask local:N --sizes-only`` through the library
 (``rpcbench.fleet.FleetPass``). Printed per worker count: wall time of the pass, calls per
 second, the peak RSS of each worker process (``ru_maxrss``, read in the worker after the
-run), the speed-up over one worker, and whether the merged figures are identical to the
-first run's (they must be).
+run), the workers' CPU seconds together (the work itself; on a shared machine the wall time
+also holds the waits for a CPU), the machine's load, the speed-up over one worker, and
+whether the merged figures are identical to the first run's (they must be).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import resource
 import subprocess
 import sys
@@ -43,9 +45,10 @@ def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:
     return resolve_traces([str(folder)])
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident set, MB (run inside each worker)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def worker_usage() -> tuple:
+    """(peak resident set MB, CPU seconds) of this process (run inside each worker)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def run_on(workers: int, config: RunConfig, traces: List[str]) -> Dict[str, Any]:
@@ -59,9 +62,10 @@ def run_on(workers: int, config: RunConfig, traces: List[str]) -> Dict[str, Any]
         started = time.perf_counter()
         fleet.run(lambda _: None)
         wall = time.perf_counter() - started
-        rss = sorted(client.run(peak_rss_mb).values())
+        usage = list(client.run(worker_usage).values())
     figures = [(t.codec.name, sorted(t.sizes.items()), t.failures, t.mismatches) for t in fleet.tallies]
-    return {"wall": wall, "rss": rss, "figures": figures, "calls": fleet.stats.calls}
+    return {"wall": wall, "rss": sorted(mb for mb, _ in usage), "cpu": sum(s for _, s in usage),
+            "figures": figures, "calls": fleet.stats.calls, "load": os.getloadavg()[0]}
 
 
 def main() -> None:
@@ -84,12 +88,14 @@ def main() -> None:
         first = first or run
         speedup = first["wall"] / run["wall"]
         rows.append([n, f"{run['wall']:.1f}", f"{run['calls'] / run['wall']:,.0f}",
-                     " ".join(f"{mb:.0f}" for mb in run["rss"]), f"{speedup:.2f}x",
-                     "yes" if run["figures"] == first["figures"] else "NO"])
+                     " ".join(f"{mb:.0f}" for mb in run["rss"]), f"{run['cpu']:.0f}", f"{run['load']:.1f}",
+                     f"{speedup:.2f}x", "yes" if run["figures"] == first["figures"] else "NO"])
         print(f"  {n} worker(s): {run['wall']:.1f} s", flush=True)
     print(f"codecs: {args.codecs}; chunks of {args.chunk_calls:,} calls; {first['calls']:,} calls in all")
-    print(_common.table(["workers", "wall s", "calls/s", "peak RSS MB per worker", "speed-up vs 1",
-                         "identical figures"], rows))
+    print(f"machine: {os.cpu_count()} CPUs; load = 1-minute load average at the end of the run (other "
+          "processes on the machine compete for the same CPUs)")
+    print(_common.table(["workers", "wall s", "calls/s", "peak RSS MB per worker", "workers' CPU s", "load",
+                         "speed-up vs 1", "identical figures"], rows))
 
 
 if __name__ == "__main__":
