@@ -18,7 +18,7 @@ from test_cli import FAST, run_bench
 from rpc_capture import Call, TraceReader, TraceWriter
 from rpcbench import results
 from rpcbench.config import RunConfig
-from rpcbench.fleet import FleetPass, resolve_traces
+from rpcbench.fleet import Executor, FleetPass, resolve_traces
 from rpcbench.simulate import simulate
 from rpcbench.size_pass import SizePass
 
@@ -68,6 +68,12 @@ def fleet_dir(tmp_path_factory) -> Path:
     write_trace(folder / "c.rpct", odd_calls(1700))
     (folder / "notes.txt").write_text("not a trace")
     return folder
+
+
+def run_pass(fleet: FleetPass) -> None:
+    """The fleet's size pass on its config's executor (Dask when ``dask`` is set, else here)."""
+    with Executor(fleet.config.dask, lambda _: None) as executor:
+        fleet.run(executor)
 
 
 def csv_rows(folder: Path) -> list:
@@ -120,7 +126,7 @@ def test_chunks_merge_to_the_one_process_figures(fleet_dir, chunk_calls):
     registry = config.registry()
     codecs, _ = config.create_codecs(registry)
     fleet = FleetPass(config, codecs, [trace])
-    fleet.run(lambda _: None)
+    run_pass(fleet)
     one = SizePass([registry.create(c) for c in config.codecs], config.sample, config.seed)
     one.run(TraceReader(trace))
     for mine, theirs in zip(fleet.traces[0].tallies, one.tallies):
@@ -128,7 +134,7 @@ def test_chunks_merge_to_the_one_process_figures(fleet_dir, chunk_calls):
         for key in ("ns",):
             mine_state.pop(key), their_state.pop(key)
         assert mine_state == their_state, mine.codec.name
-    assert fleet.stats == one.stats
+    assert fleet.traces[0].stats == one.stats
 
 
 def test_timing_sample_is_stratified_and_independent_of_chunking(fleet_dir):
@@ -137,7 +143,7 @@ def test_timing_sample_is_stratified_and_independent_of_chunking(fleet_dir):
     for chunk in (1000, 10**6):
         config = RunConfig(trace=traces[0], traces=traces, codecs=("json",), sample=300, chunk_calls=chunk)
         fleet = FleetPass(config, [config.registry().create("json")], traces)
-        fleet.run(lambda _: None)
+        run_pass(fleet)
         samples.append(fleet.sample())
     assert samples[0] == samples[1]
     assert len(samples[0]) == 300
@@ -239,7 +245,7 @@ def test_a_worker_killed_mid_run_still_counts_every_call_once(fleet_dir, tmp_pat
         assert pid not in client.run(os.getpid).values()  # the worker really died (its nanny started another)
     monkeypatch.setenv("SLOW_CODEC_S", "0")
     reference = FleetPass(dataclasses.replace(config, dask=None), [config.registry().create("slowjson")], traces)
-    reference.run(lambda _: None)
+    run_pass(reference)
     for got, want in zip([*fleet.traces, fleet], [*reference.traces, reference]):
         mine, theirs = got.tallies[0].export(), want.tallies[0].export()
         mine.pop("ns"), theirs.pop("ns")
@@ -249,7 +255,7 @@ def test_a_worker_killed_mid_run_still_counts_every_call_once(fleet_dir, tmp_pat
 
 def _run_catching(fleet: FleetPass, errors: list) -> None:
     try:
-        fleet.run(lambda _: None)
+        run_pass(fleet)
     except BaseException as e:  # reported by the test thread
         errors.append(e)
 
