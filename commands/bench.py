@@ -59,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: 0.01; many short interleaved rounds beat a few long ones "
                    "on machines whose speed drifts)")
     p.add_argument("--sample", type=whole_number(1, 10_000_000), default=1000, metavar="N",
-                   help="calls timed: a seeded sample, stratified by method (and by trace in a fleet), of the trace (sizes and "
-                   "fidelity cover every call unless --sample-calls; default: 1000)")
+                   help="calls timed: a seeded sample, stratified by method (and by trace in a fleet), of the trace "
+                   "(sizes and fidelity cover every call unless --sample-calls; default: 1000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
     p.add_argument("--processes", type=whole_number(0, MAX_PROCESSES), default=1, metavar="N",
                    help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "collected on another's clock) or on (as in production)")
     p.add_argument("--budget", type=seconds(30 * 86400), metavar="SECONDS",
                    help="fit the run into this many seconds: the size pass covers every call (a sample of them "
-                   "with --sample-calls), then the timing sample, batch length, rounds and processes shrink as needed (see rpcbench/budget.py)")
+                   "with --sample-calls), then the timing sample, batch length, rounds and processes shrink as needed "
+                   "(see rpcbench/budget.py)")
     p.add_argument("--codec-timeout", type=seconds(86400), default=DEFAULT_CODEC_TIMEOUT, metavar="SECONDS",
                    help="longest one codec may take for one step (the size pass over one call, a warm-up, a timed "
                    "round, the tails): a codec past it is stopped and reported as failed, the others carry on "
