@@ -29,7 +29,7 @@ from typing import Any, Dict, List
 
 import _common
 from rpcbench.config import RunConfig
-from rpcbench.fleet import FleetPass, resolve_traces
+from rpcbench.fleet import Executor, FleetPass, resolve_traces
 
 
 def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:
@@ -60,7 +60,8 @@ def run_on(workers: int, config: RunConfig, traces: List[str]) -> Dict[str, Any]
         codecs, _ = config.create_codecs(config.registry())
         fleet = FleetPass(dataclasses.replace(config, dask=cluster.scheduler_address), codecs, traces)
         started = time.perf_counter()
-        fleet.run(lambda _: None)
+        with Executor(fleet.config.dask, lambda _: None) as executor:
+            fleet.run(executor)
         wall = time.perf_counter() - started
         usage = list(client.run(worker_usage).values())
     figures = [(t.codec.name, sorted(t.sizes.items()), t.failures, t.mismatches) for t in fleet.tallies]
