@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional
 
-from reports import build, format_table
+from reports import ReportOptions, build, format_table, verdict_lines
 from reports.fleet import fleet_lines
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
@@ -24,7 +24,7 @@ from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry
 from rpcbench.results import Suite
 
-from .options import dask_address, fraction, seconds, whole_number
+from .options import add_report_options, dask_address, fraction, report_options, seconds, whole_number
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_report_options(p)
     return p
 
 
@@ -141,6 +142,9 @@ def main(argv: List[str]) -> int:
     """Run the benchmark as the options say; returns the exit status."""
     args = build_parser().parse_args(argv)
     config = config_from(args, argv)
+    options = report_options(args)
+    if options.baseline and options.baseline not in config.codecs:
+        raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
     registry = config.registry()
     if args.list_codecs:
         print(list_codecs(registry))
@@ -151,13 +155,13 @@ def main(argv: List[str]) -> int:
     with OutputFolder(out) as folder:
         suite = run_benchmark(config, progress, registry)
         progress.done()
-        report = write_outputs(suite, folder, args.no_report)
+        report = write_outputs(suite, folder, args.no_report, options)
     if suite.partial:
         print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
-    if report:
-        print(f"report: {out / report}")
-    print(f"results: {out / 'results.json'}, {out / 'results.csv'} ({time.perf_counter() - started:.1f} s)")
+    print("\n" + "\n".join(verdict_lines(suite, options)))
+    where = f"report: {out / report} (results.json, results.csv beside it)" if report else f"results: {out}"
+    print(f"{where}; {time.perf_counter() - started:.1f} s")
     return 0
 
 
@@ -177,7 +181,7 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv))
 
 
-def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
+def write_outputs(suite: Suite, folder: Path, no_report: bool, options: ReportOptions) -> Optional[str]:
     """results.json/csv into ``folder``; for a complete run also the table (printed) and the
     report (unless ``no_report``), whose file name is returned."""
     suite.save(str(folder))
@@ -188,7 +192,7 @@ def write_outputs(suite: Suite, folder: Path, no_report: bool) -> Optional[str]:
         print(line)
     if no_report:
         return None
-    return Path(build(suite, str(folder))).name
+    return Path(build(suite, str(folder), options)).name
 
 
 def list_codecs(registry: Registry) -> str:

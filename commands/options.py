@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Callable, Optional
 
+from reports import ReportOptions
+from reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS, TRANSPORTS
+from reports.verdict import BASELINE_KEY
+
 
 def whole_number(minimum: int, maximum: Optional[int] = None) -> Callable[[str], int]:
     """An argparse ``type`` accepting whole numbers from ``minimum`` to ``maximum``, with a one-line error."""
@@ -57,3 +61,40 @@ def dask_address(text: str) -> str:
         return parse_dask(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def money(text: str) -> float:
+    """An argparse ``type`` accepting a finite price of at least 0 (``--egress-price``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not 0 <= value < float("inf"):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, not {text[:40]}")
+    return value
+
+
+def add_report_options(p: argparse.ArgumentParser) -> None:
+    """The verdict's and capacity planner's options, shared by the run and ``report``."""
+    g = p.add_argument_group("verdict and capacity plan")
+    g.add_argument("--goal", choices=GOALS, default="balanced",
+                   help="what the verdict optimizes: bandwidth (fewest bytes on the wire), cpu (least encode + decode "
+                   "CPU) or balanced (least $/month of egress + serialization cores + stream state at --ccu; "
+                   "default)")
+    g.add_argument("--baseline", metavar="CODEC",
+                   help=f"codec the verdict compares with (default: the trace header's {BASELINE_KEY!r} if it names "
+                   "a codec of the run, else json)")
+    g.add_argument("--ccu", type=whole_number(1, 10**9), default=DEFAULT_CCU, metavar="N",
+                   help="concurrent players the capacity plan is for (default: %(default)s)")
+    g.add_argument("--egress-price", type=money, default=DEFAULT_EGRESS_PRICE, metavar="USD_PER_GB",
+                   help="$ per GB of server egress (default: %(default)s, a typical cloud price)")
+    g.add_argument("--transport", choices=tuple(TRANSPORTS), default="none",
+                   help="per-message headers added to the bytes: none, tcp (40 B), websocket (TCP + 2-10 B frame "
+                   "header, +4 B client mask) or udp (28 B; stream codecs needing ordered delivery are not "
+                   "recommended) (default: none)")
+
+
+def report_options(args: argparse.Namespace) -> ReportOptions:
+    """The verdict's and planner's options as parsed by :func:`add_report_options`."""
+    return ReportOptions(goal=args.goal, baseline=args.baseline, ccu=args.ccu, egress_price=args.egress_price,
+                         transport=args.transport)

@@ -6,8 +6,10 @@ import argparse
 import os
 from typing import List
 
-from reports import build, format_table
+from reports import build, format_table, verdict_lines
 from rpcbench.results import load
+
+from .options import add_report_options, report_options
 
 
 def main(argv: List[str]) -> int:
@@ -16,9 +18,14 @@ def main(argv: List[str]) -> int:
         prog="run_bench.py report", description="Rebuild the charts and report.html from a saved results.json.")
     parser.add_argument("results", metavar="RESULTS_DIR_OR_JSON", help="a results.json or the folder holding one")
     parser.add_argument("--out", metavar="DIR", help="where to write the report (default: next to results.json)")
+    add_report_options(parser)
     args = parser.parse_args(argv)
+    options = report_options(args)
     suite = load(args.results)
+    verdict = verdict_lines(suite, options)  # a bad --baseline stops here, before anything is written
     folder = args.out or (args.results if os.path.isdir(args.results) else os.path.dirname(args.results) or ".")
     print(format_table(suite))
-    print(f"\nreport: {build(suite, folder)}")
+    path = build(suite, folder, options)
+    print("\n" + "\n".join(verdict))
+    print(f"report: {path}")
     return 0

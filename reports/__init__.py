@@ -7,17 +7,25 @@
 from __future__ import annotations
 
 import os
+from typing import List
 
 from rpcbench.results import Suite
 
+from .capacity import DEFAULT_OPTIONS, ReportOptions
 from .charts import write_charts
+from .decision import decision
 from .html import write_report
 from .table import format_table
 
-__all__ = ["build", "format_table", "write_charts", "write_report"]
+__all__ = ["ReportOptions", "build", "format_table", "verdict_lines", "write_charts", "write_report"]
 
 
-def build(suite: Suite, folder: str) -> str:
+def build(suite: Suite, folder: str, options: ReportOptions = DEFAULT_OPTIONS) -> str:
     """Write the charts and report.html into ``folder`` (created if needed); return the report's path."""
     os.makedirs(folder, exist_ok=True)
-    return write_report(suite, folder, write_charts(suite, folder))
+    return write_report(suite, folder, write_charts(suite, folder), options)
+
+
+def verdict_lines(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> List[str]:
+    """The verdict for the terminal's last lines (rule, recommendation, caveats)."""
+    return decision(suite, options).verdict.lines()

@@ -86,6 +86,38 @@ def frontier(suite: Suite) -> List[CodecResult]:
     return [r for _, r in front]
 
 
+def cpu_us(r: CodecResult) -> Optional[float]:
+    """Encode + decode µs per call (medians): the CPU axis of the Pareto front; None unless both were timed."""
+    return r.encode.median_us + r.decode.median_us if r.encode and r.decode else None
+
+
+def _front_candidates(suite: Suite) -> List[CodecResult]:
+    """Codecs that can stand on the front: every failure declared, bytes and both timings measured."""
+    return [r for r in rankable(suite) if r.sizes and cpu_us(r) is not None and not r.error]
+
+
+def dominated(suite: Suite) -> Dict[str, str]:
+    """Codec id -> a codec that beats it on both axes of the front (mean bytes per call, encode + decode
+    µs per call): at least as good on both and better on one. Only front candidates are listed."""
+    rows = [(r.sizes.mean, cpu, r.codec)
+            for r in _front_candidates(suite) if r.sizes and (cpu := cpu_us(r)) is not None]
+    beaten = {}
+    for size, cpu, name in rows:
+        better = [(s, c, n) for s, c, n in rows if n != name and s <= size and c <= cpu and (s < size or c < cpu)]
+        if better:
+            beaten[name] = min(better)[2]  # the smallest of those that beat it
+    return beaten
+
+
+def pareto_front(suite: Suite) -> List[CodecResult]:
+    """The codecs no other beats on both bytes per call and encode + decode CPU, smallest first.
+
+    Codecs with undeclared failures, or without bytes or timings, are not on it."""
+    beaten = dominated(suite)
+    front = [r for r in _front_candidates(suite) if r.codec not in beaten]
+    return sorted(front, key=lambda r: (r.sizes.mean if r.sizes else 0, cpu_us(r) or 0))
+
+
 def comparisons(suite: Suite, notable: Sequence[CodecResult]) -> List[str]:
     """One plain sentence per notable codec (and json, bson): bytes and CPU relative to json and bson."""
     refs = [r for r in (suite.find("json"), suite.find("bson")) if r and r.sizes and r.encode]

@@ -21,6 +21,8 @@ import jinja2
 from rpcbench.results import CodecResult, Suite
 
 from . import analysis, fleet
+from .capacity import DEFAULT_OPTIONS, ReportOptions
+from .decision import decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, latency_us, shown
 from .table import Column, columns, footnotes, latency_column, memory_column
 
@@ -83,17 +85,18 @@ class Section:
     facts: Dict[str, Any] = field(default_factory=dict)
 
 
-def write_report(suite: Suite, folder: str, charts: Mapping[str, str]) -> str:
+def write_report(suite: Suite, folder: str, charts: Mapping[str, str],
+                 options: ReportOptions = DEFAULT_OPTIONS) -> str:
     """Write ``report.html`` into ``folder``, linking the chart files named in ``charts``; return its path."""
-    page = render_report(suite, charts)
+    page = render_report(suite, charts, options)
     path = os.path.join(folder, "report.html")
     with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:  # lone surrogates: shown as U+FFFD
         f.write(page)
     return path
 
 
-def render_report(suite: Suite, charts: Mapping[str, str]) -> str:
-    """The whole page as text."""
+def render_report(suite: Suite, charts: Mapping[str, str], options: ReportOptions = DEFAULT_OPTIONS) -> str:
+    """The whole page as text; ``options`` (goal, baseline, CCU...) shape the verdict and the capacity plan."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=fmt_count, us=fmt_us)
@@ -106,7 +109,7 @@ def render_report(suite: Suite, charts: Mapping[str, str]) -> str:
         memory=memory_section(suite), stages=stages_section(suite), fidelity=fidelity_section(suite),
         trace=trace_section(suite), setup=setup_section(suite), unstable_pct=analysis.UNSTABLE_STDEV_PCT,
         fleet=fleet_section(suite),
-        min_tail_calls=MIN_TAIL_CALLS)
+        min_tail_calls=MIN_TAIL_CALLS, decision=decision(suite, options))
 
 
 # -- sections ---------------------------------------------------------------------------------------

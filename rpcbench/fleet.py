@@ -305,10 +305,12 @@ class FleetPass:
             if trace.reader.get("truncated_bytes"):
                 log.warning("%s: file ends inside a record: dropped %d bytes of an incomplete final record; "
                             "all complete calls were read", trace.path, trace.reader["truncated_bytes"])
-            self.stats.merge(dataclasses.replace(trace.stats, connections=Counter(  # connection 7 of two servers
-                {(number, conn): n for conn, n in trace.stats.connections.items()})))  # is two connections
+            self.stats.merge(dataclasses.replace(  # connection 7 of two servers is two connections
+                trace.stats, connections=Counter(_by_trace(number, trace.stats.connections)),
+                spans=_by_trace(number, trace.stats.spans)))
             for into, tally in zip(self.tallies, trace.tallies):
-                for key in into.merge(tally.export()):
+                state = tally.export()
+                for key in into.merge({**state, "by_connection": _by_trace(number, state["by_connection"])}):
                     self.example_trace[(into.codec.name, key)] = trace.path
         if not self.stats.calls:
             raise BenchError("the traces hold no calls")
@@ -334,6 +336,11 @@ class FleetPass:
     def sampled(self) -> bool:
         """Did the size pass measure a sample of the calls (``--sample-calls``) rather than all?"""
         return self.plan.size_fraction < 1
+
+
+def _by_trace(number: int, by_connection: Dict[Any, Any]) -> Dict[Any, Any]:
+    """A trace's per-connection figures keyed by (trace number, connection), apart from other traces'."""
+    return {(number, conn): value for conn, value in by_connection.items()}
 
 
 def fleet_row(fleet: Any, result: CodecResult, trace: Optional[TracePass] = None) -> CodecResult:

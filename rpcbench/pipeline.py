@@ -28,7 +28,7 @@ from .errors import BenchError
 from .fleet import Executor, FleetPass, fleet_row, fleet_settings, fleet_trace_info, trace_entry, train_across
 from .floor import Floor
 from .registry import Registry
-from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
+from .results import PER_CONNECTION_COLUMNS, SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
 from .size_pass import CodecTally, SizePass
 from .timing import TimingAnswer, TimingJob, run_jobs
 from .training import HeldOut, Training, train_dictionaries
@@ -129,7 +129,8 @@ def _fleet_pass(config: RunConfig, codecs: List[Codec], training: Optional[Train
     size_pass.run(executor, train=bool(training and training.held_out))
     reference = next((c.name for c in codecs if c.name == "json"), codecs[0].name)
     trace = {**fleet_trace_info(config, size_pass), "bytes_reference": reference,
-             "training": training.summary() if training else None, "floor": None}
+             "training": training.summary() if training else None, "floor": None,
+             "per_connection": _per_connection(size_pass, reference)}
     return size_pass, trace, lambda: None
 
 
@@ -277,6 +278,7 @@ def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,
         state_bytes_per_conn=tally.state_bytes, shared_state_bytes=tally.shared_state_bytes,
         ordered_delivery=codec.ordered_delivery, floor_ratio=_floor_ratio(tally, floor),
+        by_direction={d: {"calls": c, "bytes": b} for d, (c, b) in sorted(tally.by_direction.items())},
     )
 
 
@@ -310,4 +312,17 @@ def _trace_info(path: str, reader: Any, size_pass: SizePass, codecs: List[Codec]
         "recorder": reader.end or reader.stats,
         "bytes_reference": reference,
         "training": training.summary() if training else None,
+        "per_connection": _per_connection(size_pass, reference),
     }
+
+
+def _per_connection(size_pass: AnyPass, reference: str) -> Optional[Dict[str, Any]]:
+    """Each connection's time span, calls and ``reference``'s bytes per direction, as columns: the
+    capacity planner's confidence intervals come from their spread (None if the reference has no figures)."""
+    tally = next(t for t in size_pass.tallies if t.codec.name == reference)
+    if tally.error:
+        return None
+    spans = size_pass.stats.spans
+    rows = [((last - first) // 1_000_000, c2s, s2c, *tally.by_connection.get(conn, (0, 0)))
+            for conn, (first, last, c2s, s2c) in spans.items()]
+    return {"codec": reference, **{name: [row[i] for row in rows] for i, name in enumerate(PER_CONNECTION_COLUMNS)}}

@@ -20,7 +20,8 @@ from .errors import BenchError
 
 SCHEMA_VERSION = 4
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
-#: 1-3 have no per-trace results of a fleet (``traces``), estimates or example traces
+#: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``),
+#: per-trace results of a fleet (``traces``), estimates or example traces
 READABLE_VERSIONS = (1, 2, 3, 4)
 
 #: A round more than this factor above the fastest round of its timing ran while the machine
@@ -199,6 +200,7 @@ class CodecResult:
     shared_state_bytes: int = 0  #: memory kept once for all connections (a dictionary)
     ordered_delivery: bool = False  #: needs reliable, ordered delivery (state across calls)
     floor_ratio: Optional[float] = None  #: bytes per call over the trace's floor (trace.floor)
+    by_direction: Dict[str, Dict[str, int]] = field(default_factory=dict)  #: "c2s"/"s2c" -> {"calls", "bytes"}
     #: a sampled size pass (--sample-calls): fleet-wide figures as [low, estimate, high] at ``confidence``
     estimate: Optional[Dict[str, Any]] = None
 
@@ -328,13 +330,15 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
                   "by_method": dict, "error": (str, type(None))}
 _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
                            "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
-                           "floor_ratio": (int, float, type(None)), "estimate": (dict, type(None))}
+                           "floor_ratio": (int, float, type(None)), "by_direction": dict,
+                           "estimate": (dict, type(None))}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
                  "file_bytes": (int, _NONE), "metadata": (dict, _NONE), "methods": (dict, _NONE),
                  "directions": (dict, _NONE), "connections": (int, _NONE), "duration_s": (int, float, _NONE),
-                 "truncated_bytes": (int, _NONE), "recorder": (dict, _NONE), "bytes_reference": (str, _NONE)}
+                 "truncated_bytes": (int, _NONE), "recorder": (dict, _NONE), "bytes_reference": (str, _NONE),
+                 "per_connection": (dict, _NONE)}
 _SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "sample_method": (str, _NONE),
                     "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE)}
 _PROBLEM_FIELDS = {"kind": str, "feature": str, "declared": bool, "count": int, "example_index": int,
@@ -381,12 +385,23 @@ _TRAINING_FIELDS = {"source": str, "calls": int, "held_out_calls": int}
 _DICTIONARY_FIELDS = {"bytes": int, "train_s": _NUMBER, "ship_bytes": int, "ship_bytes_per_call": _NUMBER}
 
 
+PER_CONNECTION_COLUMNS = ("span_ms", "c2s_calls", "s2c_calls", "c2s_bytes", "s2c_bytes")
+
+
 def _check_trace_extras(trace: Dict[str, Any]) -> None:
-    """The floor and the dictionary training, when a run recorded them (schema 3)."""
+    """The floor and the dictionary training (schema 3), the per-connection traffic (schema 4), when recorded."""
     for name, spec in (("floor", _FLOOR_FIELDS), ("training", _TRAINING_FIELDS)):
         if trace.get(name) is not None:
             _fields(trace[name], spec, f"trace.{name}")
             _finite(trace[name], spec, f"trace.{name}")
+    table = trace.get("per_connection")
+    if table is not None:
+        _fields(table, {"codec": str, **dict.fromkeys(PER_CONNECTION_COLUMNS, list)}, "trace.per_connection")
+        if len({len(table[name]) for name in PER_CONNECTION_COLUMNS}) != 1:
+            raise ValueError("trace.per_connection: columns of different lengths")
+        for name in PER_CONNECTION_COLUMNS:
+            if not all(type(x) is int and x >= 0 for x in table[name]):
+                raise ValueError(f"trace.per_connection.{name} is not a list of whole numbers of at least 0")
 
 
 def _finite(obj: Dict[str, Any], spec: Dict[str, Any], where: str) -> None:
@@ -421,6 +436,7 @@ def _check_result(r: Any, where: str) -> None:
     """One codec's result: every field the reports use, with its type."""
     _fields(r, _RESULT_FIELDS, where, _OPTIONAL_RESULT_FIELDS)
     _counts(r["by_method"], f"{where}.by_method", 2)
+    _counts(r.get("by_direction", {}), f"{where}.by_direction", 2)
     _counts(r.get("latency", {}), f"{where}.latency", 3)
     for op, by_method in r.get("latency", {}).items():
         for method, pcts in by_method.items():
@@ -478,5 +494,6 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         shared_state_bytes=r.get("shared_state_bytes", 0),
         ordered_delivery=r.get("ordered_delivery", False),
         floor_ratio=r.get("floor_ratio"),
+        by_direction=r.get("by_direction", {}),
         estimate=r.get("estimate"),
     )

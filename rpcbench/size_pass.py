@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, TypeVar
 
-from rpc_capture import Call
+from rpc_capture import C2S, Call
 
 from .codec import Codec, Compressed, received_call, stream_key
 from .errors import BenchError
@@ -102,6 +102,8 @@ class CodecTally:
         self.declared = frozenset(codec.changes)
         self.sizes: Counter = Counter()
         self.by_method: Dict[str, List[int]] = {}
+        self.by_direction: Dict[str, List[int]] = {}  #: "c2s"/"s2c" -> [calls, bytes]
+        self.by_connection: Dict[Any, List[int]] = {}  #: connection -> [c2s bytes, s2c bytes]
         self.failures = 0
         self.mismatches = 0
         self.problems: Dict[Tuple[str, str], list] = {}
@@ -112,8 +114,8 @@ class CodecTally:
         self.streams = 0  #: connections and directions the state was measured over
         self._sessions: Dict[Any, Codec] = {}
 
-    _STATE = ("sizes", "by_method", "failures", "mismatches", "problems", "ns", "error", "state_bytes",
-              "shared_state_bytes", "streams")
+    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
+              "error", "state_bytes", "shared_state_bytes", "streams")
 
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream
@@ -125,7 +127,7 @@ class CodecTally:
 
     def fail(self, reason: str) -> None:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
-        self.sizes, self.by_method, self.problems = Counter(), {}, {}
+        self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
         self.failures = self.mismatches = 0
         self.error = reason
 
@@ -149,10 +151,12 @@ class CodecTally:
             self.fail(self.error or state["error"])
             return []
         self.sizes.update(state["sizes"])
-        for method, (calls, size) in state["by_method"].items():
-            tally = self.by_method.setdefault(method, [0, 0])
-            tally[0] += calls
-            tally[1] += size
+        for mine, theirs in ((self.by_method, state["by_method"]), (self.by_direction, state["by_direction"]),
+                             (self.by_connection, state["by_connection"])):
+            for key, pair in theirs.items():
+                into = mine.setdefault(key, [0, 0])
+                into[0] += pair[0]
+                into[1] += pair[1]
         self.failures += state["failures"]
         self.mismatches += state["mismatches"]
         self.ns += state["ns"]
@@ -203,6 +207,19 @@ class CodecTally:
                 tally = self.by_method[call.method] = [0, 0]
             tally[0] += 1
             tally[1] += n
+            self._count_traffic(call, n)
+
+    def _count_traffic(self, call: Call, n: int) -> None:
+        """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""
+        direction = self.by_direction.get(call.dir)
+        if direction is None:
+            direction = self.by_direction[call.dir] = [0, 0]
+        direction[0] += 1
+        direction[1] += n
+        conn = self.by_connection.get(call.conn)
+        if conn is None:
+            conn = self.by_connection[call.conn] = [0, 0]
+        conn[0 if call.dir == C2S else 1] += n
 
     def _session(self, key: Any) -> Codec:
         session = self._sessions.get(key)

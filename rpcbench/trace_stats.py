@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, Hashable, Optional
+from typing import Any, Dict, Hashable, List, Optional
 
-from rpc_capture import Call
+from rpc_capture import C2S, Call
 
 
 @dataclass
@@ -20,6 +20,8 @@ class TraceStats:
     methods: Counter[str] = field(default_factory=Counter)
     directions: Counter[str] = field(default_factory=Counter)
     connections: Counter[Hashable] = field(default_factory=Counter)  #: calls per connection
+    #: per connection: [first t, last t, c2s calls, s2c calls] (the capacity planner's rates and their spread)
+    spans: Dict[Hashable, List[int]] = field(default_factory=dict)
     t_min: Optional[int] = None
     t_max: Optional[int] = None
 
@@ -30,6 +32,14 @@ class TraceStats:
         self.directions[call.dir] += 1
         self.connections[call.conn] += 1
         t = call.t
+        span = self.spans.get(call.conn)
+        if span is None:
+            span = self.spans[call.conn] = [t, t, 0, 0]
+        elif t < span[0]:
+            span[0] = t
+        elif t > span[1]:
+            span[1] = t
+        span[2 if call.dir == C2S else 3] += 1
         if self.t_min is None or t < self.t_min:
             self.t_min = t
         if self.t_max is None or t > self.t_max:
@@ -41,6 +51,9 @@ class TraceStats:
         self.methods.update(other.methods)
         self.directions.update(other.directions)
         self.connections.update(other.connections)
+        for conn, (first, last, c2s, s2c) in other.spans.items():
+            mine = self.spans.setdefault(conn, [first, last, 0, 0])
+            mine[:] = [min(mine[0], first), max(mine[1], last), mine[2] + c2s, mine[3] + s2c]
         self.t_min = min((t for t in (self.t_min, other.t_min) if t is not None), default=None)
         self.t_max = max((t for t in (self.t_max, other.t_max) if t is not None), default=None)
 

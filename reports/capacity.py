@@ -1,0 +1,257 @@
+"""The capacity and cost planner: what a codec costs a fleet, from the trace itself.
+
+Per player (one connection of the trace = one concurrent user, CCU) and direction:
+bytes per second = the codec's bytes per call in that direction x the trace's calls per
+connection-second, plus each message's transport headers. From those: GB and $ per month
+at ``ccu`` players, server cores spent on serialization (encode of s2c calls + decode of
+c2s calls) and the client's decode time per second.
+
+Confidence intervals (95 %): traffic from a paired bootstrap over the trace's connections
+(each connection's bytes, calls and time span, resampled together; the statistic is
+total bytes / total connection-seconds, so players who stayed longer weigh more); CPU from
+the distribution-free CI of the timing median the results hold. A product of the two
+adds their relative half-widths in quadrature, a sum its terms' absolute half-widths:
+the usual propagation for independent errors. Arithmetic only; the verdict that uses
+these figures is made in :mod:`reports.analysis`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import scipy.stats
+
+from rpcbench.results import CodecResult, Suite, Timing
+
+SECONDS_PER_MONTH = 730 * 3600  #: a month of 730 hours (8,760 h / 12), as cloud price lists count it
+DEFAULT_CCU = 10_000
+#: $ per GB of server egress: a typical first-tier cloud internet egress price (AWS, GCP: $0.08-0.09/GB); an assumption
+DEFAULT_EGRESS_PRICE = 0.08
+#: $ per vCPU-month for the balanced rule: AWS c7i.large on-demand, $0.08925/h for 2 vCPU, x 730 h; an assumption
+CORE_MONTH_PRICE = 32.0
+#: $ per GB-month of server RAM for the balanced rule (stream codecs' state): what AWS r7i.large ($0.1323/h, 16 GiB)
+#: costs over c7i.large ($0.08925/h, 4 GiB, same 2 vCPU), per extra GiB: $0.0036/h x 730 h; an assumption
+RAM_GB_MONTH_PRICE = 2.6
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 1  #: the bootstrap is seeded: the same results give the same intervals
+C2S, S2C = "c2s", "s2c"
+GOALS = ("balanced", "bandwidth", "cpu")
+
+
+@dataclass(frozen=True)
+class Transport:
+    """What each message costs on the wire besides its payload."""
+
+    name: str
+    header: int  #: bytes per message in both directions (IP + transport headers)
+    c2s_extra: int  #: more bytes per client-to-server message (WebSocket's mask key)
+    websocket_length: bool  #: add the WebSocket frame header, whose length field grows with the payload
+    text: str  #: the numbers and where they come from, for the report
+
+    def per_message(self, direction: str, payload: float) -> float:
+        """Header bytes of one message of ``payload`` bytes going ``direction``."""
+        frame = (2 if payload <= 125 else 4 if payload <= 65535 else 10) if self.websocket_length else 0
+        return self.header + frame + (self.c2s_extra if direction == C2S else 0)
+
+
+TRANSPORTS = {
+    "none": Transport("none", 0, 0, False, "payload only, no transport headers"),
+    "tcp": Transport("tcp", 40, 0, False, "IPv4 20 B (RFC 791) + TCP 20 B (RFC 9293) per message: one message per "
+                     "segment, no IP or TCP options (Linux adds 12 B of timestamps; coalesced messages share one)"),
+    "websocket": Transport("websocket", 40, 4, True, "TCP/IPv4 40 B + WebSocket frame header (RFC 6455 5.2): 2 B for "
+                           "a payload up to 125 B, 4 B up to 65,535 B, 10 B beyond (chosen by each method's mean "
+                           "size), + 4 B mask key on client-to-server frames"),
+    "udp": Transport("udp", 28, 0, False, "IPv4 20 B (RFC 791) + UDP 8 B (RFC 768) per datagram, one message each"),
+}
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The user's situation, which the verdict and the planner answer for (``--goal``, ``--baseline``...)."""
+
+    goal: str = "balanced"
+    baseline: Optional[str] = None  #: None: the trace's ``current_format`` metadata if it names a run codec, else json
+    ccu: int = DEFAULT_CCU
+    egress_price: float = DEFAULT_EGRESS_PRICE
+    transport: str = "none"
+
+
+DEFAULT_OPTIONS = ReportOptions()
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure with its 95 % confidence interval (NaN bounds: no interval could be computed)."""
+
+    value: float
+    low: float
+    high: float
+
+    def scaled(self, factor: float) -> "Estimate":
+        """The figure times an exact constant."""
+        return Estimate(self.value * factor, self.low * factor, self.high * factor)
+
+    def __add__(self, other: "Estimate") -> "Estimate":
+        """Sum of independent figures: half-widths (each side apart) in quadrature."""
+        value = self.value + other.value
+        return Estimate(value, value - math.hypot(self.value - self.low, other.value - other.low),
+                        value + math.hypot(self.high - self.value, other.high - other.value))
+
+    def __mul__(self, other: "Estimate") -> "Estimate":
+        """Product of independent figures: relative half-widths (each side apart) in quadrature."""
+        value = self.value * other.value
+        if not self.value or not other.value:
+            return Estimate(value, self.low * other.low, self.high * other.high)
+        low = math.hypot(1 - self.low / self.value, 1 - other.low / other.value)
+        high = math.hypot(self.high / self.value - 1, other.high / other.value - 1)
+        return Estimate(value, value * (1 - low), value * (1 + high))
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """One codec's cost per player (CCU): traffic in bytes/s, CPU in µs per second."""
+
+    codec: str
+    down: Estimate  #: s2c bytes per second per player, headers included
+    up: Estimate  #: c2s bytes per second per player, headers included
+    server_us: Optional[Estimate]  #: server CPU µs per second per player: encode s2c + decode c2s (None: not timed)
+    client_decode_us: Optional[Estimate]  #: client CPU µs per second decoding its s2c calls
+    state_bytes: int  #: memory per connection at one end (stream codecs)
+
+    def month_cost(self, ccu: int, egress_price: float) -> float:
+        """$ per month at ``ccu`` players: server egress + server CPU + connection state (the balanced rule)."""
+        cores = self.server_us.value / 1e6 if self.server_us else 0.0
+        return ccu * (self.down.value * SECONDS_PER_MONTH / 1e9 * egress_price + cores * CORE_MONTH_PRICE
+                      + self.state_bytes / 1e9 * RAM_GB_MONTH_PRICE)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's answer for every codec with figures, or why there is none."""
+
+    rows: Dict[str, Capacity]
+    transport: Transport
+    connections: int
+    connection_seconds: float
+    calls_per_s: Dict[str, Estimate]  #: per player and direction
+    missing: Optional[str] = None  #: why no figures (older results, no timestamps); rows are empty then
+    ci_note: str = ""
+
+    def find(self, codec: str) -> Optional[Capacity]:
+        """The codec's row, if it has one."""
+        return self.rows.get(codec)
+
+
+def plan(suite: Suite, transport: str = "none") -> Plan:
+    """Capacity figures of every codec with per-direction bytes, from the trace's per-connection traffic."""
+    carrier = TRANSPORTS[transport]
+    table = suite.trace.get("per_connection")
+    reference = suite.find(table["codec"]) if table else None
+    missing = _missing(suite, table, reference)
+    if missing or table is None or reference is None:
+        return Plan({}, carrier, 0, 0.0, {}, missing or "no per-connection traffic")
+    spans = np.array(table["span_ms"], dtype=float) / 1000
+    calls = {d: np.array(table[f"{d}_calls"], dtype=float) for d in (C2S, S2C)}
+    ref_bytes = {d: np.array(table[f"{d}_bytes"], dtype=float) for d in (C2S, S2C)}
+    codecs = [r for r in suite.results if r.by_direction]
+    weights = [[(_scale(r, reference, d), _header(r, d, carrier)) for d in (C2S, S2C)] for r in codecs]
+    estimates, ci_note = _bootstrap(spans, calls, ref_bytes, weights)
+    rates = {C2S: estimates[0], S2C: estimates[1]}
+    rows = {}
+    for i, r in enumerate(codecs):
+        up, down = estimates[2 + 2 * i], estimates[3 + 2 * i]
+        encode, decode = _cpu(r.encode), _cpu(r.decode)
+        server = encode * rates[S2C] + decode * rates[C2S] if encode and decode else None
+        rows[r.codec] = Capacity(r.codec, down, up, server, decode * rates[S2C] if decode else None,
+                                 r.state_bytes_per_conn)
+    return Plan(rows, carrier, len(spans), float(spans.sum()), rates, None, ci_note)
+
+
+def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResult]) -> Optional[str]:
+    """Why the planner cannot run on these results, or None."""
+    if suite.schema_version < 4 or not table:
+        return (f"not available: these results (schema {suite.schema_version}) hold no per-direction bytes or "
+                f"per-connection traffic; rerun the benchmark (schema 4) for the capacity plan")
+    if reference is None or not reference.by_direction:
+        return f"not available: the reference codec {table['codec']} has no figures"
+    if not sum(table["span_ms"]):
+        return "not available: the trace's calls carry no timestamps, so there is no call rate"
+    return None
+
+
+def _scale(r: CodecResult, reference: CodecResult, direction: str) -> float:
+    """The codec's bytes per call in ``direction`` over the reference's: scales each connection's reference bytes."""
+    mine, theirs = r.by_direction.get(direction), reference.by_direction.get(direction)
+    if not mine or not theirs or not mine["calls"] or not theirs["bytes"]:
+        return 0.0
+    return (mine["bytes"] / mine["calls"]) / (theirs["bytes"] / theirs["calls"])
+
+
+def _header(r: CodecResult, direction: str, carrier: Transport) -> float:
+    """Mean header bytes per message of the codec in ``direction`` (the WebSocket length field by method mean)."""
+    methods = [(m["calls"], m["bytes"] / m["calls"]) for m in r.by_method.values() if m.get("calls")]
+    total = sum(n for n, _ in methods)
+    if not total:
+        return float(carrier.per_message(direction, 0))
+    return sum(n * carrier.per_message(direction, mean) for n, mean in methods) / total
+
+
+def _bootstrap(spans: np.ndarray, calls: Dict[str, np.ndarray], ref_bytes: Dict[str, np.ndarray],
+               weights: Sequence[Sequence[Tuple[float, float]]]) -> Tuple[List[Estimate], str]:
+    """Per player: calls/s per direction, then each codec's c2s and s2c bytes/s, with bootstrap CIs."""
+
+    def rates(span: np.ndarray, c2s: np.ndarray, s2c: np.ndarray, b_c2s: np.ndarray, b_s2c: np.ndarray,
+              axis: int = -1) -> np.ndarray:
+        seconds = span.sum(axis)
+        sums = {C2S: (c2s.sum(axis), b_c2s.sum(axis)), S2C: (s2c.sum(axis), b_s2c.sum(axis))}
+        out = [sums[C2S][0] / seconds, sums[S2C][0] / seconds]
+        for per_direction in weights:
+            for d, (scale, header) in zip((C2S, S2C), per_direction):
+                out.append((scale * sums[d][1] + header * sums[d][0]) / seconds)
+        return np.stack(out)
+
+    data = (spans, calls[C2S], calls[S2C], ref_bytes[C2S], ref_bytes[S2C])
+    point = rates(*data)
+    if len(spans) < 2:
+        return [Estimate(float(v), math.nan, math.nan) for v in point], "one connection: no interval"
+    ci = scipy.stats.bootstrap(data, rates, paired=True, vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES,
+                               method="percentile", batch=max(1, 500_000 // len(spans)),
+                               rng=np.random.default_rng(BOOTSTRAP_SEED)).confidence_interval
+    note = (f"traffic: percentile bootstrap over the trace's {len(spans):,} connections ({BOOTSTRAP_RESAMPLES:,} "
+            f"resamples, seeded)")
+    return [Estimate(float(v), float(lo), float(hi)) for v, lo, hi in zip(point, ci.low, ci.high)], note
+
+
+def _cpu(timing: Optional[Timing]) -> Optional[Estimate]:
+    """µs per call: the timing median with its distribution-free CI."""
+    if timing is None:
+        return None
+    low, high, _ = timing.ci_us
+    return Estimate(timing.median_us, low, high)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One codec's planner figures at a CCU and egress price, each with its CI (what the table shows)."""
+
+    down_kbps: Estimate
+    up_kbps: Estimate
+    gb_month: Estimate  #: both directions
+    egress_usd: Estimate  #: s2c bytes x price
+    server_cores: Optional[Estimate]
+    client_ms_per_s: Optional[Estimate]
+    state_bytes: int  #: at one end, for all ccu connections
+
+
+def figures(row: Capacity, ccu: int, egress_price: float) -> Figures:
+    """The table's figures for ``ccu`` players paying ``egress_price`` $/GB of egress."""
+    month_gb = ccu * SECONDS_PER_MONTH / 1e9
+    return Figures(
+        down_kbps=row.down.scaled(8 / 1000), up_kbps=row.up.scaled(8 / 1000),
+        gb_month=(row.down + row.up).scaled(month_gb), egress_usd=row.down.scaled(month_gb * egress_price),
+        server_cores=row.server_us.scaled(ccu / 1e6) if row.server_us else None,
+        client_ms_per_s=row.client_decode_us.scaled(1 / 1000) if row.client_decode_us else None,
+        state_bytes=row.state_bytes * ccu)
