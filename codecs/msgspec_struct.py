@@ -38,17 +38,22 @@ class _Planner:
             omit_defaults=True, rename={name: number for name, number, _, _, _ in plans})
         builders = {name: build for name, _, _, build, _ in plans}
         readers = [(name, read) for name, _, _, _, read in plans]
+        positional = protobuf.positional_fields(desc)
 
         def build(args: Any) -> Any:
+            if positional and (type(args) is list or type(args) is tuple):
+                if len(args) > len(positional):
+                    raise TypeError(f"{len(args)} positional args, {desc.name} has {len(positional)}")
+                args = dict(zip(positional, args, strict=False))
             return struct(**{k: None if v is None else builders[k](v) for k, v in args.items()})
 
-        def read(value: Any) -> Dict[str, Any]:
+        def read(value: Any) -> Any:
             out = {}
             for name, reader in readers:
                 v = getattr(value, name)
                 if v is not _UNSET:
                     out[name] = None if v is None else reader(v)
-            return out
+            return _as_list(out, positional) if positional else out
 
         self.busy.discard(desc.full_name)
         self.done[desc.full_name] = (struct, build, read)
@@ -86,6 +91,16 @@ class _Planner:
         return self.message(msg)
 
 
+def _as_list(fields: Dict[str, Any], positional: Tuple[str, ...]) -> List[Any]:
+    """A positional message's args: ``arg0``, ``arg1``... up to the first one unset."""
+    args = []
+    for name in positional:
+        if name not in fields:
+            break
+        args.append(fields[name])
+    return args
+
+
 def _type_name(fd: Any) -> str:
     names = {fd.TYPE_DOUBLE: "double", fd.TYPE_FLOAT: "float", fd.TYPE_BOOL: "bool", fd.TYPE_STRING: "string",
              fd.TYPE_BYTES: "bytes"}
@@ -103,7 +118,8 @@ class MsgspecStruct(Codec):
     ``--proto``...): fields keyed by their protobuf field numbers, fields the call left out
     omitted, None kept as nil. The envelope is the method's id as a varint, then the
     message. Decoding validates every field against its type (msgspec's typed decoder)
-    and gives the args back as dicts.
+    and gives the args back as dicts; a message whose fields are ``arg0``...``argN-1`` takes
+    and gives back a list of positional args, as ``protobuf`` does.
     """
 
     id = "msgspec-struct"
@@ -134,8 +150,6 @@ class MsgspecStruct(Codec):
         entry = self._by_method.get(call.method)
         if entry is None:
             raise Limit(METHOD, "method", f"no message for method {call.method!r} in the schemas")
-        if type(call.args) is not dict:
-            raise Limit(METHOD, "args", f"{call.method!r}: args are not a dict of fields")
         prefix, build = entry
         return prefix + self._encode(build(call.args))
 

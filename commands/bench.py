@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional
 
-from reports import ReportOptions, build, format_table, verdict_lines
+from reports import ReportOptions, build, fit_lines, format_table, verdict_lines
 from reports.fleet import fleet_lines
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
@@ -21,10 +21,11 @@ from rpcbench.errors import BenchError
 from rpcbench.fleet import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
-from rpcbench.registry import Registry
+from rpcbench.registry import Registry, split_codec_list
 from rpcbench.results import Suite
 
-from .options import add_report_options, dask_address, fraction, report_options, seconds, whole_number
+from .options import add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number
+from .progress import ProgressDisplay
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
@@ -48,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip damaged records of the trace (a warning says how many calls were lost) "
                    "instead of stopping")
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
-                   help="comma-separated codec ids, e.g. json,bson,json+zlib-1 (default: %(default)s)")
+                   help="comma-separated codec ids, e.g. json,bson,json+zlib-1; a level range or list expands: "
+                   "json+zlib-1..9, json+zstd-1,3,19 (default: %(default)s)")
     p.add_argument("--out", help="output folder (default: a new folder under results/)")
     p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
@@ -143,23 +145,22 @@ def main(argv: List[str]) -> int:
     args = build_parser().parse_args(argv)
     config = config_from(args, argv)
     options = report_options(args)
-    if options.baseline and options.baseline not in config.codecs:
-        raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
     registry = config.registry()
     if args.list_codecs:
         print(list_codecs(registry))
         return 0
+    if options.baseline and options.baseline not in registry.expand(config.codecs):
+        raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
     out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
-    progress = Progress(enabled=not args.quiet)
-    with OutputFolder(out) as folder:
+    with OutputFolder(out) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
         suite = run_benchmark(config, progress, registry)
-        progress.done()
+        progress.close()
         report = write_outputs(suite, folder, args.no_report, options)
     if suite.partial:
         print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
-    print("\n" + "\n".join(verdict_lines(suite, options)))
+    print("\n" + "\n".join(fit_lines(verdict_lines(suite, options), table_width())))
     where = f"report: {out / report} (results.json, results.csv beside it)" if report else f"results: {out}"
     print(f"{where}; {time.perf_counter() - started:.1f} s")
     return 0
@@ -171,7 +172,7 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
     return RunConfig(
         trace=traces[0], traces=tuple(traces) if len(traces) > 1 else (), dask=args.dask,
         sizes_only=args.sizes_only, sample_calls=args.sample_calls, chunk_calls=args.chunk_calls,
-        codecs=tuple(part.strip() for part in args.codecs.split(",") if part.strip()),
+        codecs=split_codec_list(args.codecs),
         salvage=args.salvage, sample=args.sample, seed=args.seed, repeat=args.repeat, warmup=args.warmup,
         min_time=args.min_time, processes=args.processes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,
@@ -187,7 +188,7 @@ def write_outputs(suite: Suite, folder: Path, no_report: bool, options: ReportOp
     suite.save(str(folder))
     if suite.partial:
         return None
-    print(format_table(suite))
+    print(format_table(suite, table_width(), "results.json" if no_report else "report.html"))
     for line in fleet_lines(suite):
         print(line)
     if no_report:
@@ -263,32 +264,3 @@ class OutputFolder:
         except OSError as e:
             raise BenchError(f"cannot move the results into {self.final}: {e.strerror or e} "
                              f"(they are in {self.temp})") from None
-
-
-class Progress:
-    """Progress on stderr: one updating line on a terminal, a line every few seconds otherwise."""
-
-    def __init__(self, enabled: bool = True, interval: float = 3.0) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.interval = interval
-        self._last = 0.0
-        self._width = 0
-
-    def __call__(self, message: str) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if self.tty:
-            sys.stderr.write("\r" + message.ljust(self._width))
-            self._width = len(message)
-            sys.stderr.flush()
-        elif now - self._last >= self.interval:
-            print(message, file=sys.stderr)
-            self._last = now
-
-    def done(self) -> None:
-        """End the updating line."""
-        if self.enabled and self.tty and self._width:
-            sys.stderr.write("\r" + " " * self._width + "\r")
-            sys.stderr.flush()

@@ -1,13 +1,20 @@
-"""argparse ``type`` functions shared by the commands: one-line errors for bad numbers."""
+"""argparse ``type`` functions shared by the commands (one-line errors for bad numbers), and the
+width tables are printed to."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 from typing import Callable, Optional
 
 from reports import ReportOptions
 from reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS, TRANSPORTS
 from reports.verdict import BASELINE_KEY
+
+
+def table_width() -> int:
+    """Columns the terminal table may use: the terminal's (or $COLUMNS), 100 when stdout is not a terminal."""
+    return shutil.get_terminal_size((100, 24)).columns
 
 
 def whole_number(minimum: int, maximum: Optional[int] = None) -> Callable[[str], int]:

@@ -6,10 +6,10 @@ import argparse
 import os
 from typing import List
 
-from reports import build, format_table, verdict_lines
+from reports import build, fit_lines, format_table, verdict_lines
 from rpcbench.results import load
 
-from .options import add_report_options, report_options
+from .options import add_report_options, report_options, table_width
 
 
 def main(argv: List[str]) -> int:
@@ -24,8 +24,8 @@ def main(argv: List[str]) -> int:
     suite = load(args.results)
     verdict = verdict_lines(suite, options)  # a bad --baseline stops here, before anything is written
     folder = args.out or (args.results if os.path.isdir(args.results) else os.path.dirname(args.results) or ".")
-    print(format_table(suite))
+    print(format_table(suite, table_width()))
     path = build(suite, folder, options)
-    print("\n" + "\n".join(verdict))
+    print("\n" + "\n".join(fit_lines(verdict, table_width())))
     print(f"report: {path}")
     return 0

@@ -8,7 +8,8 @@ from typing import Iterator, List, Optional
 
 from rpc_capture import Call, TraceWriter, write_jsonl
 from rpcbench.errors import BenchError
-from rpcbench.simulate import SIM_VERSION, capture_start, json_size, simulate
+from rpcbench.simulate import capture_start, json_size
+from rpcbench.simulate_study import DEFAULT_PROFILE, PROFILES, simulate_profile
 
 from .options import whole_number
 
@@ -17,8 +18,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     """``run_bench.py simulate``: write a simulated battle trace and print a one-line summary."""
     parser = argparse.ArgumentParser(
         prog="run_bench.py simulate",
-        description="Write a trace of simulated real-time battle RPC traffic (5v5 heroes, creeps and towers "
-                    "on a 10 Hz server tick). The same --calls and --seed always give the same bytes.")
+        description="Write a trace of simulated real-time battle RPC traffic (5v5 on a 10 Hz server tick). "
+                    "The same --profile, --calls and --seed always give the same bytes.")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE,
+                        help="study: positional args of small ints, short strings and quantized floats, every "
+                        "event broadcast to the room, like the 2015 study's traffic (samples/battle.rpct); dict: "
+                        "named args with full-precision floats, creeps and towers, area-of-interest fan-out "
+                        "(samples/battle_dict.rpct). See docs/simulate.md (default: %(default)s)")
     parser.add_argument("--calls", type=whole_number(0), default=20000, help="number of calls to write (default 20000)")
     parser.add_argument("--seed", type=int, default=1, help="random seed: players, fights, start time (default 1)")
     parser.add_argument("--out", default="battle.rpct",
@@ -33,7 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def measured() -> Iterator[Call]:
         nonlocal total
-        for call in simulate(args.calls, args.seed):
+        for call in simulate_profile(args.profile, args.calls, args.seed):
             total += json_size(call)
             yield call
 
@@ -41,8 +47,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if jsonl:
             write_jsonl(measured(), args.out)
         else:
-            meta = {"game": "rpcbench battle simulator", "build": SIM_VERSION, "seed": args.seed, "calls": args.calls,
-                    "capture_start": capture_start(args.seed), "generator": "rpcbench.simulate"}
+            meta = {"game": "rpcbench battle simulator", "build": PROFILES[args.profile][1], "seed": args.seed,
+                    "calls": args.calls, "capture_start": capture_start(args.seed), "generator": "rpcbench.simulate",
+                    "profile": args.profile}
             with TraceWriter(args.out, meta, compresslevel=6 if args.gzip else None) as writer:
                 for call in measured():
                     writer.write(call)

@@ -15,9 +15,9 @@ from .capacity import DEFAULT_OPTIONS, ReportOptions
 from .charts import write_charts
 from .decision import decision
 from .html import write_report
-from .table import format_table
+from .table import fit_lines, format_table
 
-__all__ = ["ReportOptions", "build", "format_table", "verdict_lines", "write_charts", "write_report"]
+__all__ = ["ReportOptions", "build", "fit_lines", "format_table", "verdict_lines", "write_charts", "write_report"]
 
 
 def build(suite: Suite, folder: str, options: ReportOptions = DEFAULT_OPTIONS) -> str:

@@ -3,6 +3,7 @@ columns the HTML report renders, so both always show the same figures."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
@@ -102,20 +103,83 @@ def tail_columns() -> List[Column]:
     ]
 
 
-def format_table(suite: Suite) -> str:
-    """The results as a fixed-width text table (codecs in the order given), its footnotes,
-    then tails and allocations."""
-    out = grid(columns(suite), suite.results)
+#: Which columns a narrow terminal keeps longest (first: always); a title not listed ranks just before "calls".
+KEEP_ORDER = ("codec", "bytes mean", "x json", "encode µs", "decode µs", "enc/json", "dec/json", "note", "failures",
+              "mismatches", "x floor", "p99", "state/conn", "calls", "p50", "10k conns",
+              "enc p50", "dec p50", "enc p99", "dec p99", "slowest method (enc p99)", "enc peak kB", "dec peak kB")
+
+
+def format_table(suite: Suite, width: Optional[int] = None, full: str = "report.html") -> str:
+    """The results as fixed-width text (codecs in the order given), its footnotes, then tails and
+    allocations. With ``width`` (a terminal's columns) every line fits it: a table too wide is split
+    into sizes and CPU time, then loses its lowest-ranked columns (KEEP_ORDER), and the text says
+    which and that ``full`` has them all."""
+    left_out: List[str] = []
+    out: List[str] = []
+    for table in _split(columns(suite), suite, width):
+        out += ([""] if out else []) + _fitted(table, suite.results, width, left_out)
     notes = footnotes(suite)
     if notes:
-        out += [""] + [f"* {note}" for note in notes]
+        out += [""] + [line for note in notes for line in _wrapped(f"* {note}", width)]
     if any(r.latency or r.memory for r in suite.results):
-        out += ["", f"Tails and allocations, per call (µs; sample of {fmt_count(suite.settings.get('sample'))} calls; "
-                "peak = mean bytes allocated while handling one call):", *grid(tail_columns(), suite.results)]
+        out += ["", *_wrapped(f"Tails and allocations, per call (µs; sample of "
+                              f"{fmt_count(suite.settings.get('sample'))} calls; peak = mean bytes allocated while "
+                              "handling one call):", width), *_fitted(tail_columns(), suite.results, width, left_out)]
         if not all(r.latency and r.memory for r in suite.results):
-            out.append(f"{MISSING}: not measured (per-connection streaming codec, --no-tails / --no-memory, or timing "
-                       "failed)")
+            out += _wrapped(f"{MISSING}: not measured (per-connection streaming codec, --no-tails / --no-memory, or "
+                            "timing failed)", width)
+    if left_out:
+        out += ["", *_wrapped(f"Left out to fit {width} columns: {', '.join(dict.fromkeys(left_out))}; {full} and "
+                              "results.csv have every column.", width)]
     return "\n".join(out)
+
+
+def _split(cols: List[Column], suite: Suite, width: Optional[int]) -> List[List[Column]]:
+    """One table when it fits ``width``; else sizes and fidelity, then CPU time (each led by the codec)."""
+    if width is None or _width(cols, suite.results) <= width:
+        return [cols]
+    json_result = suite.find("json")
+    ref = json_result if json_result and json_result.encode and json_result.decode else None
+    timing = {c.title for op in ("encode", "decode") for c in _timing_columns(op, ref)}
+    return [[c for c in cols if c.title not in timing], cols[:1] + [c for c in cols if c.title in timing]]
+
+
+def _fitted(cols: List[Column], results: Sequence[CodecResult], width: Optional[int], left_out: List[str]) -> List[str]:
+    """The grid of ``cols`` without its lowest-ranked columns until it fits ``width`` (dropped titles
+    appended to ``left_out``); the first column always stays. A column that is 0 for every codec
+    says least, so it goes first (named "(all 0)")."""
+    cols = list(cols)
+
+    def zero(c: Column) -> bool:
+        return all(c.cell(r) == "0" for r in results)
+
+    def rank(c: Column) -> int:
+        kept = KEEP_ORDER.index(c.title) if c.title in KEEP_ORDER else KEEP_ORDER.index("calls") - 1
+        return kept + (len(KEEP_ORDER) if zero(c) else 0)
+
+    while width is not None and len(cols) > 1 and _width(cols, results) > width:
+        drop = max(reversed(cols[1:]), key=rank)
+        left_out.append(f"{drop.title} (all 0)" if zero(drop) else drop.title)
+        cols.remove(drop)
+    return grid(cols, results)
+
+
+def _width(cols: Sequence[Column], results: Sequence[CodecResult]) -> int:
+    return max(len(line) for line in grid(cols, results))
+
+
+def fit_lines(lines: Sequence[str], width: Optional[int]) -> List[str]:
+    """Each line wrapped to ``width`` (continuations indented two more than the line), or as they are."""
+    return [part for line in lines for part in _wrapped(line, width)]
+
+
+def _wrapped(text: str, width: Optional[int]) -> List[str]:
+    """``text`` as lines of at most ``width`` characters (continuations indented), or as it is."""
+    if width is None:
+        return [text]
+    indent = " " * (len(text) - len(text.lstrip(" ")))
+    return textwrap.wrap(text.lstrip(" "), width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False) or [""]
 
 
 def grid(cols: Sequence[Column], results: Sequence[CodecResult]) -> List[str]:

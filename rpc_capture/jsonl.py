@@ -63,6 +63,7 @@ class JsonlReader:
         self.skipped: List[Tuple[int, int]] = []  #: (byte offset, bytes) of each damaged line skipped
         self.metadata: Dict[str, Any] = {}
         self.truncated_bytes = 0  #: bytes of a cut-off last line, dropped
+        self._offset = 0  #: bytes read so far
         if not os.path.isfile(self.path):
             raise TraceError(f"{self.path}: cannot open (no such file)")
 
@@ -101,6 +102,11 @@ class JsonlReader:
         self.skipped.append((offset, size))
         log.warning("%s: %s; skipped", self.path, what)
 
+    def fraction_read(self) -> float:
+        """Share of the file's bytes read so far (0..1), for progress displays."""
+        size = os.path.getsize(self.path)
+        return min(self._offset / size, 1.0) if size else 1.0
+
     def dropped_calls(self) -> int:
         """Calls lost in skipped lines: one per line."""
         return len(self.skipped)
@@ -116,6 +122,7 @@ class JsonlReader:
                 raise TraceError(f"{self.path}: line {lineno} (byte offset {offset}): longer than {MAX_LINE} bytes")
             yield lineno, offset, line
             offset += len(line)
+            self._offset = offset
 
     def _truncated(self, offset: int, dropped: int) -> None:
         self.truncated_bytes = dropped

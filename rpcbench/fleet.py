@@ -36,6 +36,7 @@ from .codec import Codec
 from .config import RunConfig
 from .environment import file_sha256
 from .errors import BenchError
+from .progress import Progress
 from .registry import Registry
 from .results import CodecResult
 from .size_pass import CodecTally, check_call, proportional_quotas
@@ -44,7 +45,6 @@ from .trace_stats import TraceStats
 
 log = logging.getLogger("rpcbench")
 
-Progress = Callable[[str], None]
 TRACE_SUFFIXES = (".rpct", ".rpct.gz", ".jsonl", ".jsonl.gz", ".gz")  #: files a folder's traces are told by
 CONFIDENCE = 0.95  #: of the intervals on the figures of a sampled size pass
 _TIMING_SALT, _SIZE_SALT, _TRAIN_SALT = 1, 2, 3  #: keep the samples (timing, size pass, training) independent
@@ -195,7 +195,8 @@ def training_calls(config: RunConfig, trace: int, path: str, plan: SamplePlan) -
     return [call for index, call in enumerate(open_trace(path, config.salvage)) if plan.held_out(trace, index)]
 
 
-def train_across(config: RunConfig, registry: Registry, executor: "Executor") -> Optional[Training]:
+def train_across(config: RunConfig, registry: Registry, executor: "Executor",
+                 progress: Progress) -> Optional[Training]:
     """A fleet's dictionaries, trained here on a seeded sample of every trace's calls (each call in with
     the same probability, so each trace and method has its share; about ``train_fraction`` of the calls,
     at most about TRAIN_CALLS), which the size pass and the timing sample then skip."""
@@ -209,7 +210,7 @@ def train_across(config: RunConfig, registry: Registry, executor: "Executor") ->
         return calls, len(calls), (f"a seeded sample of {len(calls):,} calls across {len(parts)} traces "
                                    f"({plan.train_share:.2%} of each)")
 
-    return train_dictionaries(config, registry, source)
+    return train_dictionaries(config, registry, progress, source)
 
 
 def _index(config: RunConfig, executor: "Executor", counting: bool) -> List[Tuple[List[Tuple[int, int]], int]]:
@@ -455,7 +456,7 @@ class Executor:
         out = []
         for n, a in enumerate(args, 1):
             out.append(function(*a))
-            self.progress(f"{what}: {n}/{len(args)} tasks")
+            self.progress(what, f"{n} of {len(args)} tasks", n, len(args))
         return out
 
     def _on_dask(self, function: Callable[..., Any], args: List[tuple], what: str) -> List[Any]:
@@ -466,7 +467,7 @@ class Executor:
         out: List[Any] = [None] * len(futures)
         for n, future in enumerate(as_completed(futures), 1):
             out[position[future.key]] = _result(future)
-            self.progress(f"{what}: {n}/{len(args)} tasks on dask")
+            self.progress(what, f"{n} of {len(args)} tasks on dask", n, len(args))
         return out
 
 

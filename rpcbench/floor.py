@@ -20,6 +20,7 @@ import zstandard
 from rpc_capture import Call
 
 from .codec import Codec, stream_key
+from .progress import Progress, quiet
 
 FLOOR_MAX_BYTES = 64 << 20  #: JSON bytes kept for the floor (about 370,000 calls of the bundled kind)
 ZSTD_LEVEL = 19
@@ -52,7 +53,7 @@ class Floor:
         self.calls += 1
         self._bytes += len(data)
 
-    def result(self) -> Optional[Dict[str, Any]]:
+    def result(self, progress: Progress = quiet) -> Optional[Dict[str, Any]]:
         """Bytes per call of the best whole-stream compression, each compressor's, and what it covered."""
         if not self.calls:
             return None
@@ -61,7 +62,8 @@ class Floor:
                                                                 window_log=ZSTD_WINDOW_LOG)
         zstd = zstandard.ZstdCompressor(compression_params=params)
         zstd_total = xz_total = best = 0
-        for parts in self._streams.values():
+        for done, parts in enumerate(self._streams.values()):
+            progress("floor", f"stream {done + 1:,} of {len(self._streams):,}", done, len(self._streams))
             stream = b"".join(parts)
             by_zstd, by_xz = len(zstd.compress(stream)), len(lzma.compress(stream, preset=XZ_PRESET))
             zstd_total, xz_total, best = zstd_total + by_zstd, xz_total + by_xz, best + min(by_zstd, by_xz)

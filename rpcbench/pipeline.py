@@ -27,6 +27,7 @@ from .environment import environment, file_sha256, library_version
 from .errors import BenchError
 from .fleet import Executor, FleetPass, fleet_row, fleet_settings, fleet_trace_info, trace_entry, train_across
 from .floor import Floor
+from .progress import Progress, quiet
 from .registry import Registry
 from .results import PER_CONNECTION_COLUMNS, SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
 from .size_pass import CodecTally, SizePass
@@ -35,18 +36,13 @@ from .training import HeldOut, Training, train_dictionaries
 
 log = logging.getLogger("rpcbench")
 
-Progress = Callable[[str], None]
 MEMORY_CALLS = 2000  #: calls of the sample replayed under tracemalloc (it is slow)
 STAGE_ROUNDS = 2  #: timed rounds (per process) that also time each stage of multi-stage codecs
 TimingAnswers = Dict[str, TimingAnswer]  #: codec name -> its timing
 AnyPass = Union[SizePass, FleetPass]  #: one trace's size pass, or a fleet's
 
 
-def _quiet(_: str) -> None:
-    """The progress callback that shows nothing."""
-
-
-def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Optional[Registry] = None) -> Suite:
+def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
     registry = registry or config.registry()
     started = time.perf_counter()
@@ -58,7 +54,7 @@ def run_benchmark(config: RunConfig, progress: Progress = _quiet, registry: Opti
     if config.budget:
         plan = _fit_budget(plan, size_pass, config.budget - (time.perf_counter() - started))
         size_pass.sample_size = plan.sample
-    progress("drawing the timing sample")
+    progress("timing sample", "drawing it from the trace")
     sample = [] if config.sizes_only else size_pass.sample(reopen)
     timing_started = time.perf_counter()
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
@@ -88,7 +84,7 @@ def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tu
     the config with the dictionaries, the training, the codecs, and the pass with its trace record and
     how to reopen the trace."""
     with Executor(config.dask, progress) if config.fleet else contextlib.nullcontext() as executor:
-        config, training = _train(config, registry, executor)
+        config, training = _train(config, registry, executor, progress)
         codecs, skipped = config.create_codecs(registry)
         for line in skipped:
             log.warning("%s", line)
@@ -116,8 +112,7 @@ def _single_pass(config: RunConfig, registry: Registry, codecs: List[Codec], tra
         raise BenchError(f"{config.trace}: the trace holds no calls")
     floor = None
     if size_pass.floor:
-        progress("the floor: compressing each connection's whole stream")
-        floor = size_pass.floor.result()
+        floor = size_pass.floor.result(progress)
     return size_pass, {**_trace_info(config.trace, reader, size_pass, codecs, training), "floor": floor}, reopen
 
 
@@ -134,13 +129,14 @@ def _fleet_pass(config: RunConfig, codecs: List[Codec], training: Optional[Train
     return size_pass, trace, lambda: None
 
 
-def _train(config: RunConfig, registry: Registry, executor: Optional[Executor]) -> Tuple[RunConfig, Optional[Training]]:
+def _train(config: RunConfig, registry: Registry, executor: Optional[Executor],
+           progress: Progress) -> Tuple[RunConfig, Optional[Training]]:
     """Train the dictionaries the run's codecs need (before the size pass; a fleet's on a sample across
     its traces); the config then carries them, so timing and fleet workers build the same codecs."""
     if executor is not None and not config.train_trace:
-        training = train_across(config, registry, executor)
+        training = train_across(config, registry, executor, progress)
     else:
-        training = train_dictionaries(config, registry)
+        training = train_dictionaries(config, registry, progress)
     if training is None:
         return config, None
     registry.dictionaries.update(training.dictionaries)
@@ -213,11 +209,11 @@ def _time_here(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List[
     jobs = [TimingJob(codec, sample, gc_enabled=config.gc) for codec in codecs]
     interrupted = run_jobs(jobs, plan.repeat, plan.warmup, plan.min_time, STAGE_ROUNDS, progress)
     out: TimingAnswers = {}
-    for j in jobs:
+    for done, j in enumerate(jobs):
         if interrupted:
             out[j.codec.name] = j.result()
         else:
-            progress(f"tails and allocations: {j.codec.name}")
+            progress("tails and allocations", j.codec.name, done, len(jobs))
             out[j.codec.name] = j.finish(config.tails, config.memory, MEMORY_CALLS)
     return out, interrupted
 

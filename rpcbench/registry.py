@@ -34,6 +34,8 @@ log = logging.getLogger("rpcbench")
 CODECS_DIR = Path(__file__).resolve().parent.parent / "codecs"
 _BASE = re.compile(r"^[a-z0-9_.\-]+$")  #: a codec id
 _PART = re.compile(r"^(?P<name>[a-z0-9_]+)(?:-(?P<level>-?\d+))?$")  #: a stage or compressor[-level] after a +
+_LEVELS = re.compile(r"^(?P<name>[a-z0-9_]+)-(?P<levels>\d+(?:\.\.\d+)?(?:,\d+(?:\.\.\d+)?)*)$")  #: zlib-1..3,9
+_LEVEL_ITEM = re.compile(r"^\d+(?:\.\.\d+)?$")  #: 3 or 1..9: a level list's item
 
 
 class Registry:
@@ -198,6 +200,27 @@ class Registry:
                 return "+".join(parts[:i]), comp
         return None
 
+    def expand(self, specs: Iterable[str]) -> List[str]:
+        """Codec ids with their level ranges and lists spelled out: ``json+zlib-1..3`` is
+        ``json+zlib-1``, ``json+zlib-2``, ``json+zlib-3``; ``json+zstd-1,3,19`` three ids. Only the
+        last part of an id takes a range or list; levels are checked against the compressor's."""
+        out: List[str] = []
+        for spec in specs:
+            head, _, last = spec.strip().rpartition("+")
+            m = _LEVELS.match(last)
+            if not head or not m or m["levels"].isdigit():
+                if ".." in spec or "," in spec:
+                    raise BenchError(f"{spec!r}: a level range (1..9) or list (1,3,19) goes after the last "
+                                     "compressor of an id, as in json+zlib-1..9")
+                out.append(spec.strip())
+                continue
+            levels = _levels(spec, m["levels"])
+            comp = self.compressors.get(m["name"])
+            if comp is not None and not set(levels) <= set(comp.levels):
+                raise BenchError(f"{spec!r}: {comp.name} levels are {comp.levels.start}..{comp.levels.stop - 1}")
+            out += [f"{head}+{m['name']}-{level}" for level in levels]
+        return out
+
     def _skipped_note(self) -> str:
         if not self.skipped:
             return ""
@@ -206,6 +229,38 @@ class Registry:
     def origin(self, codec_id: str) -> Optional[str]:
         """Where a codec id came from (a file path or module:Class)."""
         return self.origins.get(codec_id)
+
+
+def split_codec_list(text: str) -> Tuple[str, ...]:
+    """A comma-separated ``--codecs`` value as codec ids (level lists kept whole): a bare level or
+    range after a comma continues the id before it, so ``json,json+zstd-1,3,19`` is
+    ``("json", "json+zstd-1,3,19")``."""
+    ids: List[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if _LEVEL_ITEM.match(part):
+            if not ids or not _LEVELS.match(ids[-1].rpartition("+")[2]):
+                raise BenchError(f"--codecs: {part!r} is a level with no compressor before it "
+                                 f"(write json+zlib-1,{part} or json+zlib-1..9)")
+            ids[-1] += "," + part
+        else:
+            ids.append(part)
+    return tuple(ids)
+
+
+def _levels(spec: str, text: str) -> List[int]:
+    """The levels a list of levels and ranges names (``1..3,9``: 1, 2, 3, 9), in order; a range must run upward."""
+    levels: List[int] = []
+    for item in text.split(","):
+        low, _, high = item.partition("..")
+        first, last = int(low), int(high or low)
+        if last < first:
+            raise BenchError(f"{spec!r}: the level range {item} runs backwards (write {last}..{first})")
+        if last - first > 100:
+            raise BenchError(f"{spec!r}: the level range {item} names over 100 levels")
+        levels += range(first, last + 1)
+    return levels
 
 
 def _module_stem(path: Path) -> str:

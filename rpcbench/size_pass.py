@@ -26,15 +26,11 @@ from .errors import BenchError
 from .fidelity import OTHER, Limit, compare, features_of
 from .floor import Floor
 from .isolation import reap, silence_stdout
+from .progress import Progress, quiet
 from .results import Problem, Sizes
 from .trace_stats import TraceStats
 
-Progress = Callable[[str], None]
 Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method) in a fleet
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 class Outcome(NamedTuple):
@@ -292,7 +288,7 @@ class SizePass:
         """Calls the codecs went through (every call of the trace)."""
         return self.stats.calls
 
-    def run(self, calls: Iterable[Call], progress: Progress = _quiet, every: int = 5000,
+    def run(self, calls: Iterable[Call], progress: Progress = quiet, every: int = 2000,
             tallies: Optional[List[CodecTally]] = None) -> None:
         """Consume the calls (any iterable, e.g. a streaming trace reader) through ``tallies`` (default all)."""
         tallies = self.tallies if tallies is None else tallies
@@ -305,12 +301,12 @@ class SizePass:
             self._offer_sample(index, call, methods[call.method])
             check_call(tallies, index, call)
             if index % every == every - 1:
-                progress(f"size and fidelity pass: {index + 1:,} calls")
+                progress("size pass: reading", f"{index + 1:,} calls", *_read_so_far(calls, index + 1))
         for tally in tallies:
             tally.measure_state()
 
     def run_split(self, reader: Any, reopen: Callable[[], Iterable[Call]], processes: int,
-                  progress: Progress = _quiet, codec_timeout: float = 120.0) -> None:
+                  progress: Progress = quiet, codec_timeout: float = 120.0) -> None:
         """:meth:`run` with the codecs in ``processes`` forked processes (each reads the trace).
 
         No codec runs in this process: it reads the trace for the statistics and the
@@ -324,9 +320,14 @@ class SizePass:
         workers = [_TallyProcess(reopen, group) for group in split_tallies(self.tallies, max(1, processes))]
         try:
             self.run(reader, progress, tallies=[])
-            progress("size and fidelity pass: waiting for the codec processes")
+            calls = self.stats.calls
+
+            def codecs_at() -> None:
+                at = min(w.at() for w in workers)
+                progress("size pass: codecs", f"{at:,} of {calls:,} calls", at, calls)
+
             for w in workers:
-                w.finish(codec_timeout)
+                w.finish(codec_timeout, codecs_at)
         finally:
             for w in workers:
                 w.stop()
@@ -401,6 +402,12 @@ def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, 
     return {m: q for m, q in quotas.items() if q}
 
 
+def _read_so_far(calls: Iterable[Call], count: int) -> Tuple[float, float]:
+    """(done, total) of a read: the share of the trace file read when the reader tells, else calls of unknown."""
+    fraction = getattr(calls, "fraction_read", None)
+    return (fraction(), 1.0) if fraction is not None else (count, 0)
+
+
 def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None) -> None:
     """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work.
 
@@ -463,10 +470,15 @@ class _TallyProcess:
         finally:
             os._exit(0)
 
-    def finish(self, timeout: float) -> None:
-        """Wait for the answer, failing and replacing what stalls or dies; absorb the figures."""
+    def at(self) -> int:
+        """Calls it has finished (all of them once it answered)."""
+        return max(self.beat[0], 0) if self.pid else 1 << 62
+
+    def finish(self, timeout: float, tick: Callable[[], None] = lambda: None) -> None:
+        """Wait for the answer, failing and replacing what stalls or dies; absorb the figures.
+        ``tick`` is called about once a second while waiting (progress)."""
         while True:
-            answer = self._wait(timeout)
+            answer = self._wait(timeout, tick)
             if isinstance(answer, str):
                 raise BenchError(f"size pass worker failed: {answer}")
             if answer is not None:
@@ -477,10 +489,11 @@ class _TallyProcess:
                 return
             self._start()
 
-    def _wait(self, timeout: float) -> Any:
+    def _wait(self, timeout: float, tick: Callable[[], None]) -> Any:
         """The process's answer; None if it stalled or died (the codec at work is failed)."""
         seen, since = (self.beat[0], self.beat[1]), time.monotonic()
         while not select.select([self.fd], [], [], min(1.0, timeout))[0]:
+            tick()
             now = (self.beat[0], self.beat[1])
             if now != seen:
                 seen, since = now, time.monotonic()

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Type
 from rpc_capture import Call
 
 from .codec import Codec, stream_key
+from .progress import Progress, quiet
 
 
 class TimingJob:
@@ -275,7 +276,7 @@ def round_robin(players: Sequence[Player], rounds: int, play: Callable[[Player, 
 
 
 def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float, stage_rounds: int,
-             progress: Callable[[str], None] = lambda _: None) -> bool:
+             progress: Progress = quiet) -> bool:
     """In one process: warm up and calibrate every job, then ``repeat`` interleaved rounds
     (:func:`round_robin`). Returns True when Ctrl-C cut the rounds short (the rounds done
     so far are kept)."""
@@ -283,7 +284,7 @@ def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float, s
 
     def play(job: TimingJob, r: int, position: int) -> bool:
         label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
-        progress(f"timing {label}: {job.codec.name} ({position + 1}/{len(live)})")
+        progress("timing", f"{label}: {job.codec.name}", r * len(live) + position, (warmup + repeat) * len(live))
         try:
             job.run_round(record=r >= warmup, stages=r - warmup < stage_rounds)
             if r == warmup - 1:

@@ -21,6 +21,7 @@ from .codec import Codec, Compressor, stream_key
 from .config import RunConfig
 from .errors import BenchError
 from .registry import Registry
+from .progress import Progress, quiet
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,22 @@ class Training:
 CallSource = Callable[[], Tuple[List[Call], int, str]]  #: -> calls to train on, calls held out, source in words
 
 
-def train_dictionaries(config: RunConfig, registry: Registry,
+def train_dictionaries(config: RunConfig, registry: Registry, progress: Progress = quiet,
                        source: Optional[CallSource] = None) -> Optional[Training]:
     """Train one dictionary per inner codec the run's trained codecs need (None if none does), on the
     calls ``source`` gives (default: the trace's first ``train_fraction``, or ``--train-trace``)."""
     wanted: Dict[str, Type[Compressor]] = {}
-    for codec_id in config.codecs:
+    for codec_id in registry.expand(config.codecs):
         found = registry.trained_compressor(codec_id)
         if found and found[0].split("+")[0] in registry.codecs:
             wanted.setdefault(*found)
     if not wanted:
         return None
+    progress("training", "reading the training calls")
     calls, held_out, where = (source or (lambda: _training_calls(config)))()
     training = Training(held_out, where, len(calls))
-    for inner_id, compressor in wanted.items():
+    for done, (inner_id, compressor) in enumerate(wanted.items()):
+        progress("training", f"dictionary for {inner_id}", done, len(wanted))
         codec = registry.create(inner_id)
         inner = codec.name  # what the registry looks the dictionary up by
         samples = _encoded(codec, calls)

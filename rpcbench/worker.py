@@ -16,7 +16,7 @@ the pristine zygote again.
 Protocol: the parent starts the zygote as ``python -m rpcbench.worker SAMPLE FD`` with its
 stdout on /dev/null and writes ``pickle.dumps((config, plan))`` to its stdin; the zygote
 answers on file descriptor FD, a pipe of its own that codec output cannot reach:
-``progress <text>`` lines and finally one JSON line ``{"generations": [{codec: result}],
+``progress <phase>|<done>|<total>|<text>`` lines and finally one JSON line ``{"generations": [{codec: result}],
 "interrupted": bool}``. Each child answers the zygote on its own pipe; a child that
 does not answer a command within ``plan["codec_timeout"]`` seconds is killed, one that
 dies is reaped, one that prints is stopped, and either is that codec's error only.
@@ -42,6 +42,7 @@ from .config import RunConfig
 from .errors import BenchError
 from .isolation import CodecTimeout, read_line, reap, silence_stdout, stray_output
 from .timing import TimingJob, round_robin
+from .progress import Progress
 
 REPO = Path(__file__).resolve().parent.parent
 _interrupted = False  #: set by SIGINT in the zygote: finish the round, then answer with what there is
@@ -53,7 +54,7 @@ def available() -> bool:
 
 
 def time_in_processes(sample_path: str, config: RunConfig, plan: Dict[str, Any],
-                      progress: Callable[[str], None]) -> Tuple[List[Dict[str, Dict[str, Any]]], bool]:
+                      progress: Progress) -> Tuple[List[Dict[str, Dict[str, Any]]], bool]:
     """Run the plan in a zygote set up from the run's config.
 
     Returns results by codec name per process set, and whether Ctrl-C cut the timing
@@ -69,7 +70,8 @@ def time_in_processes(sample_path: str, config: RunConfig, plan: Dict[str, Any],
             if line == "ready\n":
                 zygote.ready()
             elif line.startswith("progress "):
-                progress(line[9:].rstrip("\n"))
+                phase, done, total, detail = line[9:].rstrip("\n").split("|", 3)
+                progress(phase, detail, int(done), int(total))
             else:
                 reply = json.loads(line)
                 return reply["generations"], zygote.interrupted or reply["interrupted"]
@@ -224,12 +226,17 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
     plan = dict(plan, first_generation=generation == 0)
     children: List[Child] = []
     answers: Dict[str, Dict[str, Any]] = {}
-    tag = f"process set {generation + 1}/{plan['processes']}"
+    tag = f"process set {generation + 1}/{plan['processes']}: " if plan["processes"] > 1 else ""
+    n = len(plan["codecs"])
+
+    def step(phase: str, done: int, total: int, detail: str) -> None:
+        say(f"progress {phase}|{done}|{total}|{tag}{detail}")
+
     try:
-        for name in plan["codecs"]:
+        for i, name in enumerate(plan["codecs"]):
             if _interrupted:
                 break
-            say(f"progress timing {tag}: warming up {name}")
+            step("timing: warm-up", generation * n + i, plan["processes"] * n, name)
             child = Child(name, functools.partial(TimingJob, codecs[name], sample, gc_enabled=plan["gc"]), plan)
             reply = child.ask("warmup")
             if "error" in reply:
@@ -238,17 +245,20 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
             else:
                 children.append(child)
 
-        def play(child: Child, r: int, _: int) -> bool:
-            say(f"progress timing {tag}, round {r + 1}/{plan['repeat']}: {child.codec}")
+        def play(child: Child, r: int, position: int) -> bool:
+            rounds = plan["repeat"] * n
+            step("timing: rounds", generation * rounds + r * n + position, plan["processes"] * rounds,
+                 f"round {r + 1}/{plan['repeat']}: {child.codec}")
             reply = child.ask("round")
             if "error" in reply:
                 answers[child.codec] = reply
             return "error" not in reply
 
         round_robin(children, plan["repeat"], play, stopped=lambda: _interrupted)
-        for child in children:
+        for i, child in enumerate(children):
             if child.codec not in answers:
-                say(f"progress timing {tag}: tails and allocations of {child.codec}")
+                step("tails and allocations" if plan["first_generation"] else "timing: results", i, len(children),
+                     child.codec)
                 answers[child.codec] = child.ask("result" if _interrupted else "finish")
     finally:
         for child in children:

@@ -10,18 +10,30 @@ from hypothesis import strategies as st
 from rpc_capture import Call, open_trace
 from rpcbench import fidelity as F
 from rpcbench.codec import received_call
-from rpcbench.config import DEFAULT_TRACE, RunConfig
+from rpcbench.config import DEFAULT_TRACE, DICT_TRACE, RunConfig
 from rpcbench.registry import Registry
 from rpcbench.testing import check_codec
 
-SAMPLE = list(open_trace(str(DEFAULT_TRACE)))
+SAMPLE = list(open_trace(str(DICT_TRACE)))  #: named args: the dict-shaped fields these tests vary
+POSITIONAL = list(open_trace(str(DEFAULT_TRACE)))  #: positional args (messages arg0, arg1...)
 CODEC = Registry.default().create("msgspec-struct")
 
 
-def test_every_call_of_the_bundled_sample_round_trips():
-    check_codec(CODEC, SAMPLE)
-    for call in SAMPLE:
+@pytest.mark.parametrize("calls", [SAMPLE, POSITIONAL], ids=["dict", "positional"])
+def test_every_call_of_the_bundled_samples_round_trips(calls):
+    check_codec(CODEC, calls)
+    for call in calls:
         assert F.compare(call, received_call(CODEC.decode(CODEC.encode(call)))) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(POSITIONAL), st.data())
+def test_positional_args_come_back_as_a_list_also_when_trailing_ones_are_left_out(call, data):
+    kept = data.draw(st.integers(0, len(call.args)))
+    short = Call(call.method, call.args[:kept])
+    assert received_call(CODEC.decode(CODEC.encode(short))) == short
+    with pytest.raises(TypeError, match="positional args"):
+        CODEC.encode(Call(call.method, call.args + [1]))
 
 
 def test_typed_wire_is_smaller_than_untyped_messagepack():

@@ -90,14 +90,25 @@ def test_infer_on_an_unseen_trace_compiles_and_encodes_it(tmp_path, capsys, tall
 
 
 def test_infer_on_the_bundled_trace_encodes_every_call(tmp_path, tally_for):
-    source, mapping = infer(str(REPO / "samples" / "battle.rpct"), "battle_inferred")
+    source, mapping = infer(str(REPO / "samples" / "battle_dict.rpct"), "battle_inferred")
     assert not mapping
     (tmp_path / "battle_inferred.proto").write_text(source)
-    tally = tally_for(tmp_path / "battle_inferred.proto", REPO / "samples" / "battle.rpct")
+    tally = tally_for(tmp_path / "battle_inferred.proto", REPO / "samples" / "battle_dict.rpct")
     assert tally.failures == 0
     for problem in tally.problem_list():  # only what the schema's comments announce
         assert problem.declared and problem.example_path == "args.assist", problem
     assert "repeated int32 assist = 7;  // guess: None comes back as []" in source
+
+
+def test_positional_sample_round_trips_with_its_schema_and_an_inferred_one(tmp_path, tally_for):
+    """The study-like sample (positional args): proto/study_battle.proto and a schema inferred from it
+    carry every call back exactly."""
+    sample = REPO / "samples" / "battle.rpct"
+    assert tally_for(protobuf.PROTO_DIR / "study_battle.proto", sample).problem_list() == ()
+    source, mapping = infer(str(sample), "study_inferred")
+    (tmp_path / "study_inferred.proto").write_text(source)
+    assert not mapping and "int32 arg0 = 1;" in source
+    assert tally_for(tmp_path / "study_inferred.proto", sample).problem_list() == ()
 
 
 def test_fields_are_numbered_by_frequency_and_non_identifier_keys_become_maps(tmp_path):

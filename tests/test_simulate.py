@@ -1,4 +1,5 @@
-"""The battle simulator: deterministic, exactly N calls, the promised traffic mix, the bundled sample, the CLI."""
+"""The battle simulator's dict profile: deterministic, exactly N calls, the promised traffic mix, its bundled
+sample (samples/battle_dict.rpct), the CLI. The study profile (the default) is in test_simulate_study.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from rpc_capture import C2S, S2C, Call, open_trace
 from rpcbench.simulate import simulate
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "samples" / "battle.rpct"
+SAMPLE = REPO / "samples" / "battle_dict.rpct"
 METHODS = {
     "move", "input_frame", "cast_skill", "pick_item", "chat", "heartbeat",  # client to server
     "sync_position", "damage", "hp_update", "buff_add", "buff_remove", "state_snapshot",
@@ -96,13 +97,15 @@ def test_values_are_rich(calls_20k: list) -> None:
 def test_bundled_sample_is_what_simulate_makes_now(calls_20k: list) -> None:
     reader = open_trace(SAMPLE)
     assert reader.metadata["seed"] == 1 and reader.metadata["calls"] == 20000
-    assert list(reader) == calls_20k, "regenerate: python run_bench.py simulate --calls 20000 --seed 1 " \
-                                      "--out samples/battle.rpct --gzip"
+    assert reader.metadata["profile"] == "dict"
+    assert list(reader) == calls_20k, "regenerate: python run_bench.py simulate --profile dict --calls 20000 " \
+                                      "--seed 1 --out samples/battle_dict.rpct --gzip"
 
 
 def test_cli_writes_a_trace(tmp_path: Path) -> None:
     out = tmp_path / "battle.rpct"
-    cmd = [sys.executable, "run_bench.py", "simulate", "--calls", "500", "--seed", "3", "--out", str(out), "--gzip"]
+    cmd = [sys.executable, "run_bench.py", "simulate", "--profile", "dict", "--calls", "500", "--seed", "3", "--out",
+           str(out), "--gzip"]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "500 calls" in done.stdout and len(done.stdout.strip().splitlines()) == 1
@@ -118,8 +121,9 @@ def test_cli_writes_a_trace(tmp_path: Path) -> None:
 def test_cli_jsonl_and_bad_arguments(tmp_path: Path) -> None:
     out = tmp_path / "battle.jsonl"
     run = [sys.executable, "run_bench.py", "simulate"]
-    assert subprocess.run(run + ["--calls", "50", "--out", str(out)], cwd=REPO, capture_output=True).returncode == 0
+    assert subprocess.run(run + ["--profile", "dict", "--calls", "50", "--out", str(out)], cwd=REPO,
+                          capture_output=True).returncode == 0
     assert list(open_trace(out)) == list(simulate(50, 1))
-    for bad in (["--calls", "-1"], ["--calls", "many"], ["--out", str(out), "--gzip"]):
+    for bad in (["--calls", "-1"], ["--calls", "many"], ["--out", str(out), "--gzip"], ["--profile", "nope"]):
         done = subprocess.run(run + bad, cwd=REPO, capture_output=True, text=True)
         assert done.returncode != 0 and "error:" in done.stderr.strip().splitlines()[-1]

@@ -15,8 +15,8 @@ from rpcbench.registry import Registry
 from rpcbench.testing import check_codec
 
 REGISTRY = Registry.default()
-SAMPLE = [call for call, _ in zip(open_trace(os.path.join(os.path.dirname(__file__), "..", "samples", "battle.rpct")),
-                                  range(400))]
+SAMPLE = [call for call, _ in zip(open_trace(os.path.join(os.path.dirname(__file__), "..", "samples",
+                                                         "battle_dict.rpct")), range(400))]
 
 
 @pytest.mark.parametrize("codec_id", ["json", "ujson", "orjson", "msgpack", "bson", "protobuf", "protobuf-struct",

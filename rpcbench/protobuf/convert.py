@@ -57,10 +57,8 @@ class MessageConverter:
         self.cls = cls
         self.writers: Optional[Tuple[Tuple[str, Convert], ...]] = None  # None until built
         self.to_python: Callable[[Any], Dict[str, Any]]
-        n = len(cls.DESCRIPTOR.fields)
-        args = tuple(f"arg{i}" for i in range(n))
         #: the field names if they are exactly arg0..argN-1: then the message also takes a list of args
-        self.positional = args if n and {fd.name for fd in cls.DESCRIPTOR.fields} == set(args) else ()
+        self.positional = positional_fields(cls.DESCRIPTOR)
 
     def build(self, converters: Converters) -> None:
         """Plan every field (separate from __init__ so that recursive types find themselves)."""
@@ -123,6 +121,14 @@ class Converters:
             conv = self._made[desc.full_name] = MessageConverter(self._get_class(desc))
             conv.build(self)
         return conv
+
+
+def positional_fields(desc: Descriptor) -> Tuple[str, ...]:
+    """``("arg0", ..., "argN-1")`` when those are exactly a message's field names (it carries
+    positional args), else ``()``."""
+    n = len(desc.fields)
+    args = tuple(f"arg{i}" for i in range(n))
+    return args if n and {fd.name for fd in desc.fields} == set(args) else ()
 
 
 def field_kind(fd: FieldDescriptor) -> str:

@@ -1,0 +1,97 @@
+"""The run's progress on stderr, phase by phase, with an ETA (the pipeline's ``progress`` callback).
+
+On a terminal: one rich bar per phase (size pass, floor, training, timing...) with elapsed
+time and time left, all cleared when the run ends so that only the results remain. When
+stderr is not a terminal (a log file, CI): one plain line when a phase starts and one every
+``interval`` seconds with its share done and ETA. ``--quiet``: nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import IO, Any, Dict, Optional, Tuple
+
+from rich.console import Console
+from rich.progress import (BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+
+class ProgressDisplay:
+    """The progress callback of a command-line run; use as a context manager (closed on Ctrl-C too)."""
+
+    def __init__(self, enabled: bool = True, stream: Optional[IO[str]] = None, interval: float = 5.0) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.interval = interval
+        self._bars: Optional[Progress] = None
+        self._tasks: Dict[str, TaskID] = {}
+        self._started: Dict[str, float] = {}  # phase -> when it started (plain lines)
+        self._last_line = 0.0
+        self._rerouted: list = []  # log handlers writing to the stream, sent above the bars while they show
+        if enabled and self.stream.isatty():
+            self._bars = Progress(
+                TextColumn("{task.description:<22}"), BarColumn(bar_width=24), TaskProgressColumn(),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[detail]}"),
+                console=Console(file=self.stream), transient=True, refresh_per_second=4, redirect_stdout=False)
+
+    def __enter__(self) -> "ProgressDisplay":
+        if self._bars is not None:
+            self._bars.start()  # sys.stderr is now rich's proxy, which prints above the bars
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is self.stream:
+                    self._rerouted.append(handler)
+                    handler.setStream(sys.stderr)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __call__(self, phase: str, detail: str = "", done: float = 0, total: float = 0) -> None:
+        if not self.enabled:
+            return
+        if self._bars is not None:
+            self._bar(phase, detail, done, total)
+        else:
+            self._line(phase, detail, done, total)
+
+    def _bar(self, phase: str, detail: str, done: float, total: float) -> None:
+        """Update the phase's bar; a new phase completes the bars before it."""
+        assert self._bars is not None
+        task = self._tasks.get(phase)
+        if task is None:
+            for earlier in self._tasks.values():
+                self._bars.update(earlier, completed=1, total=1, detail="")
+            task = self._tasks[phase] = self._bars.add_task(phase, total=total or None, detail=detail)
+        self._bars.update(task, completed=done, total=total or None, detail=detail)
+
+    def _line(self, phase: str, detail: str, done: float, total: float) -> None:
+        """A plain line when a phase starts, then at most one every ``interval`` seconds."""
+        now = time.monotonic()
+        first = phase not in self._started
+        started = self._started.setdefault(phase, now)
+        if not first and now - self._last_line < self.interval:
+            return
+        self._last_line = now
+        share, eta = eta_of(done, total, now - started)
+        figures = f" {share:.0%}" if share is not None else ""
+        figures += f", ETA {eta:.0f} s" if eta is not None and now - started >= 1 else ""
+        print(f"{phase}:{figures} {detail}".rstrip(), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Clear the bars (idempotent): what follows on the terminal is the results only."""
+        if self._bars is not None:
+            self._bars.stop()
+            self._bars = None
+        for handler in self._rerouted:
+            handler.setStream(self.stream)
+        self._rerouted = []
+
+
+def eta_of(done: float, total: float, elapsed: float) -> Tuple[Optional[float], Optional[float]]:
+    """Share done and seconds left, at the pace so far (None when the total or the pace is unknown)."""
+    if total <= 0:
+        return None, None
+    share = min(done / total, 1.0)
+    return share, (elapsed * (1 - share) / share if share > 0 else None)
