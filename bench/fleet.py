@@ -30,6 +30,7 @@ from typing import Any, Dict, List
 import _common
 from rpcbench.config import RunConfig
 from rpcbench.fleet import Executor, FleetPass, resolve_traces
+from rpcbench.progress import quiet
 
 
 def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:
@@ -60,7 +61,7 @@ def run_on(workers: int, config: RunConfig, traces: List[str]) -> Dict[str, Any]
         codecs, _ = config.create_codecs(config.registry())
         fleet = FleetPass(dataclasses.replace(config, dask=cluster.scheduler_address), codecs, traces)
         started = time.perf_counter()
-        with Executor(fleet.config.dask, lambda _: None) as executor:
+        with Executor(fleet.config.dask, quiet) as executor:
             fleet.run(executor)
         wall = time.perf_counter() - started
         usage = list(client.run(worker_usage).values())

@@ -19,6 +19,7 @@ from rpc_capture import Call, TraceReader, TraceWriter
 from rpcbench import results
 from rpcbench.config import RunConfig
 from rpcbench.fleet import Executor, FleetPass, resolve_traces
+from rpcbench.progress import quiet
 from rpcbench.simulate import simulate
 from rpcbench.size_pass import SizePass
 
@@ -72,7 +73,7 @@ def fleet_dir(tmp_path_factory) -> Path:
 
 def run_pass(fleet: FleetPass) -> None:
     """The fleet's size pass on its config's executor (Dask when ``dask`` is set, else here)."""
-    with Executor(fleet.config.dask, lambda _: None) as executor:
+    with Executor(fleet.config.dask, quiet) as executor:
         fleet.run(executor)
 
 
