@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "trace": "commands.trace",
     "proto": "commands.proto",
     "report": "commands.report",
+    "compare": "commands.compare",
 }
 
 

@@ -1,0 +1,49 @@
+"""``run_bench.py compare OLD NEW``: what changed between two runs, per codec, and an optional CI gate."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import List
+
+from reports.compare import ALPHA, DEFAULT_REFERENCE, TEST, compare, gate
+from reports.compare_report import Runs, format_comparison, write_compare_html
+from rpcbench.results import load
+
+
+def percent(text: str) -> float:
+    """An argparse ``type`` for ``--fail-above``: a finite percentage of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a percentage of at least 0, not {text[:40]}")
+    return value
+
+
+def main(argv: List[str]) -> int:
+    """Print the comparison, write compare.html; exit 1 when ``--fail-above`` finds a change over it, else 0."""
+    parser = argparse.ArgumentParser(
+        prog="run_bench.py compare",
+        description=f"Compare two runs per codec: bytes (exact) and encode/decode CPU, judged by each codec's "
+                    f"ratio to a reference codec of the same run, with a {TEST} test on the rounds "
+                    f"(alpha {ALPHA:g}). Writes compare.html.")
+    parser.add_argument("old", metavar="OLD", help="the baseline run: its folder or its results.json")
+    parser.add_argument("new", metavar="NEW", help="the run to judge: its folder or its results.json")
+    parser.add_argument("--reference", metavar="CODEC", default=DEFAULT_REFERENCE,
+                        help=f"codec the CPU ratios are to (default {DEFAULT_REFERENCE}; if a run lacks it, "
+                             "the first codec both runs timed)")
+    parser.add_argument("--fail-above", metavar="PCT", type=percent,
+                        help="exit 1 when a codec's bytes, or its CPU ratio to the reference (significantly), "
+                             "grew by more than PCT percent")
+    parser.add_argument("--out", metavar="DIR", help="where to write compare.html (default: NEW's folder)")
+    args = parser.parse_args(argv)
+    runs = Runs(args.old, args.new, load(args.old), load(args.new))
+    comparison = compare(runs.old, runs.new, args.reference)
+    violations = gate(comparison, args.fail_above) if args.fail_above is not None else []
+    folder = args.out or (args.new if os.path.isdir(args.new) else os.path.dirname(args.new) or ".")
+    print(format_comparison(runs, comparison, violations, args.fail_above))
+    print(f"\ncompare.html: {write_compare_html(runs, comparison, violations, args.fail_above, folder)}")
+    return 1 if violations else 0

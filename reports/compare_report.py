@@ -1,0 +1,181 @@
+"""``run_bench.py compare`` output: the comparison as text for the terminal (at most 100 columns) and
+as ``compare.html`` (Jinja2, autoescaping, inline CSS), both from the same rows.
+
+Every judgment (significance, verdicts, the gate) comes from :mod:`reports.compare`; this module
+only writes it down.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import jinja2
+
+from rpcbench.errors import BenchError
+from rpcbench.results import SLOW_STATE_FACTOR, Suite
+
+from .compare import FAST_END_PERCENTILE, MIN_KEPT_SHARE, TEST, Comparison, CpuChange, Shift, Violation
+from .formatting import MISSING, fmt_us
+from .html import TEMPLATES, Table, plain_table
+
+WIDTH = 100  #: terminal lines never exceed this
+BYTES_HEAD = ("codec", "old B/call", "new B/call", "change", "verdict")
+CPU_HEAD = ("codec", "op", "old µs", "new µs", "change", "p", "old ratio", "new ratio", "change", "p", "verdict")
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What the output says about the two runs compared: how the user named them, and the runs."""
+
+    old_label: str
+    new_label: str
+    old: Suite
+    new: Suite
+
+
+def fmt_p(p: Optional[float]) -> str:
+    """A p-value with three decimals, ``<0.001`` below that."""
+    return MISSING if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt_change(shift: Optional[Shift]) -> str:
+    """``+20.4%``; ``0.0%`` for no change at all."""
+    return MISSING if shift is None else f"{shift.change_pct:+.1f}%" if shift.new != shift.old else "0.0%"
+
+
+def bytes_rows(comparison: Comparison) -> List[Tuple[str, ...]]:
+    """One row per codec in both runs: mean bytes per call in each, the change, larger/smaller/same."""
+    return [(c.codec, f"{c.bytes.old:.1f}" if c.bytes else MISSING, f"{c.bytes.new:.1f}" if c.bytes else MISSING,
+             fmt_change(c.bytes), c.bytes_verdict) for c in comparison.codecs]
+
+
+def cpu_rows(comparison: Comparison) -> List[Tuple[str, ...]]:
+    """One row per codec and operation timed in both runs: absolute µs and ratio to the reference."""
+    return [(c.codec, t.op, *_cpu_cells(t)) for c in comparison.codecs for t in c.cpu]
+
+
+def _cpu_cells(t: CpuChange) -> Tuple[str, ...]:
+    a, r = t.absolute, t.ratio
+    ratio = (f"{r.old:.3f}x", f"{r.new:.3f}x", fmt_change(r), fmt_p(r.p)) if r else (MISSING,) * 4
+    return (fmt_us(a.old), fmt_us(a.new), fmt_change(a), fmt_p(a.p), *ratio, t.verdict)
+
+
+def explanation(comparison: Comparison) -> List[str]:
+    """How to read the figures: the reference codec, the test and alpha, what a verdict means."""
+    return [
+        f"Reference codec: {comparison.reference_note}.",
+        "Bytes: mean bytes per call over every call of the trace; exact, so any change is real.",
+        f"CPU: rounds over {SLOW_STATE_FACTOR:g}x their timing's fastest were crowded out by other work and are "
+        f"set aside ({kept_text(comparison)}). µs per call = {FAST_END_PERCENTILE}th percentile of the kept "
+        f"rounds; ratio = each kept round over the reference's {FAST_END_PERCENTILE}th percentile in the same "
+        f"run, which cancels the machine's speed between runs ({FAST_END_PERCENTILE}th percentile shown: "
+        "per-process speed modes move it least).",
+        f"p: {TEST} test on the rounds; a ratio change is significant when p < {comparison.alpha:g} "
+        f"(verdict slower/faster; n.s. = not significant; noisy = under {MIN_KEPT_SHARE:.0%} of a run's rounds "
+        "kept, not judged). Absolute µs are tested too, for information only.",
+    ]
+
+
+def kept_text(comparison: Comparison) -> str:
+    """``kept 1,210 of 1,440 rounds in OLD, 1,302 of 1,440 in NEW``."""
+    counts = [t.rounds for c in comparison.codecs for t in c.cpu]
+    (k_old, n_old), (k_new, n_new) = ((sum(r[i][0] for r in counts), sum(r[i][1] for r in counts)) for i in (0, 1))
+    return f"kept {k_old:,} of {n_old:,} rounds in OLD, {k_new:,} of {n_new:,} in NEW"
+
+
+def gate_lines(violations: Sequence[Violation], fail_above: Optional[float]) -> List[str]:
+    """The gate's outcome: what failed it, or that it passed; nothing without ``--fail-above``."""
+    if fail_above is None:
+        return []
+    if not violations:
+        return [f"gate --fail-above {fail_above:g}: passed (no bytes increase and no significant CPU ratio "
+                f"increase over {fail_above:g}%)"]
+    return [f"gate --fail-above {fail_above:g}: FAILED, {len(violations)} change(s) over {fail_above:g}%:",
+            *(f"  {v.text}" for v in violations)]
+
+
+def format_comparison(runs: Runs, comparison: Comparison, violations: Sequence[Violation],
+                      fail_above: Optional[float]) -> str:
+    """The whole comparison as terminal text, no line over WIDTH columns."""
+    out = _wrapped([f"{name} {label}: {run.created}, {len(run.results)} codecs"
+                    for name, label, run in (("OLD", runs.old_label, runs.old), ("NEW", runs.new_label, runs.new))])
+    out += ["", *_wrapped(explanation(comparison))]
+    if comparison.warnings:
+        out += [""] + _wrapped([f"warning: {w}" for w in comparison.warnings])
+    out += ["", "Bytes per call", *text_grid(BYTES_HEAD, bytes_rows(comparison), numeric={1, 2, 3})]
+    out += ["", "CPU per call", *text_grid(CPU_HEAD, cpu_rows(comparison), numeric=set(range(2, 10)))]
+    out += [""] + _wrapped(unmatched(comparison))
+    gate = gate_lines(violations, fail_above)
+    return "\n".join(out + ([""] + _wrapped(gate) if gate else [])).rstrip()
+
+
+def unmatched(comparison: Comparison) -> List[str]:
+    """Codecs only in one run, and figures one run lacks for a codec both have."""
+    lines = [f"added (only in NEW): {', '.join(comparison.added) or 'none'}",
+             f"removed (only in OLD): {', '.join(comparison.removed) or 'none'}"]
+    return lines + [f"{c.codec}: {', '.join(c.missing)}" for c in comparison.codecs if c.missing]
+
+
+def _wrapped(lines: Sequence[str]) -> List[str]:
+    """Prose lines wrapped to WIDTH, continuation lines indented."""
+    return [part for line in lines for part in textwrap.wrap(line, WIDTH, subsequent_indent="  ",
+                                                            break_on_hyphens=False, break_long_words=True)]
+
+
+def text_grid(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: set) -> List[str]:
+    """Fixed-width lines (header, rule, rows). The first column (codec) is as wide as fits in WIDTH;
+    a longer name goes on a line of its own above its row."""
+    widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
+    rest = sum(widths[1:]) + 2 * (len(widths) - 1)
+    widths[0] = max(len(head[0]), min(widths[0], WIDTH - rest))
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(t.rjust(w) if i in numeric else t.ljust(w)
+                         for i, (t, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [line(head), "  ".join("-" * w for w in widths)]
+    for row in rows:
+        if len(row[0]) > widths[0]:
+            out += textwrap.wrap(row[0], WIDTH, break_long_words=True)
+            row = ("", *row[1:])
+        out.append(line(row))
+    return out
+
+
+def write_compare_html(runs: Runs, comparison: Comparison, violations: Sequence[Violation],
+                       fail_above: Optional[float], folder: str) -> str:
+    """Write ``compare.html`` into ``folder`` (created if needed); return its path."""
+    page = render_compare_html(runs, comparison, violations, fail_above)
+    path = os.path.join(folder, "compare.html")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:
+            f.write(page)
+    except OSError as e:
+        raise BenchError(f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+def render_compare_html(runs: Runs, comparison: Comparison, violations: Sequence[Violation],
+                        fail_above: Optional[float]) -> str:
+    """The page as text: the same rows as the terminal, every string escaped by the template engine."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    failed = {(v.codec, v.figure) for v in violations}
+    cpu, sizes = cpu_rows(comparison), bytes_rows(comparison)
+    cpu_table = plain_table(CPU_HEAD, cpu, numeric=range(2, 10),
+                            cell_class=lambda n, i: "alarm" if i in (8, 10) and cpu[n][:2] in failed else "")
+    tables: Dict[str, Table] = {
+        "bytes": plain_table(BYTES_HEAD, sizes, numeric={1, 2, 3},
+                             cell_class=lambda n, i: "alarm" if i >= 3 and (sizes[n][0], "bytes") in failed else ""),
+        "cpu": replace(cpu_table, groups=(("", 2), ("µs per call", 4), (f"ratio to {comparison.reference}", 4),
+                                          ("", 1))),
+    }
+    return env.get_template("compare.html").render(
+        title="rpcbench: compare", runs=runs, comparison=comparison, tables=tables,
+        explanation=explanation(comparison), unmatched=unmatched(comparison), gate=gate_lines(violations, fail_above),
+        failed=bool(violations), fast_end=FAST_END_PERCENTILE,
+        css=(TEMPLATES / "report.css").read_text(encoding="utf-8"))
