@@ -14,15 +14,17 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 from reports import ReportOptions, build, fit_lines, format_table, verdict_lines
+from reports.fleet import fleet_lines
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
 from rpcbench.errors import BenchError
+from rpcbench.fleet import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry, split_codec_list
 from rpcbench.results import Suite
 
-from .options import add_report_options, fraction, report_options, seconds, table_width, whole_number
+from .options import add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number
 from .progress import ProgressDisplay
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
@@ -40,9 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(inspect, convert, slice traces), 'run_bench.py report --help' (rebuild a report), "
         "'run_bench.py proto --help' (protobuf schemas).",
     )
-    p.add_argument("--trace", default=str(DEFAULT_TRACE),
-                   help="trace to replay: binary .rpct (gzip or not) or JSON Lines "
-                   "(default: the bundled battle sample)")
+    p.add_argument("--trace", nargs="+", default=[str(DEFAULT_TRACE)], metavar="TRACE",
+                   help="trace(s) to replay: binary .rpct (gzip or not) or JSON Lines files, folders of them or glob "
+                   "patterns; several traces are measured each and merged (default: the bundled battle sample)")
     p.add_argument("--salvage", action="store_true",
                    help="skip damaged records of the trace (a warning says how many calls were lost) "
                    "instead of stopping")
@@ -59,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: 0.01; many short interleaved rounds beat a few long ones "
                    "on machines whose speed drifts)")
     p.add_argument("--sample", type=whole_number(1, 10_000_000), default=1000, metavar="N",
-                   help="calls timed: a seeded sample, stratified by method, of the trace (sizes and fidelity always "
-                   "cover every call; default: 1000)")
+                   help="calls timed: a seeded sample, stratified by method (and by trace in a fleet), of the trace "
+                   "(sizes and fidelity cover every call unless --sample-calls; default: 1000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
     p.add_argument("--processes", type=whole_number(0, MAX_PROCESSES), default=1, metavar="N",
                    help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
@@ -72,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="garbage collector inside timed loops: off (default, as timeit: one codec's garbage is not "
                    "collected on another's clock) or on (as in production)")
     p.add_argument("--budget", type=seconds(30 * 86400), metavar="SECONDS",
-                   help="fit the run into this many seconds: the size pass always covers every call, then the timing "
-                   "sample, batch length, rounds and processes shrink as needed (see rpcbench/budget.py)")
+                   help="fit the run into this many seconds: the size pass covers every call (a sample of them "
+                   "with --sample-calls), then the timing sample, batch length, rounds and processes shrink as needed "
+                   "(see rpcbench/budget.py)")
     p.add_argument("--codec-timeout", type=seconds(86400), default=DEFAULT_CODEC_TIMEOUT, metavar="SECONDS",
                    help="longest one codec may take for one step (the size pass over one call, a warm-up, a timed "
                    "round, the tails): a codec past it is stopped and reported as failed, the others carry on "
@@ -82,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc allocations pass")
     _add_plugin_options(p)
     _add_compression_options(p)
+    _add_fleet_options(p)
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -104,6 +108,20 @@ def _add_compression_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-floor", action="store_true",
                    help="skip the floor (each connection's whole stream compressed by zstd-19 and xz) and the "
                    "x floor ratios")
+
+
+def _add_fleet_options(p: argparse.ArgumentParser) -> None:
+    """Many traces, Dask, and a size pass that samples (docs/fleet.md)."""
+    p.add_argument("--dask", type=dask_address, metavar="local[:N]|tcp://HOST:PORT",
+                   help="run the size and fidelity pass on Dask: a LocalCluster of N worker processes, or the "
+                   "cluster of that scheduler (the traces must be readable from the workers); timing stays here")
+    p.add_argument("--chunk-calls", type=whole_number(1000, 10**9), default=50_000, metavar="N",
+                   help="split a fleet's plain binary traces into tasks of about N calls (codecs with per-connection "
+                   "state still take a trace whole; default: %(default)s)")
+    p.add_argument("--sizes-only", action="store_true", help="bytes and fidelity only: skip timing")
+    p.add_argument("--sample-calls", type=whole_number(2, 10**12), metavar="N",
+                   help="the size pass measures a seeded sample of about N calls (uniform over every trace) and "
+                   "gives each byte figure with a 95%% confidence interval, instead of measuring every call")
 
 
 def _add_plugin_options(p: argparse.ArgumentParser) -> None:
@@ -133,7 +151,7 @@ def main(argv: List[str]) -> int:
         return 0
     if options.baseline and options.baseline not in registry.expand(config.codecs):
         raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
-    out = make_out_dir(args.out, args.trace)
+    out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
     with OutputFolder(out) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
         suite = run_benchmark(config, progress, registry)
@@ -150,8 +168,11 @@ def main(argv: List[str]) -> int:
 
 def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
     """The run the options describe."""
+    traces = resolve_traces(args.trace)
     return RunConfig(
-        trace=args.trace, codecs=split_codec_list(args.codecs),
+        trace=traces[0], traces=tuple(traces) if len(traces) > 1 else (), dask=args.dask,
+        sizes_only=args.sizes_only, sample_calls=args.sample_calls, chunk_calls=args.chunk_calls,
+        codecs=split_codec_list(args.codecs),
         salvage=args.salvage, sample=args.sample, seed=args.seed, repeat=args.repeat, warmup=args.warmup,
         min_time=args.min_time, processes=args.processes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,
@@ -168,6 +189,8 @@ def write_outputs(suite: Suite, folder: Path, no_report: bool, options: ReportOp
     if suite.partial:
         return None
     print(format_table(suite, table_width(), "results.json" if no_report else "report.html"))
+    for line in fleet_lines(suite):
+        print(line)
     if no_report:
         return None
     return Path(build(suite, str(folder), options)).name

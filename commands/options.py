@@ -60,6 +60,16 @@ def fraction(text: str) -> float:
     return value
 
 
+def dask_address(text: str) -> str:
+    """An argparse ``type`` for ``--dask``: ``local``, ``local:N`` or a scheduler address."""
+    from rpcbench.fleet import parse_dask
+
+    try:
+        return parse_dask(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def money(text: str) -> float:
     """An argparse ``type`` accepting a finite price of at least 0 (``--egress-price``)."""
     try:

@@ -26,7 +26,7 @@ import jinja2
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis
+from . import analysis, fleet
 from .capacity import DEFAULT_OPTIONS, ReportOptions
 from .decision import decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, latency_us, shown
@@ -101,6 +101,7 @@ class Part:
     id: str
     title: str
     gather: Callable[[Suite], Section]
+    applies: Callable[[Suite], bool] = lambda suite: True  #: False: the run has nothing for this part (no heading)
 
 
 def write_report(suite: Suite, folder: str, charts: Mapping[str, str],
@@ -120,9 +121,10 @@ def render_report(suite: Suite, charts: Mapping[str, str], options: ReportOption
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=fmt_count, us=fmt_us)
     figures = {name: Figure(svg, CHART_CAPTIONS.get(name, "")) for name, svg in charts.items()}
+    parts = [part for part in PARTS if part.applies(suite)]
     return env.get_template("report.html").render(
-        title=f"rpcbench: {page_title(suite)}", suite=suite, parts=PARTS,
-        gathered={part.id: part.gather(suite) for part in PARTS},
+        title=f"rpcbench: {page_title(suite)}", suite=suite, parts=parts,
+        gathered={part.id: part.gather(suite) for part in parts},
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],
@@ -221,6 +223,34 @@ def fidelity_section(suite: Suite) -> Section:
           p.example_path, p.detail) for c, p in problems],
         numeric={4, 5}, row_class=lambda i: "" if problems[i][1].declared else "undeclared")
     return Section(tables={"problems": table}, facts=facts)
+
+
+def fleet_section(suite: Suite) -> Section:
+    """A fleet run: the merge against each trace (bytes per call, failures), the spread between traces,
+    the traces that differ, and the intervals of a sampled size pass."""
+    tables: Dict[str, Table] = {}
+    if suite.traces:
+        codecs = [r.codec for r in suite.results]
+        rows = [("* (merged)", f"{suite.trace.get('calls') or 0:,}", *(_mean(r) for r in suite.results))]
+        for t in suite.traces:
+            by_codec = {r.codec: r for r in t.results}
+            rows.append((t.trace["path"], f"{t.trace.get('calls') or 0:,}", *(_mean(by_codec.get(c)) for c in codecs)))
+        tables["traces"] = plain_table(("trace", "calls", *codecs), rows, numeric=range(1, len(codecs) + 2))
+        tables["spread"] = plain_table(
+            ("codec", "fleet B/call", "lowest trace", "B/call", "highest trace", "B/call", "spread %"),
+            [(s.codec, f"{s.merged:.1f}", s.low_trace, f"{s.low:.1f}", s.high_trace, f"{s.high:.1f}",
+              f"{s.pct:.0f}") for s in fleet.spreads(suite)], numeric={1, 3, 5, 6})
+    sampled = [(r.codec, fleet.interval_text(r, "bytes_mean"), fleet.interval_text(r, "bytes_total"),
+                fleet.interval_text(r, "failures")) for r in suite.results if r.estimate]
+    if sampled:
+        tables["estimates"] = plain_table(("codec", "bytes per call", "bytes in all", "failures"), sampled)
+    return Section(tables=tables, facts={"odd": fleet.odd_traces(suite) if suite.traces else [],
+                                         "traces": len(suite.traces)})
+
+
+def _mean(r: Optional[CodecResult]) -> str:
+    """A codec's bytes per call, one decimal ("-" when nothing was encoded)."""
+    return f"{r.sizes.mean:.1f}" if r and r.sizes else "-"
 
 
 def trace_section(suite: Suite) -> Section:
@@ -462,6 +492,7 @@ PARTS: Tuple[Part, ...] = (
     Part("bytes", "Where the bytes go", from_page_globals),
     Part("study", "The study re-tested", from_page_globals),
     Part("results", "Results", results_section),
+    Part("fleet", "Fleet", fleet_section, lambda suite: bool(suite.traces) or any(r.estimate for r in suite.results)),
     Part("charts", "Charts", from_page_globals),
     Part("latency", "Latency tails", latency_section),
     Part("allocations", "Allocations", memory_section),

@@ -305,15 +305,16 @@ class TraceReader:
     def __iter__(self) -> Iterator[Call]:
         return self.calls()
 
-    def calls(self, wanted: Optional[Container[int]] = None) -> Iterator[Call]:
-        """The calls in file order; with ``wanted``, only the calls at those 0-based positions.
+    def calls(self, wanted: Optional[Container[int]] = None, stop: Optional[int] = None) -> Iterator[Call]:
+        """The calls in file order; with ``wanted``, only the calls at those 0-based positions;
+        with ``stop``, only the records that start before that byte offset.
 
         Batches holding no wanted call are framed and checksummed but not decoded, which
         makes fetching a sample from a large trace several times faster.
         """
         offset = self._offset
         try:
-            while True:
+            while stop is None or offset < stop:
                 record = self._next_record(offset)
                 if record is None:
                     return
@@ -331,6 +332,38 @@ class TraceReader:
         finally:
             self._offset = offset
             self.close()
+
+    def batch_starts(self) -> Iterator[Tuple[int, int]]:
+        """``(byte offset, calls before it)`` of each batch record, decoding no call: the places
+        where a reader can start with :meth:`seek` (an index pass over a plain file)."""
+        offset = self._offset
+        try:
+            while True:
+                record = self._next_record(offset)
+                if record is None:
+                    return
+                kind, body, size = record
+                if kind == KIND_BATCH:
+                    yield offset, self.calls_read
+                    self.calls_read += self._batch_size(body, offset)
+                offset += size
+        finally:
+            self.close()
+
+    @property
+    def seekable(self) -> bool:
+        """Can :meth:`seek` start elsewhere than at the first record (a plain file, not gzip)?"""
+        return self._file is self._raw
+
+    def seek(self, offset: int, calls_before: int) -> None:
+        """Start reading at the record at byte ``offset`` (one :meth:`batch_starts` gave), whose first
+        call is call number ``calls_before`` of the trace. Plain (not gzip) files only."""
+        if not self.seekable:
+            raise TraceError(f"{self.path}: a gzip trace can only be read from its start")
+        self._file.seek(offset)
+        self._back = b""
+        self._offset = offset
+        self.calls_read = calls_before
 
     def fraction_read(self) -> float:
         """Share of the file's bytes read so far (0..1), for progress displays."""

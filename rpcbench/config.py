@@ -61,6 +61,21 @@ class RunConfig:
     floor: bool = True  #: compute the trace's floor (whole-stream zstd-19 / xz) and each codec's ratio to it
     dictionaries: Tuple[Tuple[str, bytes], ...] = ()  #: (inner codec id, dictionary), set by run_benchmark
     command: Tuple[str, ...] = ()  #: the command line as typed, recorded with the results
+    traces: Tuple[str, ...] = ()  #: a fleet: several trace files, measured each and merged (``trace`` is the first)
+    dask: Optional[str] = None  #: run the size pass on Dask: ``local``, ``local:N`` or a scheduler address
+    sizes_only: bool = False  #: bytes and fidelity only, no timing
+    sample_calls: Optional[int] = None  #: the size pass measures a seeded sample of this many calls
+    chunk_calls: int = 50_000  #: a fleet's large traces split into tasks of about this many calls
+
+    @property
+    def fleet(self) -> bool:
+        """Does the size pass run the fleet way (rpcbench/fleet.py): several traces, Dask, or sampled?"""
+        return len(self.traces) > 1 or self.dask is not None or self.sample_calls is not None
+
+    @property
+    def trace_files(self) -> Tuple[str, ...]:
+        """Every trace of the run."""
+        return self.traces or (self.trace,)
 
     def registry(self) -> Registry:
         """The built-in codecs plus the plugins this run adds, configured for it."""

@@ -7,6 +7,7 @@ Nothing here prints: progress goes to a callback, warnings to the ``rpcbench`` l
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -14,7 +15,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 from rpc_capture import Call, TraceWriter, damage_note, open_trace
 
@@ -24,10 +25,11 @@ from .codec import Codec
 from .config import RunConfig
 from .environment import environment, file_sha256, library_version
 from .errors import BenchError
+from .fleet import Executor, FleetPass, fleet_row, fleet_settings, fleet_trace_info, trace_entry, train_across
 from .floor import Floor
 from .progress import Progress, quiet
 from .registry import Registry
-from .results import PER_CONNECTION_COLUMNS, SCHEMA_VERSION, CodecResult, Suite, Timing
+from .results import PER_CONNECTION_COLUMNS, SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
 from .size_pass import CodecTally, SizePass
 from .timing import TimingAnswer, TimingJob, run_jobs
 from .training import HeldOut, Training, train_dictionaries
@@ -37,16 +39,64 @@ log = logging.getLogger("rpcbench")
 MEMORY_CALLS = 2000  #: calls of the sample replayed under tracemalloc (it is slow)
 STAGE_ROUNDS = 2  #: timed rounds (per process) that also time each stage of multi-stage codecs
 TimingAnswers = Dict[str, TimingAnswer]  #: codec name -> its timing
+AnyPass = Union[SizePass, FleetPass]  #: one trace's size pass, or a fleet's
 
 
 def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
     registry = registry or config.registry()
     started = time.perf_counter()
-    config, training = _train(config, registry, progress)
-    codecs, skipped = config.create_codecs(registry)
-    for line in skipped:
-        log.warning("%s", line)
+    config, training, codecs, (size_pass, trace, reopen) = _size_phase(config, registry, progress)
+    floor = trace["floor"]
+    size_pass_s = time.perf_counter() - started
+    plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
+                config.warmup)
+    if config.budget:
+        plan = _fit_budget(plan, size_pass, config.budget - (time.perf_counter() - started))
+        size_pass.sample_size = plan.sample
+    progress("timing sample", "drawing it from the trace")
+    sample = [] if config.sizes_only else size_pass.sample(reopen)
+    timing_started = time.perf_counter()
+    failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
+    timed = [] if config.sizes_only else [c for c in codecs if c.name not in failed]
+    timings, interrupted = time_sample(config, plan, timed, sample, progress)
+    timings.update(failed)
+    durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
+    return Suite(
+        schema_version=SCHEMA_VERSION,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        command=["run_bench.py", *config.command],
+        environment=environment(lib for c in codecs for lib in c.libraries()),
+        settings={**_settings(config, plan, sample, size_pass, durations), **fleet_settings(config, size_pass)},
+        trace=trace,
+        results=tuple(fleet_row(size_pass, _codec_result(t, timings.get(t.codec.name, {}), registry,
+                                                         _dictionary(t, registry, training, size_pass), floor,
+                                                         untimed(config)))
+                      for t in size_pass.tallies),
+        partial="interrupted (Ctrl-C) during timing" if interrupted else None,
+        traces=trace_results(size_pass, registry),
+    )
+
+
+def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tuple[
+        RunConfig, Optional[Training], List[Codec], Tuple[AnyPass, Dict[str, Any], Callable[[], Any]]]:
+    """Dictionaries, codecs and the size pass (a fleet's on its Dask cluster, closed before timing starts):
+    the config with the dictionaries, the training, the codecs, and the pass with its trace record and
+    how to reopen the trace."""
+    with Executor(config.dask, progress) if config.fleet else contextlib.nullcontext() as executor:
+        config, training = _train(config, registry, executor, progress)
+        codecs, skipped = config.create_codecs(registry)
+        for line in skipped:
+            log.warning("%s", line)
+        if executor is not None:
+            return config, training, codecs, _fleet_pass(config, codecs, training, executor)
+        return config, training, codecs, _single_pass(config, registry, codecs, training, progress)
+
+
+def _single_pass(config: RunConfig, registry: Registry, codecs: List[Codec], training: Optional[Training],
+                 progress: Progress) -> Tuple[SizePass, Dict[str, Any], Callable[[], Any]]:
+    """The size pass over one trace in this machine's forked processes, what results.json records
+    of the trace (its floor included), and how to reopen it for the timing sample."""
     skip = training.held_out if training else 0
 
     def reopen() -> Any:
@@ -63,37 +113,30 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
     floor = None
     if size_pass.floor:
         floor = size_pass.floor.result(progress)
-    size_pass_s = time.perf_counter() - started
-    plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
-                config.warmup)
-    if config.budget:
-        plan = _fit_budget(plan, size_pass, config.budget - (time.perf_counter() - started))
-        size_pass.sample_size = plan.sample
-    progress("timing sample", "drawing it from the trace")
-    sample = size_pass.sample(reopen)
-    timing_started = time.perf_counter()
-    failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
-    timings, interrupted = time_sample(config, plan, [c for c in codecs if c.name not in failed], sample, progress)
-    timings.update(failed)
-    durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
-    return Suite(
-        schema_version=SCHEMA_VERSION,
-        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        command=["run_bench.py", *config.command],
-        environment=environment(lib for c in codecs for lib in c.libraries()),
-        settings=_settings(config, plan, sample, size_pass, durations),
-        trace={**_trace_info(config.trace, reader, size_pass, codecs, training), "floor": floor},
-        results=tuple(_codec_result(t, timings.get(t.codec.name, {}), registry,
-                                    _dictionary(t, registry, training, size_pass), floor)
-                      for t in size_pass.tallies),
-        partial="interrupted (Ctrl-C) during timing" if interrupted else None,
-    )
+    return size_pass, {**_trace_info(config.trace, reader, size_pass, codecs, training), "floor": floor}, reopen
 
 
-def _train(config: RunConfig, registry: Registry, progress: Progress) -> Tuple[RunConfig, Optional[Training]]:
-    """Train the dictionaries the run's codecs need (before the size pass); the config then carries
-    them, so timing workers build the same codecs."""
-    training = train_dictionaries(config, registry, progress)
+def _fleet_pass(config: RunConfig, codecs: List[Codec], training: Optional[Training],
+                executor: Executor) -> Tuple[FleetPass, Dict[str, Any], Callable[[], Any]]:
+    """The size pass over every trace of a fleet (on Dask with ``--dask``), merged, and what results.json
+    records of the fleet."""
+    size_pass = FleetPass(config, codecs, config.trace_files)
+    size_pass.run(executor, train=bool(training and training.held_out))
+    reference = next((c.name for c in codecs if c.name == "json"), codecs[0].name)
+    trace = {**fleet_trace_info(config, size_pass), "bytes_reference": reference,
+             "training": training.summary() if training else None, "floor": None,
+             "per_connection": _per_connection(size_pass, reference)}
+    return size_pass, trace, lambda: None
+
+
+def _train(config: RunConfig, registry: Registry, executor: Optional[Executor],
+           progress: Progress) -> Tuple[RunConfig, Optional[Training]]:
+    """Train the dictionaries the run's codecs need (before the size pass; a fleet's on a sample across
+    its traces); the config then carries them, so timing and fleet workers build the same codecs."""
+    if executor is not None and not config.train_trace:
+        training = train_across(config, registry, executor, progress)
+    else:
+        training = train_dictionaries(config, registry, progress)
     if training is None:
         return config, None
     registry.dictionaries.update(training.dictionaries)
@@ -101,7 +144,7 @@ def _train(config: RunConfig, registry: Registry, progress: Progress) -> Tuple[R
 
 
 def _dictionary(tally: CodecTally, registry: Registry, training: Optional[Training],
-                size_pass: SizePass) -> Optional[Dict[str, Any]]:
+                size_pass: AnyPass) -> Optional[Dict[str, Any]]:
     """A trained codec's dictionary figures (size, training time, shipping cost per call); None for others."""
     found = registry.trained_compressor(tally.codec.name)
     if training is None or found is None:
@@ -110,7 +153,7 @@ def _dictionary(tally: CodecTally, registry: Registry, training: Optional[Traini
     return training.figures(inner, len(size_pass.stats.connections), size_pass.stats.calls)
 
 
-def _settings(config: RunConfig, plan: Plan, sample: Sequence[Call], size_pass: SizePass,
+def _settings(config: RunConfig, plan: Plan, sample: Sequence[Call], size_pass: AnyPass,
               durations: Dict[str, float]) -> Dict[str, Any]:
     """What results.json records of how the run was made."""
     return {
@@ -124,9 +167,9 @@ def _settings(config: RunConfig, plan: Plan, sample: Sequence[Call], size_pass: 
     }
 
 
-def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
+def _fit_budget(plan: Plan, size_pass: AnyPass, seconds_left: float) -> Plan:
     """Shrink the timing plan to the time left, from each codec's cost in the size pass."""
-    calls = max(size_pass.stats.calls, 1)
+    calls = max(size_pass.measured, 1)  # the calls the codecs' cost was measured over
     costs = [(t.ns / calls, len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) for t in size_pass.tallies]
     fitted = budget.fit(plan, costs, seconds_left, MEMORY_CALLS)
     if fitted.cost_s(costs, MEMORY_CALLS) > seconds_left:
@@ -193,8 +236,23 @@ def _merge(into: TimingAnswer, answer: TimingAnswer) -> None:
         into.setdefault("memory", answer["memory"])
 
 
+def trace_results(size_pass: Any, registry: Registry) -> Tuple[TraceResults, ...]:
+    """A fleet's figures per trace (no timing: the fleet's sample is timed once, in the merged rows)."""
+    if not isinstance(size_pass, FleetPass):
+        return ()
+    return tuple(TraceResults(trace_entry(t), tuple(fleet_row(size_pass, _codec_result(
+        tally, {}, registry, not_timed="timed on the fleet's sample (the merged row)"), t) for tally in t.tallies))
+        for t in size_pass.traces)
+
+
+def untimed(config: RunConfig) -> str:
+    """Why a codec that ran the size pass has no timing."""
+    return "not timed: --sizes-only" if config.sizes_only else "not timed: the run was interrupted first"
+
+
 def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
-                  dictionary: Optional[Dict[str, Any]] = None, floor: Optional[Dict[str, Any]] = None) -> CodecResult:
+                  dictionary: Optional[Dict[str, Any]] = None, floor: Optional[Dict[str, Any]] = None,
+                  not_timed: str = "not timed: the run was interrupted first") -> CodecResult:
     """One codec's row of the results: the size pass's tally plus its timing answer."""
     codec = tally.codec
     rounds = timing.get("rounds", {})
@@ -210,7 +268,7 @@ def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
         encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
         problems=tally.problem_list(),
         by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
-        error=timing.get("error") or (None if rounds.get("encode") else "not timed: the run was interrupted first"),
+        error=timing.get("error") or (None if rounds.get("encode") else not_timed),
         stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}
                 for op, stages in timing.get("stage_rounds", {}).items() if stages},
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,
@@ -254,7 +312,7 @@ def _trace_info(path: str, reader: Any, size_pass: SizePass, codecs: List[Codec]
     }
 
 
-def _per_connection(size_pass: SizePass, reference: str) -> Optional[Dict[str, Any]]:
+def _per_connection(size_pass: AnyPass, reference: str) -> Optional[Dict[str, Any]]:
     """Each connection's time span, calls and ``reference``'s bytes per direction, as columns: the
     capacity planner's confidence intervals come from their spread (None if the reference has no figures)."""
     tally = next(t for t in size_pass.tallies if t.codec.name == reference)

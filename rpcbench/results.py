@@ -20,7 +20,8 @@ from .errors import BenchError
 
 SCHEMA_VERSION = 4
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
-#: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``)
+#: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``),
+#: per-trace results of a fleet (``traces``), estimates or example traces
 READABLE_VERSIONS = (1, 2, 3, 4)
 
 #: A round more than this factor above the fastest round of its timing ran while the machine
@@ -35,8 +36,9 @@ MIN_STATE_PAIRS = 5  #: round pairs needed in a state before a ratio is given fo
 CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
     "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only", "state_bytes_per_conn",
-    "ordered_delivery", "floor_ratio",
+    "ordered_delivery", "floor_ratio", "trace",
 )
+MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,7 @@ class Problem:
     example_method: str
     example_path: str
     detail: str
+    example_trace: Optional[str] = None  #: in a fleet's merged row, the trace whose call example_index is
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,8 @@ class CodecResult:
     ordered_delivery: bool = False  #: needs reliable, ordered delivery (state across calls)
     floor_ratio: Optional[float] = None  #: bytes per call over the trace's floor (trace.floor)
     by_direction: Dict[str, Dict[str, int]] = field(default_factory=dict)  #: "c2s"/"s2c" -> {"calls", "bytes"}
+    #: a sampled size pass (--sample-calls): fleet-wide figures as [low, estimate, high] at ``confidence``
+    estimate: Optional[Dict[str, Any]] = None
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -202,6 +207,15 @@ class CodecResult:
     def declared_only(self) -> bool:
         """True when every failure and mismatch is one the codec declared."""
         return all(p.declared for p in self.problems)
+
+
+@dataclass(frozen=True)
+class TraceResults:
+    """One trace of a fleet run: what it holds and each codec's size and fidelity figures on it
+    (timing is the fleet's, on one sample, in the merged results)."""
+
+    trace: Dict[str, Any]
+    results: Tuple[CodecResult, ...]
 
 
 @dataclass(frozen=True)
@@ -216,6 +230,7 @@ class Suite:
     trace: Dict[str, Any]
     results: Tuple[CodecResult, ...]
     partial: Optional[str] = None  #: why the run stopped early (Ctrl-C during timing); None for a complete run
+    traces: Tuple[TraceResults, ...] = ()  #: a fleet's figures per trace (``results`` are the merged ones)
 
     def find(self, codec: str) -> Optional[CodecResult]:
         """The result for a codec id, or None if it wasn't run."""
@@ -253,6 +268,7 @@ class Suite:
             writer = csv.writer(f)
             writer.writerow(CSV_COLUMNS)
             writer.writerows(csv_row(r) for r in self.results)
+            writer.writerows(csv_row(r, t.trace["path"]) for t in self.traces for r in t.results)
 
 
 def _derived(t: Timing) -> Dict[str, Any]:
@@ -261,15 +277,16 @@ def _derived(t: Timing) -> Dict[str, Any]:
             "mad_us": t.mad_us, "ci_us": [lo, hi], "ci_confidence": confidence}
 
 
-def csv_row(r: CodecResult) -> List[Any]:
-    """One results.csv row (empty cells where a figure could not be measured)."""
+def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
+    """One results.csv row (empty cells where a figure could not be measured); ``trace`` is the trace's
+    path for a fleet's per-trace rows."""
     s, e, d = r.sizes, r.encode, r.decode
     return [
         r.codec, r.calls, r.failures, r.mismatches,
         s.total if s else "", f"{s.mean:.2f}" if s else "", s.p50 if s else "", s.p99 if s else "",
         f"{e.median_us:.3f}" if e else "", f"{d.median_us:.3f}" if d else "",
         f"{e.spread_pct:.1f}" if e else "", f"{d.spread_pct:.1f}" if d else "", int(r.declared_only),
-        r.state_bytes_per_conn, int(r.ordered_delivery), f"{r.floor_ratio:.3f}" if r.floor_ratio else "",
+        r.state_bytes_per_conn, int(r.ordered_delivery), f"{r.floor_ratio:.3f}" if r.floor_ratio else "", trace,
     ]
 
 
@@ -308,7 +325,8 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
                   "by_method": dict, "error": (str, type(None))}
 _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
                            "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
-                           "floor_ratio": (int, float, type(None)), "by_direction": dict}
+                           "floor_ratio": (int, float, type(None)), "by_direction": dict,
+                           "estimate": (dict, type(None))}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -320,6 +338,8 @@ _SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "
                     "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE)}
 _PROBLEM_FIELDS = {"kind": str, "feature": str, "declared": bool, "count": int, "example_index": int,
                    "example_method": str, "example_path": str, "detail": str}
+_OPTIONAL_PROBLEM_FIELDS = {"example_trace": (str, type(None))}
+_PROBLEM_KEYS = {*_PROBLEM_FIELDS, *_OPTIONAL_PROBLEM_FIELDS}
 
 
 def _fields(obj: Any, spec: Dict[str, Any], where: str, optional: Dict[str, Any] = {}) -> None:  # noqa: B006
@@ -399,29 +419,38 @@ def _check_suite(data: Dict[str, Any]) -> None:
         if mapping is not None:
             _counts(mapping, name)
     for i, r in enumerate(data["results"]):
-        where = f"results[{i}]"
-        _fields(r, _RESULT_FIELDS, where, _OPTIONAL_RESULT_FIELDS)
-        _counts(r["by_method"], f"{where}.by_method", 2)
-        _counts(r.get("by_direction", {}), f"{where}.by_direction", 2)
-        _counts(r.get("latency", {}), f"{where}.latency", 3)
-        for op, by_method in r.get("latency", {}).items():
-            for method, pcts in by_method.items():
-                _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
-        _counts(r.get("memory", {}), f"{where}.memory", 2)
-        if r.get("dictionary") is not None:
-            _fields(r["dictionary"], _DICTIONARY_FIELDS, f"{where}.dictionary")
-            _counts(r["dictionary"], f"{where}.dictionary")
-        if r["sizes"] is not None:
-            _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
-        for op in ("encode", "decode"):
-            if r[op] is not None:
-                _check_timing(r[op], f"{where}.{op}")
-        for op, stages in r.get("stages", {}).items():
-            _fields(stages, {}, f"{where}.stages.{op}")
-            for name, t in stages.items():
-                _check_timing(t, f"{where}.stages.{op}.{name}")
-        for j, p in enumerate(r["problems"]):
-            _fields(p, _PROBLEM_FIELDS, f"{where}.problems[{j}]")
+        _check_result(r, f"results[{i}]")
+    for i, t in enumerate(data.get("traces", [])):
+        _fields(t, {"trace": dict, "results": list}, f"traces[{i}]")
+        _fields(t["trace"], {"path": str}, f"traces[{i}].trace", _TRACE_FIELDS)
+        for j, r in enumerate(t["results"]):
+            _check_result(r, f"traces[{i}].results[{j}]")
+
+
+def _check_result(r: Any, where: str) -> None:
+    """One codec's result: every field the reports use, with its type."""
+    _fields(r, _RESULT_FIELDS, where, _OPTIONAL_RESULT_FIELDS)
+    _counts(r["by_method"], f"{where}.by_method", 2)
+    _counts(r.get("by_direction", {}), f"{where}.by_direction", 2)
+    _counts(r.get("latency", {}), f"{where}.latency", 3)
+    for op, by_method in r.get("latency", {}).items():
+        for method, pcts in by_method.items():
+            _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
+    _counts(r.get("memory", {}), f"{where}.memory", 2)
+    if r.get("dictionary") is not None:
+        _fields(r["dictionary"], _DICTIONARY_FIELDS, f"{where}.dictionary")
+        _counts(r["dictionary"], f"{where}.dictionary")
+    if r["sizes"] is not None:
+        _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
+    for op in ("encode", "decode"):
+        if r[op] is not None:
+            _check_timing(r[op], f"{where}.{op}")
+    for op, stages in r.get("stages", {}).items():
+        _fields(stages, {}, f"{where}.stages.{op}")
+        for name, t in stages.items():
+            _check_timing(t, f"{where}.stages.{op}.{name}")
+    for j, p in enumerate(r["problems"]):
+        _fields(p, _PROBLEM_FIELDS, f"{where}.problems[{j}]", _OPTIONAL_PROBLEM_FIELDS)
 
 
 def _suite(data: Dict[str, Any]) -> Suite:
@@ -434,6 +463,8 @@ def _suite(data: Dict[str, Any]) -> Suite:
         trace=data["trace"],
         results=tuple(_codec_result(r) for r in data["results"]),
         partial=data.get("partial"),
+        traces=tuple(TraceResults(t["trace"], tuple(_codec_result(r) for r in t["results"]))
+                     for t in data.get("traces", [])),
     )
 
 
@@ -449,7 +480,7 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         sizes=Sizes(**r["sizes"]) if r["sizes"] else None,
         encode=timing(r["encode"]),
         decode=timing(r["decode"]),
-        problems=tuple(Problem(**p) for p in r["problems"]),
+        problems=tuple(Problem(**{k: v for k, v in p.items() if k in _PROBLEM_KEYS}) for p in r["problems"]),
         stages=stages,  # type: ignore[arg-type]
         latency=r.get("latency", {}),
         memory=r.get("memory", {}),
@@ -459,4 +490,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         ordered_delivery=r.get("ordered_delivery", False),
         floor_ratio=r.get("floor_ratio"),
         by_direction=r.get("by_direction", {}),
+        estimate=r.get("estimate"),
     )

@@ -17,7 +17,7 @@ import random
 import select
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, TypeVar
 
 from rpc_capture import C2S, Call
 
@@ -29,6 +29,8 @@ from .isolation import reap, silence_stdout
 from .progress import Progress, quiet
 from .results import Problem, Sizes
 from .trace_stats import TraceStats
+
+Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method) in a fleet
 
 
 class Outcome(NamedTuple):
@@ -105,15 +107,17 @@ class CodecTally:
         self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
         self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
         self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
+        self.streams = 0  #: connections and directions the state was measured over
         self._sessions: Dict[Any, Codec] = {}
 
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
-              "error", "state_bytes", "shared_state_bytes")
+              "error", "state_bytes", "shared_state_bytes", "streams")
 
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream
         (mean over the trace's connections and directions) and shared."""
         streams = list(self._sessions.values())
+        self.streams = len(streams)
         self.state_bytes = round(sum(s.state_bytes() for s in streams) / len(streams)) if streams else 0
         self.shared_state_bytes = self.codec.shared_state_bytes()
 
@@ -131,6 +135,40 @@ class CodecTally:
         """Take the figures another process computed for this codec."""
         for name in self._STATE:
             setattr(self, name, state[name])
+
+    def merge(self, state: Dict[str, Any]) -> List[Tuple[str, str]]:
+        """Add the figures of another share of the calls (:meth:`export` of a tally of the same codec over
+        calls that come after these); returns the problem groups new to this tally.
+
+        Exact: the size histogram and counts add up, each problem group keeps its earliest example,
+        and the state per stream is the mean over both shares' streams.
+        """
+        if state["error"] or self.error:
+            self.fail(self.error or state["error"])
+            return []
+        self.sizes.update(state["sizes"])
+        for mine, theirs in ((self.by_method, state["by_method"]), (self.by_direction, state["by_direction"]),
+                             (self.by_connection, state["by_connection"])):
+            for key, pair in theirs.items():
+                into = mine.setdefault(key, [0, 0])
+                into[0] += pair[0]
+                into[1] += pair[1]
+        self.failures += state["failures"]
+        self.mismatches += state["mismatches"]
+        self.ns += state["ns"]
+        streams = self.streams + state["streams"]
+        if streams:
+            self.state_bytes = round((self.state_bytes * self.streams + state["state_bytes"] * state["streams"])
+                                     / streams)
+        self.streams = streams
+        self.shared_state_bytes = max(self.shared_state_bytes, state["shared_state_bytes"])
+        new = [key for key in state["problems"] if key not in self.problems]
+        for key, group in state["problems"].items():
+            if key in self.problems:
+                self.problems[key][0] += group[0]
+            else:
+                self.problems[key] = list(group)
+        return new
 
     def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
         """Encode, measure, decode and compare one call.
@@ -245,6 +283,11 @@ class SizePass:
         self._strata: Dict[str, List[int]] = {}
         self._rng = random.Random(seed)
 
+    @property
+    def measured(self) -> int:
+        """Calls the codecs went through (every call of the trace)."""
+        return self.stats.calls
+
     def run(self, calls: Iterable[Call], progress: Progress = quiet, every: int = 2000,
             tallies: Optional[List[CodecTally]] = None) -> None:
         """Consume the calls (any iterable, e.g. a streaming trace reader) through ``tallies`` (default all)."""
@@ -341,7 +384,7 @@ def split_tallies(tallies: List[CodecTally], parts: int) -> List[List[CodecTally
     return [groups[i] for i in order if groups[i]]
 
 
-def proportional_quotas(counts: Dict[str, int], size: int) -> Dict[str, int]:
+def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, int]:
     """Split ``size`` among methods in proportion to ``counts`` (largest remainder, >= 1 each if room)."""
     total = sum(counts.values())
     if total <= size:

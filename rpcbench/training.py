@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Type
 
 from rpc_capture import Call, open_trace
 
@@ -47,8 +47,13 @@ class Training:
                 "ship_bytes": ship, "ship_bytes_per_call": ship * connections / max(calls, 1)}
 
 
-def train_dictionaries(config: RunConfig, registry: Registry, progress: Progress = quiet) -> Optional[Training]:
-    """Train one dictionary per inner codec the run's trained codecs need (None if none does)."""
+CallSource = Callable[[], Tuple[List[Call], int, str]]  #: -> calls to train on, calls held out, source in words
+
+
+def train_dictionaries(config: RunConfig, registry: Registry, progress: Progress = quiet,
+                       source: Optional[CallSource] = None) -> Optional[Training]:
+    """Train one dictionary per inner codec the run's trained codecs need (None if none does), on the
+    calls ``source`` gives (default: the trace's first ``train_fraction``, or ``--train-trace``)."""
     wanted: Dict[str, Type[Compressor]] = {}
     for codec_id in registry.expand(config.codecs):
         found = registry.trained_compressor(codec_id)
@@ -57,8 +62,8 @@ def train_dictionaries(config: RunConfig, registry: Registry, progress: Progress
     if not wanted:
         return None
     progress("training", "reading the training calls")
-    calls, held_out, source = _training_calls(config)
-    training = Training(held_out, source, len(calls))
+    calls, held_out, where = (source or (lambda: _training_calls(config)))()
+    training = Training(held_out, where, len(calls))
     for done, (inner_id, compressor) in enumerate(wanted.items()):
         progress("training", f"dictionary for {inner_id}", done, len(wanted))
         codec = registry.create(inner_id)
@@ -69,7 +74,7 @@ def train_dictionaries(config: RunConfig, registry: Registry, progress: Progress
             training.dictionaries[inner] = compressor.train(samples, config.dict_size)
         except Exception as e:
             raise BenchError(f"cannot train a {compressor.name} dictionary of {config.dict_size} bytes on "
-                             f"{len(samples)} {inner} messages ({source}): {e}") from None
+                             f"{len(samples)} {inner} messages ({where}): {e}") from None
         training.seconds[inner] = time.perf_counter() - started
         training.compressors[inner] = compressor
     return training

@@ -1,0 +1,290 @@
+"""Fleet runs: many traces, chunks of a trace, Dask workers (one killed mid-run), merged exactly."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_cli import FAST, run_bench
+
+from rpc_capture import Call, TraceReader, TraceWriter
+from rpcbench import results
+from rpcbench.config import RunConfig
+from rpcbench.fleet import Executor, FleetPass, resolve_traces
+from rpcbench.progress import quiet
+from rpcbench.simulate import simulate
+from rpcbench.size_pass import SizePass
+
+CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1,msgpack+delta"
+SLOW_CODEC = '''
+import json, os, time
+from rpcbench.codec import Codec
+
+
+class SlowJson(Codec):
+    """Compact JSON that sleeps before each call (SLOW_CODEC_S), so a task runs long enough to be killed in."""
+
+    id = "slowjson"
+
+    def encode(self, call):
+        time.sleep(float(os.environ.get("SLOW_CODEC_S", "0")))
+        return json.dumps({"method": call.method, "args": call.args}, separators=(",", ":")).encode()
+
+    def decode(self, data):
+        obj = json.loads(data)
+        return obj["method"], obj["args"]
+'''
+
+
+def odd_calls(n: int) -> list:
+    """Calls some codecs cannot encode (ints past 64 bits: msgpack fails) or give back changed (bytes)."""
+    out = []
+    for i in range(n):
+        args = {"seq": i, "big": 2 ** 70 + i} if i % 7 == 0 else {"seq": i, "blob": bytes([i % 256]) * (i % 13)}
+        out.append(Call("odd" if i % 3 else "even", args, 1_700_000_000_000_000_000 + i, "c2s", i % 4))
+    return out
+
+
+def write_trace(path: Path, calls) -> Path:
+    with TraceWriter(str(path)) as w:
+        for call in calls:
+            w.write(call)
+    return path
+
+
+@pytest.fixture(scope="module")
+def fleet_dir(tmp_path_factory) -> Path:
+    """A folder of three traces on disk: two simulated battles and one with encode failures."""
+    folder = tmp_path_factory.mktemp("fleet")
+    write_trace(folder / "a.rpct", simulate(2500, 3))
+    write_trace(folder / "b.rpct", simulate(3100, 4))
+    write_trace(folder / "c.rpct", odd_calls(1700))
+    (folder / "notes.txt").write_text("not a trace")
+    return folder
+
+
+def run_pass(fleet: FleetPass) -> None:
+    """The fleet's size pass on its config's executor (Dask when ``dask`` is set, else here)."""
+    with Executor(fleet.config.dask, quiet) as executor:
+        fleet.run(executor)
+
+
+def csv_rows(folder: Path) -> list:
+    with open(folder / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+SIZE_COLUMNS = ("calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
+                "state_bytes_per_conn")
+
+
+def test_dask_fleet_equals_each_trace_alone_summed(fleet_dir, tmp_path):
+    out = tmp_path / "fleet"
+    done = run_bench("--trace", fleet_dir, "--codecs", CODECS, "--dask", "local:2", "--sizes-only",
+                     "--chunk-calls", "1000", "--out", out, "--no-report", "--quiet")
+    assert done.returncode == 0, done.stderr
+    fleet = csv_rows(out)
+    traces = sorted(str(p) for p in fleet_dir.glob("*.rpct"))
+    assert sorted({r["trace"] for r in fleet}) == ["*", *traces]
+    alone = {}
+    for trace in traces:
+        single = tmp_path / Path(trace).stem
+        assert run_bench("--trace", trace, "--codecs", CODECS, "--sizes-only", "--out", single, "--no-report",
+                         "--quiet").returncode == 0
+        alone[trace] = {r["codec"]: r for r in csv_rows(single)}
+    for row in fleet:
+        if row["trace"] != "*":  # each trace's row is that trace's own run
+            want = alone[row["trace"]][row["codec"]]
+            assert {k: row[k] for k in SIZE_COLUMNS} == {k: want[k] for k in SIZE_COLUMNS}
+            continue
+        for column in ("calls", "failures", "mismatches", "bytes_total"):
+            assert int(row[column]) == sum(int(alone[t][row["codec"]][column]) for t in traces), column
+    merged = {r["codec"]: r for r in fleet if r["trace"] == "*"}
+    assert int(merged["msgpack"]["failures"]) == 243  # the big ints of c.rpct
+    suite = results.load(str(out))
+    assert [t.trace["path"] for t in suite.traces] == traces
+    single_c = results.load(str(tmp_path / "c"))
+    per_trace = {r.codec: r for r in suite.traces[2].results}
+    assert per_trace["msgpack"].problems == single_c.result("msgpack").problems
+    assert suite.result("msgpack").problems[0].example_trace == traces[2]
+    assert suite.settings["dask"]["workers"] == 2
+
+
+@pytest.mark.parametrize("chunk_calls", [300, 1000, 1337])
+def test_chunks_merge_to_the_one_process_figures(fleet_dir, chunk_calls):
+    """One trace cut into tasks (stateful codecs whole) gives what one pass over it gives."""
+    trace = str(fleet_dir / "b.rpct")
+    config = RunConfig(trace=trace, codecs=tuple(CODECS.split(",")) + ("protobuf",), sample_calls=None,
+                       chunk_calls=chunk_calls, dask=None, traces=(trace, trace))  # a fleet of the trace twice
+    registry = config.registry()
+    codecs, _ = config.create_codecs(registry)
+    fleet = FleetPass(config, codecs, [trace])
+    run_pass(fleet)
+    one = SizePass([registry.create(c) for c in config.codecs], config.sample, config.seed)
+    one.run(TraceReader(trace))
+    for mine, theirs in zip(fleet.traces[0].tallies, one.tallies):
+        mine_state, their_state = mine.export(), theirs.export()
+        for key in ("ns",):
+            mine_state.pop(key), their_state.pop(key)
+        assert mine_state == their_state, mine.codec.name
+    assert fleet.traces[0].stats == one.stats
+
+
+def test_timing_sample_is_stratified_and_independent_of_chunking(fleet_dir):
+    traces = tuple(resolve_traces([str(fleet_dir)]))
+    samples = []
+    for chunk in (1000, 10**6):
+        config = RunConfig(trace=traces[0], traces=traces, codecs=("json",), sample=300, chunk_calls=chunk)
+        fleet = FleetPass(config, [config.registry().create("json")], traces)
+        run_pass(fleet)
+        samples.append(fleet.sample())
+    assert samples[0] == samples[1]
+    assert len(samples[0]) == 300
+    assert {c.method for c in samples[0]} >= {"odd", "even", "sync_position"}  # every trace has its share
+
+
+def test_batch_starts_and_seek_read_the_same_calls(fleet_dir):
+    path = str(fleet_dir / "a.rpct")
+    every = list(TraceReader(path))
+    starts = list(TraceReader(path).batch_starts())
+    assert starts[0][1] == 0 and len(starts) > 10
+    for offset, before in starts[::5]:
+        reader = TraceReader(path)
+        reader.seek(offset, before)
+        assert list(reader) == every[before:]
+
+
+def test_sampled_size_pass_gives_intervals_that_hold_the_exact_figure(fleet_dir, tmp_path):
+    exact, sampled = tmp_path / "exact", tmp_path / "sampled"
+    for out, extra in ((exact, []), (sampled, ["--sample-calls", "2000"])):
+        done = run_bench("--trace", fleet_dir, "--codecs", "json,msgpack", "--sizes-only", "--out", out,
+                         "--no-report", "--quiet", *extra)
+        assert done.returncode == 0, done.stderr
+    truth = results.load(str(exact))
+    guess = results.load(str(sampled))
+    assert 1500 < guess.settings["size_pass_calls"] < 2500
+    for codec in ("json", "msgpack"):
+        estimate = guess.result(codec).estimate
+        low, _, high = estimate["bytes_total"]
+        assert low <= truth.result(codec).sizes.total <= high
+        low, _, high = estimate["bytes_mean"]
+        assert low <= truth.result(codec).sizes.mean <= high
+        assert estimate["of_calls"] == truth.trace["calls"] == 7300
+    assert truth.result("json").estimate is None
+
+
+def test_fleet_with_timing_writes_a_report(fleet_dir, tmp_path):
+    out = tmp_path / "timed"
+    done = run_bench("--trace", fleet_dir / "a.rpct", fleet_dir / "c.rpct", "--codecs", "json,msgpack",
+                     "--sample", "200", "--out", out, *FAST)
+    assert done.returncode == 0, done.stderr
+    suite = results.load(str(out))
+    assert suite.result("json").encode is not None and len(suite.traces) == 2
+    assert suite.settings["sample"] == 200
+    page = (out / "report.html").read_text()
+    assert "<h2>Fleet</h2>" in page and "Traces that differ" in page
+    assert f"msgpack fails or mismatches on 1 of 2 traces only: {fleet_dir / 'c.rpct'} (243 calls)" in page
+    assert "fleet: 2 traces" in done.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--trace", "{empty}"], "no trace files"),
+    (["--trace", "{empty}/*.rpct"], "no file matches"),
+    (["--dask", "local:0"], "local:N needs"),
+    (["--dask", "nowhere"], "expected local"),
+])
+def test_bad_fleet_options_are_one_line(tmp_path, args, message):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run_bench(*[a.format(empty=empty) for a in args], "--out", tmp_path / "out", "--quiet", "--sizes-only")
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]  # argparse's usage may come before it
+    assert message in last and "Traceback" not in done.stderr, done.stderr
+
+
+def _busy_worker(client) -> tuple:
+    """(address, pid) of a worker executing a size-pass task, waiting until one is."""
+    def executing(dask_worker):
+        return os.getpid(), [str(ts.key) for ts in dask_worker.state.executing]
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for address, (pid, keys) in client.run(executing).items():
+            if any("tally_piece" in k for k in keys):
+                return address, pid
+        time.sleep(0.05)
+    raise AssertionError("no worker started a size-pass task within 120 s")
+
+
+def test_a_worker_killed_mid_run_still_counts_every_call_once(fleet_dir, tmp_path, monkeypatch):
+    from dask.distributed import Client, LocalCluster
+
+    plugin = tmp_path / "slow.py"
+    plugin.write_text(SLOW_CODEC)
+    traces = tuple(resolve_traces([str(fleet_dir)]))
+    monkeypatch.setenv("SLOW_CODEC_S", "0.002")  # ~1,000-call tasks of 2 s: long enough to be killed in
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
+        config = RunConfig(trace=traces[0], traces=traces, codecs=("slowjson",), codec_files=(str(plugin),),
+                           dask=cluster.scheduler_address, sizes_only=True, chunk_calls=1000)
+        fleet = FleetPass(config, [config.registry().create("slowjson")], traces)
+        errors: list = []
+        runner = threading.Thread(target=lambda: _run_catching(fleet, errors))
+        runner.start()
+        address, pid = _busy_worker(client)
+        os.kill(pid, signal.SIGKILL)
+        runner.join(timeout=300)
+        assert not runner.is_alive() and not errors, errors
+        assert pid not in client.run(os.getpid).values()  # the worker really died (its nanny started another)
+    monkeypatch.setenv("SLOW_CODEC_S", "0")
+    reference = FleetPass(dataclasses.replace(config, dask=None), [config.registry().create("slowjson")], traces)
+    run_pass(reference)
+    for got, want in zip([*fleet.traces, fleet], [*reference.traces, reference]):
+        mine, theirs = got.tallies[0].export(), want.tallies[0].export()
+        mine.pop("ns"), theirs.pop("ns")
+        assert mine == theirs
+    assert sum(fleet.tallies[0].sizes.values()) + fleet.tallies[0].failures == 7300
+
+
+def _run_catching(fleet: FleetPass, errors: list) -> None:
+    try:
+        run_pass(fleet)
+    except BaseException as e:  # reported by the test thread
+        errors.append(e)
+
+
+def test_dictionaries_train_on_a_sample_across_the_traces(fleet_dir, tmp_path):
+    runs = {}
+    for name, extra in (("here", []), ("dask", ["--dask", "local:2", "--chunk-calls", "1000"])):
+        out = tmp_path / name
+        done = run_bench("--trace", fleet_dir, "--codecs", "json,json+zstddict-3", "--sizes-only", "--out", out,
+                         "--no-report", "--quiet", *extra)
+        assert done.returncode == 0, done.stderr
+        runs[name] = json.loads((out / "results.json").read_text())
+    here, dask = runs["here"], runs["dask"]
+    training = here["trace"]["training"]
+    assert "across 3 traces" in training["source"]
+    assert 0 < training["held_out_calls"] and here["trace"]["calls"] + training["held_out_calls"] == 7300
+    assert here["trace"]["connections"] == 10 + 10 + 4  # connection ids repeat across servers: still distinct
+    assert [r["sizes"] for r in here["results"]] == [r["sizes"] for r in dask["results"]]
+    assert here["trace"]["training"] == dask["trace"]["training"]
+    assert here["results"][1]["dictionary"]["bytes"] == dask["results"][1]["dictionary"]["bytes"] > 0
+
+
+def test_results_json_keeps_per_trace_results(fleet_dir, tmp_path):
+    out = tmp_path / "out"
+    assert run_bench("--trace", f"{fleet_dir}/[ab].rpct", "--codecs", "json", "--sizes-only", "--out", out,
+                     "--no-report", "--quiet").returncode == 0
+    data = json.loads((out / "results.json").read_text())
+    assert data["schema_version"] == 4
+    assert [t["trace"]["calls"] for t in data["traces"]] == [2500, 3100]
+    assert data["trace"]["calls"] == 5600 and data["trace"]["traces"] == 2
+    assert data["results"][0]["sizes"]["total"] == sum(t["results"][0]["sizes"]["total"] for t in data["traces"])
