@@ -98,8 +98,16 @@ def footnotes(suite: Suite) -> List[str]:
                      "connection.")
     notes += [f"stages (medians, timed each on its own): {split}" for split in map(stage_split, suite.results) if split]
     notes += [f"dictionary: {_dictionary_text(r, suite)}" for r in suite.results if r.dictionary]
-    notes += [f"error: {r.codec}: {r.error}" for r in suite.results if r.error]
-    return notes
+    return notes + _error_notes(suite)
+
+
+def _error_notes(suite: Suite) -> List[str]:
+    """One note per codec that has no figures or no timing; one note for all when every codec has the same reason
+    (``--sizes-only``, an interrupted run)."""
+    errors = [r.error for r in suite.results]
+    if len(errors) > 1 and len(set(errors)) == 1 and errors[0]:
+        return [f"error: every codec: {errors[0]}"]
+    return [f"error: {r.codec}: {r.error}" for r in suite.results if r.error]
 
 
 def tail_columns() -> List[Column]:
