@@ -271,12 +271,14 @@ def test_report_is_one_self_contained_file(report: Tuple[str, Dict[str, str]], r
     assert sorted(os.listdir(report_dir)) == ["report.html"]
 
 
-def test_table_of_contents_and_sections_come_from_one_list(report: Tuple[str, Dict[str, str]]) -> None:
+def test_table_of_contents_and_sections_come_from_one_list(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
     text, _ = report
     toc = text[text.index("<nav class='toc'"):text.index("</nav>")]
-    assert re.findall(r"<a href='#([^']+)'>([^<]+)</a>", toc) == [(p.id, escaped(p.title)) for p in PARTS]
-    for part in PARTS:
+    shown = [p for p in PARTS if p.applies(suite)]
+    assert re.findall(r"<a href='#([^']+)'>([^<]+)</a>", toc) == [(p.id, escaped(p.title)) for p in shown]
+    for part in shown:
         assert f"<section id='{part.id}' class='{part.id}'><h2>{escaped(part.title)}</h2>" in text
+    assert len(shown) == len(PARTS) - 1 and "id='fleet'" not in text  # one trace, every call measured: no fleet part
     assert text.index("<section id='summary'") < text.index("<section id='results'") < text.index(
         "<section id='notes'")
     # notes and warnings sit in their own section, not on the first screen
