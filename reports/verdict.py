@@ -87,7 +87,8 @@ def excluded(suite: Suite, options: ReportOptions) -> List[Tuple[str, str]]:
     for r in suite.results:
         if analysis.undeclared_calls(r):
             out.append((r.codec, f"{analysis.undeclared_calls(r):,} calls failed or came back different, undeclared"))
-        elif r.error or not r.sizes or analysis.cpu_us(r) is None:
+        elif not r.sizes or (options.goal != "bandwidth" and (r.error or analysis.cpu_us(r) is None)):
+            # bytes alone decide the bandwidth goal, so a run without timing (--sizes-only) can still answer it
             out.append((r.codec, "not fully measured" + (f" ({r.error})" if r.error else "")))
         elif options.transport == "udp" and r.ordered_delivery:
             out.append((r.codec, "needs reliable, ordered delivery, which --transport udp does not give"))
@@ -123,11 +124,18 @@ def decide(suite: Suite, options: ReportOptions, plan: Plan) -> Verdict:
     names = {name for name, _ in barred}
     pool = [r for r in suite.results if r.codec not in names]
     if score is None or not pool:
-        why = plan.missing if score is None else "no codec of this run is fully measured with every failure declared"
+        why = plan.missing if score is None else _nothing_to_pick(suite)
         return Verdict(options.goal, rule, baseline, where, None, f"no recommendation: {why}", [], barred, front)
     pick = min(pool, key=score)
     return Verdict(options.goal, rule, baseline, where, pick, _sentence(pick, baseline, options, plan),
                    _caveats(pick, options), barred, front)
+
+
+def _nothing_to_pick(suite: Suite) -> str:
+    """Why no codec could be recommended: no timing at all (bytes can still decide --goal bandwidth), or none clean."""
+    if any(r.sizes for r in suite.results) and not any(analysis.cpu_us(r) for r in suite.results):
+        return "no codec of this run was timed (--sizes-only?); --goal bandwidth decides on bytes alone"
+    return "no codec of this run is fully measured with every failure declared"
 
 
 def _sentence(pick: CodecResult, baseline: Optional[CodecResult], options: ReportOptions, plan: Plan) -> str:

@@ -116,6 +116,17 @@ def test_udp_never_recommends_ordered_delivery(suite: Suite) -> None:
     assert "json+zlibstream-1" in dict(udp.excluded)
 
 
+def test_bandwidth_goal_decides_without_timing(suite: Suite) -> None:
+    """A --sizes-only run has bytes but no CPU: bandwidth still picks the smallest clean codec, the others say why."""
+    untimed = dataclasses.replace(suite, results=tuple(
+        dataclasses.replace(r, encode=None, decode=None, error="not timed: --sizes-only") for r in suite.results))
+    timed_pick = decided(suite, goal="bandwidth").pick
+    pick = decided(untimed, goal="bandwidth").pick
+    assert pick is not None and timed_pick is not None and pick.codec == timed_pick.codec
+    balanced = decided(untimed)
+    assert balanced.pick is None and "--goal bandwidth decides on bytes alone" in balanced.sentence
+
+
 def test_bad_baseline_is_refused_and_metadata_names_the_default(suite: Suite) -> None:
     with pytest.raises(Exception, match="--baseline nope"):
         decided(suite, baseline="nope")
