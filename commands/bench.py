@@ -11,9 +11,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
-from reports import ReportOptions, build, fit_lines, format_table, verdict_lines
+from reports import Decision, ReportOptions, build, decision, fit_lines, format_table
 from reports.fleet import fleet_lines
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
@@ -156,11 +156,11 @@ def main(argv: List[str]) -> int:
     with OutputFolder(out) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
         suite = run_benchmark(config, progress, registry)
         progress.close()
-        report = write_outputs(suite, folder, args.no_report, options)
-    if suite.partial:
+        report, decided = write_outputs(suite, folder, args.no_report, options)
+    if decided is None:  # a partial run (Ctrl-C during timing): results.json only
         print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
-    print("\n" + "\n".join(fit_lines(verdict_lines(suite, options), table_width())))
+    print("\n" + "\n".join(fit_lines(decided.verdict.lines(), table_width())))
     where = f"report: {out / report} (results.json, results.csv beside it)" if report else f"results: {out}"
     print(f"{where}; {time.perf_counter() - started:.1f} s")
     return 0
@@ -182,18 +182,21 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv))
 
 
-def write_outputs(suite: Suite, folder: Path, no_report: bool, options: ReportOptions) -> Optional[str]:
-    """results.json/csv into ``folder``; for a complete run also the table (printed) and the
-    report (unless ``no_report``), whose file name is returned."""
+def write_outputs(suite: Suite, folder: Path, no_report: bool,
+                  options: ReportOptions) -> Tuple[Optional[str], Optional[Decision]]:
+    """results.json/csv into ``folder``; for a complete run also the table (printed), the decision for
+    ``options`` (made once, for the report and the verdict lines) and the report (unless ``no_report``):
+    (the report's file name, the decision), each None when not made."""
     suite.save(str(folder))
     if suite.partial:
-        return None
+        return None, None
     print(format_table(suite, table_width(), "results.json" if no_report else "report.html"))
     for line in fleet_lines(suite):
         print(line)
+    decided = decision(suite, options)
     if no_report:
-        return None
-    return Path(build(suite, str(folder), options)).name
+        return None, decided
+    return Path(build(suite, str(folder), decided)).name, decided
 
 
 def list_codecs(registry: Registry) -> str:

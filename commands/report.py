@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import List
 
-from reports import build, fit_lines, format_table, verdict_lines
+from reports import build, decision, fit_lines, format_table
 from rpcbench.results import load
 
 from .options import add_report_options, report_options, table_width
@@ -22,10 +22,10 @@ def main(argv: List[str]) -> int:
     args = parser.parse_args(argv)
     options = report_options(args)
     suite = load(args.results)
-    verdict = verdict_lines(suite, options)  # a bad --baseline stops here, before anything is written
+    decided = decision(suite, options)  # a bad --baseline stops here, before anything is written
     folder = args.out or (args.results if os.path.isdir(args.results) else os.path.dirname(args.results) or ".")
     print(format_table(suite, table_width()))
-    path = build(suite, folder, options)
-    print("\n" + "\n".join(fit_lines(verdict, table_width())))
+    path = build(suite, folder, decided)
+    print("\n" + "\n".join(fit_lines(decided.verdict.lines(), table_width())))
     print(f"report: {path}")
     return 0

@@ -8,29 +8,26 @@ as SVG) and report.md, a Markdown summary for a pull request or design doc.
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import Optional
 
 from rpcbench.results import Suite
 
-from .capacity import DEFAULT_OPTIONS, ReportOptions
+from .capacity import ReportOptions
 from .charts import render_charts
-from .decision import decision
+from .decision import Decision, decision
 from .html import write_report
 from .markdown import write_markdown
 from .table import fit_lines, format_table
 
-__all__ = ["ReportOptions", "build", "fit_lines", "format_table", "render_charts", "verdict_lines", "write_markdown",
-           "write_report"]
+__all__ = ["Decision", "ReportOptions", "build", "decision", "fit_lines", "format_table", "render_charts",
+           "write_markdown", "write_report"]
 
 
-def build(suite: Suite, folder: str, options: ReportOptions = DEFAULT_OPTIONS) -> str:
+def build(suite: Suite, folder: str, decided: Optional[Decision] = None) -> str:
     """Write report.html (charts inline) and report.md into ``folder`` (created if needed); return report.html's
-    path."""
+    path. ``decided``: the run's :func:`decision` for the user's options, made once by the caller, which also
+    prints its verdict (default: for the default options)."""
     os.makedirs(folder, exist_ok=True)
-    write_markdown(suite, folder, options)
-    return write_report(suite, folder, render_charts(suite), options)
-
-
-def verdict_lines(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> List[str]:
-    """The verdict for the terminal's last lines (rule, recommendation, caveats)."""
-    return decision(suite, options).verdict.lines()
+    decided = decided or decision(suite)
+    write_markdown(suite, folder, decided)
+    return write_report(suite, folder, render_charts(suite), decided)

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from rpcbench.results import CodecResult, Suite
 
 from . import capacity, study
-from .capacity import Estimate, Plan, ReportOptions
+from .capacity import DEFAULT_OPTIONS, Estimate, Plan, ReportOptions
 from .formatting import MISSING, fmt_bytes, fmt_share
 from .verdict import Verdict, decide
 
@@ -36,8 +36,9 @@ class Decision:
     findings: List[study.Finding]
 
 
-def decision(suite: Suite, options: ReportOptions) -> Decision:
-    """The verdict, the capacity plan, the byte shares and the study findings for ``options``."""
+def decision(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
+    """The verdict, the capacity plan, the byte shares and the study findings for ``options``; BenchError for a
+    ``--baseline`` this run did not measure. Made once per report: the planner's bootstrap is not free."""
     plan = capacity.plan(suite, options.transport)
     verdict = decide(suite, options, plan)
     lead = [r for r in (verdict.pick, verdict.baseline) if r] + [suite.result(c) for c in verdict.front]

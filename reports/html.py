@@ -27,8 +27,7 @@ import jinja2
 from rpcbench.results import CodecResult, Suite
 
 from . import analysis, fleet
-from .capacity import DEFAULT_OPTIONS, ReportOptions
-from .decision import decision
+from .decision import Decision, decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, latency_us, shown
 from .table import Column, columns, footnotes, latency_column, memory_column
 
@@ -104,19 +103,19 @@ class Part:
     applies: Callable[[Suite], bool] = lambda suite: True  #: False: the run has nothing for this part (no heading)
 
 
-def write_report(suite: Suite, folder: str, charts: Mapping[str, str],
-                 options: ReportOptions = DEFAULT_OPTIONS) -> str:
+def write_report(suite: Suite, folder: str, charts: Mapping[str, str], decided: Optional[Decision] = None) -> str:
     """Write ``report.html`` into ``folder``, the charts (name -> SVG markup) inline; return its path."""
-    page = render_report(suite, charts, options)
+    page = render_report(suite, charts, decided)
     path = os.path.join(folder, "report.html")
     with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:  # lone surrogates: shown as U+FFFD
         f.write(page)
     return path
 
 
-def render_report(suite: Suite, charts: Mapping[str, str], options: ReportOptions = DEFAULT_OPTIONS) -> str:
+def render_report(suite: Suite, charts: Mapping[str, str], decided: Optional[Decision] = None) -> str:
     """The whole page as text: every part of :data:`PARTS`, a table of contents built from the same list;
-    ``options`` (goal, baseline, CCU...) shape the verdict and the capacity plan."""
+    ``decided`` (the :func:`decision` for the user's goal, baseline, CCU...; default: the default options) gives
+    the verdict and the capacity plan."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=fmt_count, us=fmt_us)
@@ -129,7 +128,7 @@ def render_report(suite: Suite, charts: Mapping[str, str], options: ReportOption
         script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],
         unstable_ci_pct=analysis.UNSTABLE_CI_PCT, min_tail_calls=MIN_TAIL_CALLS,
-        decision=decision(suite, options))
+        decision=decided or decision(suite))
 
 
 def page_title(suite: Suite) -> str:

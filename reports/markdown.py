@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import jinja2
 
 from rpcbench.results import Suite
 
 from . import analysis
-from .capacity import DEFAULT_OPTIONS, ReportOptions
-from .decision import decision
+from .decision import Decision, decision
 from .formatting import fmt_count, fmt_share
 from .html import TEMPLATES, page_title, summary_section
 from .table import columns, footnotes
@@ -37,23 +36,24 @@ def md_escape(value: Any) -> str:
     return " ".join(_SPECIAL.sub(r"\\\1", "" if value is None else str(value)).splitlines())
 
 
-def write_markdown(suite: Suite, folder: str, options: ReportOptions = DEFAULT_OPTIONS) -> str:
+def write_markdown(suite: Suite, folder: str, decided: Optional[Decision] = None) -> str:
     """Write ``report.md`` into ``folder``; return its path."""
     path = os.path.join(folder, "report.md")
     with open(path, "w", encoding="utf-8", errors="replace") as f:  # lone surrogates: shown as "?"
-        f.write(render_markdown(suite, options))
+        f.write(render_markdown(suite, decided))
     return path
 
 
-def render_markdown(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> str:
-    """report.md as text; ``options`` (goal, baseline, CCU...) shape the verdict, as in report.html."""
+def render_markdown(suite: Suite, decided: Optional[Decision] = None) -> str:
+    """report.md as text; ``decided`` (the :func:`decision` for the user's options; default: the default
+    options) gives the verdict, as in report.html."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=False, finalize=md_escape,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)
     cols = [c for c in columns(suite) if c.title in MD_COLUMNS]
     return env.get_template("report.md").render(
         title=f"rpcbench: {page_title(suite)}", suite=suite, calls=fmt_count(suite.trace.get("calls")),
-        verdict=decision(suite, options).verdict,
+        verdict=(decided or decision(suite)).verdict,
         summary=summary_section(suite).facts, head=[(c.title, c.numeric) for c in cols],
         rows=[[c.cell(r) for c in cols] for r in suite.results], warnings=analysis.warnings(suite),
         notes=footnotes(suite), methods=_busiest_methods(suite),
