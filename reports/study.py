@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
+from .analysis import cpu_ratio
 from .formatting import fmt_ratio, fmt_share, fmt_us
 
 HOLDS, PARTLY, REVERSED, NOT_MEASURED = "holds", "partly", "reversed", "not measured"
@@ -54,10 +55,10 @@ def _bytes(m: Measured, a: str, b: str) -> float:
 
 
 def _encode(m: Measured, a: str, b: str) -> float:
-    """Encode CPU of ``a`` relative to ``b`` (paired rounds)."""
-    ea, eb = m[a].encode, m[b].encode
-    assert ea and eb
-    return ea.ratio_to(eb)
+    """Encode CPU of ``a`` relative to ``b`` (paired rounds; both timed: :func:`retest` checks)."""
+    ratio = cpu_ratio(m[a], m[b], "encode")
+    assert ratio is not None
+    return ratio
 
 
 def _grade(*parts: bool) -> str:
