@@ -12,7 +12,7 @@ total bytes / total connection-seconds, so players who stayed longer weigh more)
 the distribution-free CI of the timing median the results hold. A product of the two
 adds their relative half-widths in quadrature, a sum its terms' absolute half-widths:
 the usual propagation for independent errors. Arithmetic only; the verdict that uses
-these figures is made in :mod:`reports.analysis`.
+these figures is made in :mod:`reports.verdict`.
 """
 
 from __future__ import annotations
@@ -122,10 +122,11 @@ class Capacity:
     state_bytes: int  #: memory per connection at one end (stream codecs)
 
     def month_cost(self, ccu: int, egress_price: float) -> float:
-        """$ per month at ``ccu`` players: server egress + server CPU + connection state (the balanced rule)."""
-        cores = self.server_us.value / 1e6 if self.server_us else 0.0
-        return ccu * (self.down.value * SECONDS_PER_MONTH / 1e9 * egress_price + cores * CORE_MONTH_PRICE
-                      + self.state_bytes / 1e9 * RAM_GB_MONTH_PRICE)
+        """$ per month at ``ccu`` players: server egress + server CPU + connection state (the balanced rule),
+        from the same :func:`figures` the table shows."""
+        f = figures(self, ccu, egress_price)
+        cores = f.server_cores.value if f.server_cores else 0.0
+        return f.egress_usd.value + cores * CORE_MONTH_PRICE + f.state_bytes / 1e9 * RAM_GB_MONTH_PRICE
 
 
 @dataclass(frozen=True)
