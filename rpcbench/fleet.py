@@ -369,7 +369,7 @@ def fleet_trace_info(config: RunConfig, fleet: FleetPass) -> Dict[str, Any]:
     if len(fleet.traces) == 1:
         return {**trace_entry(fleet.traces[0]), "sha256": file_sha256(config.trace), "traces": 1}
     notes = [t.reader["salvaged"] for t in fleet.traces if t.reader.get("salvaged")]
-    return {"path": config.trace if len(fleet.traces) == 1 else f"{len(fleet.traces)} traces",
+    return {"path": f"{len(fleet.traces)} traces",
             "format": "fleet", "sha256": None, "file_bytes": sum(_file_bytes(t.path) for t in fleet.traces),
             "metadata": {}, **fleet.stats.summary(),
             "truncated_bytes": sum(t.reader.get("truncated_bytes", 0) for t in fleet.traces),
