@@ -8,8 +8,7 @@ from typing import Iterator, List, Optional
 
 from rpc_capture import Call, TraceWriter, write_jsonl
 from rpcbench.errors import BenchError
-from rpcbench.simulate import capture_start, json_size
-from rpcbench.simulate_study import DEFAULT_PROFILE, PROFILES, simulate_profile
+from rpcbench.simulate import DEFAULT_PROFILE, PROFILES, capture_start, json_size, simulate_profile
 
 from .options import whole_number
 
@@ -47,7 +46,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if jsonl:
             write_jsonl(measured(), args.out)
         else:
-            meta = {"game": "rpcbench battle simulator", "build": PROFILES[args.profile][1], "seed": args.seed,
+            meta = {"game": "rpcbench battle simulator", "build": PROFILES[args.profile].version, "seed": args.seed,
                     "calls": args.calls, "capture_start": capture_start(args.seed), "generator": "rpcbench.simulate",
                     "profile": args.profile}
             with TraceWriter(args.out, meta, compresslevel=6 if args.gzip else None) as writer:

@@ -6,46 +6,21 @@ The binary format is specified in ``docs/trace-format.md``.
 
 from __future__ import annotations
 
-import os
-from typing import Optional, Union
-
 from .call import C2S, DIRECTIONS, S2C, Call, ConnId
-from .jsonl import BOM, JsonlReader, write_jsonl
+from .jsonl import JsonlReader, write_jsonl
+from .listing import call_lines
+from .reading import damage_note, open_trace
 from .recorder import NullRecorder, Recorder, recorder
-from .trace import MAGIC, TraceError, TraceReader, TraceWriter
+from .rewrite import copy_trace, output_format
+from .select import Selection
+from .stats import TraceStats
+from .summary import TraceSummary, format_summary, summarize
+from .trace import TraceError, TraceReader, TraceWriter
 
 __all__ = [
     "C2S", "S2C", "DIRECTIONS", "Call", "ConnId",
     "TraceReader", "TraceWriter", "TraceError", "JsonlReader", "write_jsonl", "open_trace",
     "Recorder", "NullRecorder", "recorder", "damage_note",
+    "TraceStats", "TraceSummary", "summarize", "format_summary",
+    "Selection", "call_lines", "copy_trace", "output_format",
 ]
-
-
-def damage_note(reader: Union[TraceReader, JsonlReader]) -> Optional[str]:
-    """One line on what a salvaging read skipped (None if nothing): stretches, bytes, calls lost."""
-    if not reader.skipped:
-        return None
-    dropped = reader.dropped_calls()
-    lost = "an unknown number of calls (the file has no end record to count them)" if dropped is None else (
-        f"{dropped:,} call(s)")
-    return (f"{reader.path}: salvaged: skipped {len(reader.skipped)} damaged stretch(es), "
-            f"{sum(n for _, n in reader.skipped):,} bytes, losing {lost}")
-
-
-def open_trace(path: Union[str, os.PathLike], salvage: bool = False) -> Union[TraceReader, JsonlReader]:
-    """Open a trace for streaming, binary (plain or gzip) or JSON Lines, by its content.
-
-    ``salvage``: skip damaged records (lines) with a warning instead of stopping at the first.
-    """
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(MAGIC))
-    except OSError as e:
-        raise TraceError(f"{path}: cannot open ({e.strerror or e})") from None
-    if head.startswith(MAGIC) or head.startswith(b"\x1f\x8b"):
-        return TraceReader(path, salvage)
-    head = head[len(BOM):] if head.startswith(BOM) else head
-    if head.lstrip()[:1] in (b"{", b"") and (head.strip() or path.endswith(".jsonl")):
-        return JsonlReader(path, salvage)
-    raise TraceError(f"{path}: byte offset 0: not a trace (neither RPCTRACE binary nor JSON Lines)")

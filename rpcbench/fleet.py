@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from rpc_capture import Call, TraceError, TraceReader, damage_note, open_trace
+from rpc_capture.stats import TraceStats
 
 from .codec import Codec
 from .config import RunConfig
@@ -41,7 +42,6 @@ from .registry import Registry
 from .results import CodecResult
 from .size_pass import CodecTally, check_call, proportional_quotas
 from .training import Training, train_dictionaries
-from .trace_stats import TraceStats
 
 log = logging.getLogger("rpcbench")
 

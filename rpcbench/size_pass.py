@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, TypeVar
 
 from rpc_capture import C2S, Call
+from rpc_capture.stats import TraceStats
 
 from .codec import Codec, Compressed, received_call, stream_key
 from .errors import BenchError
@@ -28,7 +29,6 @@ from .floor import Floor
 from .isolation import reap, silence_stdout
 from .progress import Progress, quiet
 from .results import Problem, Sizes
-from .trace_stats import TraceStats
 
 Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method) in a fleet
 

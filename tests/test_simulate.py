@@ -4,6 +4,7 @@ sample (samples/battle_dict.rpct), the CLI. The study profile (the default) is i
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from rpc_capture import C2S, S2C, Call, open_trace
-from rpcbench.simulate import simulate
+from rpc_capture import C2S, S2C, Call, open_trace, write_jsonl
+from rpcbench.simulate import PROFILES, simulate, simulate_profile
+from rpcbench.simulate.profiles import DICT
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE = REPO / "samples" / "battle_dict.rpct"
+SAMPLE = REPO / DICT.sample
 METHODS = {
     "move", "input_frame", "cast_skill", "pick_item", "chat", "heartbeat",  # client to server
     "sync_position", "damage", "hp_update", "buff_add", "buff_remove", "state_snapshot",
@@ -127,3 +129,28 @@ def test_cli_jsonl_and_bad_arguments(tmp_path: Path) -> None:
     for bad in (["--calls", "-1"], ["--calls", "many"], ["--out", str(out), "--gzip"], ["--profile", "nope"]):
         done = subprocess.run(run + bad, cwd=REPO, capture_output=True, text=True)
         assert done.returncode != 0 and "error:" in done.stderr.strip().splitlines()[-1]
+
+
+def test_calls_follow_the_profile_data(calls_20k: list) -> None:
+    """profiles.DICT names every method the dict battle sends, its direction and its args' keys."""
+    assert {(c.dir, c.method) for c in calls_20k} == set(DICT.methods)
+    assert {name for _, name in DICT.methods} == METHODS
+    assert not DICT.positional
+    for call in calls_20k:
+        assert tuple(call.args) == DICT.methods[call.dir, call.method].args, call
+
+
+#: sha256 of ``write_jsonl(simulate_profile(profile, 500, 9))``, recorded before the simulator became a package:
+#: the bytes of both profiles' traffic must not change unless a profile's version is bumped on purpose
+JSONL_500_SEED_9 = {
+    ("study", "study-battle-sim 1"): "1d6bccddcd058d989f477184a9494a802e6623426dd951a83f2811058d2c3e5d",
+    ("dict", "battle-sim 1"): "6c8fade642b4e43d71b0829ec3ba3510066498a750c2368ea1b34a627ce46db0",
+}
+
+
+@pytest.mark.parametrize("profile, version", sorted(JSONL_500_SEED_9))
+def test_fixed_seed_gives_the_recorded_bytes(profile: str, version: str, tmp_path: Path) -> None:
+    assert PROFILES[profile].version == version, "a new version: record the new hash here and regenerate the samples"
+    out = tmp_path / "t.jsonl"
+    write_jsonl(simulate_profile(profile, 500, 9), out)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == JSONL_500_SEED_9[profile, version]

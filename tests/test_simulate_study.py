@@ -13,7 +13,8 @@ import pytest
 
 from rpc_capture import C2S, S2C, Call, open_trace
 from rpcbench.config import DEFAULT_TRACE
-from rpcbench.simulate_study import PROFILES, simulate_study
+from rpcbench.simulate import DEFAULT_PROFILE, PROFILES, simulate_study
+from rpcbench.simulate.profiles import STUDY
 
 REPO = Path(__file__).resolve().parent.parent
 CLIENT = {"req_move", "req_attack", "req_skill", "req_chat", "ping"}
@@ -76,7 +77,7 @@ def test_bson_is_about_60_percent_larger_than_json_as_in_the_study(calls_20k: Li
 
 def test_bundled_sample_is_what_simulate_makes_now(calls_20k: List[Call]) -> None:
     reader = open_trace(DEFAULT_TRACE)
-    assert (reader.metadata["profile"], reader.metadata["build"]) == ("study", PROFILES["study"][1])
+    assert (reader.metadata["profile"], reader.metadata["build"]) == ("study", PROFILES["study"].version)
     assert list(reader) == calls_20k, "regenerate: python run_bench.py simulate --calls 20000 --seed 1 " \
                                       "--out samples/battle.rpct --gzip"
 
@@ -87,3 +88,13 @@ def test_cli_default_profile_is_study(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert list(open_trace(out)) == list(simulate_study(300, 1))
+
+
+def test_calls_follow_the_profile_data(calls_20k: List[Call]) -> None:
+    """profiles.STUDY names every method the study battle sends, its direction and its positional args."""
+    assert {(c.dir, c.method) for c in calls_20k} == set(STUDY.methods)
+    assert {m.name for m in STUDY.methods.values() if m.dir == C2S} == CLIENT
+    assert {m.name for m in STUDY.methods.values() if m.dir == S2C} == SERVER
+    assert STUDY.positional and DEFAULT_PROFILE == "study" and Path(DEFAULT_TRACE).resolve() == REPO / STUDY.sample
+    for call in calls_20k:
+        assert len(call.args) == len(STUDY.methods[call.dir, call.method].args), call

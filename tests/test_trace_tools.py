@@ -207,7 +207,7 @@ def test_command_line_help_errors_and_pipes(trace, tmp_path):
 
 def test_trace_stats_merged_from_parts_equal_one_pass_over_the_bundled_trace() -> None:
     from rpc_capture import open_trace
-    from rpcbench.trace_stats import TraceStats
+    from rpc_capture.stats import TraceStats
 
     whole, parts = TraceStats(), [TraceStats(), TraceStats(), TraceStats()]
     for index, call in enumerate(open_trace(str(REPO / "samples" / "battle.rpct"))):

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, Hashable, List, Optional
 
-from rpc_capture import C2S, Call
+from .call import C2S, Call
 
 
 @dataclass

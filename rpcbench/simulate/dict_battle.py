@@ -1,4 +1,4 @@
-"""Seeded battle simulator: realistic real-time battle RPC traffic to benchmark codecs on.
+"""The ``dict`` profile's battle: 5v5 MOBA-style matches with named args (its data: ``profiles.DICT``).
 
 Simulates 5v5 MOBA-style matches (heroes, lane creeps, towers, items) on a 10 Hz server
 tick and yields the RPC calls a Python battle server and its ten clients exchange: input
@@ -14,69 +14,23 @@ libm call, atan2 for the facing, is rounded to 0.1 degree), so traces are byte-i
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import struct
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from rpc_capture import C2S, S2C, Call
 
-from .codec import base64_default
-
-SIM_VERSION = "battle-sim 1"  #: bump when the traffic changes; then regenerate samples/battle.rpct
-TICK_NS = 100_000_000  #: 10 Hz server tick
-TICKS_PER_S = 10
-TEAM_SIZE = 5
-CREEPS_PER_TEAM = 6
-VIEW = 40.0  #: area of interest: a client hears about what happens this close to its hero
-SKILL_RANGE = 20.0
-SYNC_EVERY = 5  #: ticks between sync_position of an entity moving straight on (turns sync at once)
-SNAPSHOT_EVERY = 10  #: ticks between full state snapshots to each client
-HEARTBEAT_EVERY = 20  #: ticks between a client's heartbeats
-CHAT_CHANCE = 0.004  #: per player per tick
-MATCH_TICKS = 15 * 60 * TICKS_PER_S  #: a match lasts 15 minutes at most, then the next starts
-WARMUP_TICKS = 60 * TICKS_PER_S  #: the capture starts a minute into the first match, mid-fight
-BASES = ((12.0, 12.0), (228.0, 228.0))
-TOWERS = ((84.0, 60.0, 36.0), (156.0, 180.0, 204.0))  #: on the diagonal lane, per team
-TOWER_HP = 1500
-SKILL_BUFFS = {2: (2001, 30), 4: (2003, 15)}  #: skill slot -> (buff id, duration in ticks)
-RUNE_BUFF = (4001, 80)
-RUNE_SPOTS = ((108.0, 132.0), (132.0, 108.0))  #: in the river across mid
-RUNE_EVERY = 15 * TICKS_PER_S
-EPOCH_S = 1_704_067_200  #: 2024-01-01T00:00:00Z; a seed's capture starts within the year after
-
-NAMES = (
-    "夜雨听风", "불꽃남자", "xX_Sniper_Xx", "🐉龙王", "김치전사", "ShadowFox", "小明同学",
-    "달빛기사", "NoobMaster69", "风之子🌪", "Pro_Gamer_KR", "绝地求生王", "토끼🐰", "Lumi",
-)
-CHAT = (
-    "集合打龙！", "gg wp 👍", "미드 갱 간다", "等我复活 ⏳", "ㅋㅋㅋㅋㅋ", "push top!!",
-    "小心草丛有人", "back back 🔙", "드래곤 먼저 잡자", "nice 🔥🔥", "我去推塔，你们守家",
-    "ㄱㄱ", "?", "ult ready 💥", "对面打野在下路", "힐 좀 해줘요 ㅠㅠ", "lag 😡",
-    "2塔快掉了 help", "ok 👌", "wp 잘했어요", "别送了兄弟们 😂", "건물 밀어요 tower now",
-)
+from .common import start_ns, take
+from .profiles import DICT as P
+from .profiles import TICK_NS, TICKS_PER_S, Range
 
 
 def terrain(x: float, y: float) -> float:
     """Ground height: a gentle bowl with a slope, so z is a real float but needs no libm."""
     dx, dy = x - 120.0, y - 120.0
     return 2.75 - (dx * dx + dy * dy) * 0.000137 + x * 0.0061
-
-
-def start_ns(seed: int) -> int:
-    """When a seed's capture starts (ns since the epoch): fixed per seed, never the wall clock."""
-    r = random.Random(seed)
-    return (EPOCH_S + r.randrange(365 * 86400)) * 10**9 + r.randrange(1000) * 10**6
-
-
-def capture_start(seed: int) -> str:
-    """:func:`start_ns` as ISO 8601 UTC with milliseconds, for the trace header."""
-    ns = start_ns(seed)
-    start = datetime.fromtimestamp(ns // 10**9, timezone.utc).replace(microsecond=ns // 1000 % 10**6)
-    return start.isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -156,9 +110,9 @@ class Battle:
         self.rng, self.t, self.tick = rng, t0, 0
         self.next_id = rng.randrange(100_000, 400_000)  # creep, tower and item ids: 6 digits
         conn0 = rng.randrange(1000, 60000)
-        names = rng.sample(NAMES, 2 * TEAM_SIZE)
-        self.players = [Player(conn0 + i, names[i], i // TEAM_SIZE, rng.randrange(11, 60) * 100,
-                               rng.random() < 0.5, rng.randrange(-900, 900)) for i in range(2 * TEAM_SIZE)]
+        names = rng.sample(P.names, 2 * P.team_size)
+        self.players = [Player(conn0 + i, names[i], i // P.team_size, rng.randrange(11, 60) * 100,
+                               rng.random() < 0.5, rng.randrange(-900, 900)) for i in range(2 * P.team_size)]
         self.pending: List[Tuple[Player, Call]] = []  # client calls to handle next tick
         self.out: List[Call] = []  # this tick's calls
         self.send_t = t0  # when the server's next message leaves
@@ -167,14 +121,14 @@ class Battle:
     def new_match(self) -> None:
         """Towers, creeps at the front and heroes near mid: the fight starts at once."""
         rng = self.rng
-        self.match_end, self.score = self.tick + MATCH_TICKS, [0, 0]
+        self.match_end, self.score = self.tick + P.match_ticks, [0, 0]
         self.winner: Optional[int] = None
         self.entities: List[Entity] = []
         self.items: List[Item] = []
         for team in (0, 1):
-            for d in TOWERS[team]:
-                self.entities.append(Entity(self._new_id(), "tower", team, d, d, TOWER_HP, TOWER_HP))
-            for _ in range(CREEPS_PER_TEAM):
+            for d in P.towers[team]:
+                self.entities.append(Entity(self._new_id(), "tower", team, d, d, P.tower_hp, P.tower_hp))
+            for _ in range(P.creeps_per_team):
                 self._spawn_creep(team, 108.0 if team == 0 else 132.0)
         hero_ids = rng.sample(range(1_000_000, 10_000_000), len(self.players))
         for p, hero_id in zip(self.players, hero_ids):
@@ -220,9 +174,9 @@ class Battle:
                 self._send(p.conn, method, args)
 
     def _fanout(self, x: float, y: float, method: str, args: Dict[str, Any]) -> None:
-        """Send to every client whose hero (alive, or dead and watching) is within VIEW of (x, y)."""
+        """Send to every client whose hero (alive, or dead and watching) is within view of (x, y)."""
         for p in self.players:
-            if p.hero.dist(x, y) <= VIEW:
+            if p.hero.dist(x, y) <= P.view:
                 self._send(p.conn, method, args)
 
     def _recv(self, p: Player, method: str, args: Dict[str, Any]) -> None:
@@ -249,23 +203,23 @@ class Battle:
             err = "dead"
         elif target is None or target.hp <= 0:
             err = "target_dead"
-        elif hero.dist(target.x, target.y) > SKILL_RANGE:
+        elif hero.dist(target.x, target.y) > P.skill_range:
             err = "out_of_range"
         cooldown = 1.5 + (skill % 100) * 1.25
         self._send(p.conn, "skill_result", {"skill": skill, "ok": err is None, "err": err, "cd": cooldown,
                                             "target": args["target"], "frame": args["frame"]})
         if err is None and target is not None:
             hero.ready = self.tick + int(cooldown * TICKS_PER_S)
-            self._hit(hero, target, self.rng.randrange(120, 380), skill)
-            if skill % 100 in SKILL_BUFFS and target.hp > 0:
-                self._add_buff(target, *SKILL_BUFFS[skill % 100], hero.id)
+            self._hit(hero, target, self.rng.randrange(*P.skill_damage), skill)
+            if skill % 100 in P.skill_buffs and target.hp > 0:
+                self._add_buff(target, *P.skill_buffs[skill % 100], hero.id)
 
     def _on_pick_item(self, p: Player, args: Dict[str, Any]) -> None:
         item = next((it for it in self.items if it.id == args["item"]), None)
         if item is not None and p.hero.hp > 0:
             self.items.remove(item)
             if item.kind == "rune":
-                self._add_buff(p.hero, *RUNE_BUFF, item.id)
+                self._add_buff(p.hero, *P.rune_buff, item.id)
             else:
                 self._heal(p, 400, "potion")
 
@@ -281,7 +235,7 @@ class Battle:
     def _world(self) -> None:
         """Creeps and towers fight, everything moves, buffs expire, runes spawn, heroes heal."""
         for e in list(self.entities):
-            if e.hp > 0 and self._act(e) and (e.facing != e.synced_facing or (self.tick + e.id) % SYNC_EVERY == 0):
+            if e.hp > 0 and self._act(e) and (e.facing != e.synced_facing or (self.tick + e.id) % P.sync_every == 0):
                 e.synced_facing = e.facing
                 sync = {"id": e.id, "x": e.x, "y": e.y, "z": terrain(e.x, e.y), "facing": e.facing, "speed": e.speed}
                 self._fanout(e.x, e.y, "sync_position", sync)
@@ -290,30 +244,30 @@ class Battle:
                 e.buffs.remove(b)
                 self._fanout(e.x, e.y, "buff_remove", {"id": e.id, "buff": b.id, "reason": "expired"})
         self.items = [it for it in self.items if it.expires > self.tick]
-        if self.tick % RUNE_EVERY == 0:
-            x, y = self.rng.choice(RUNE_SPOTS)
+        if self.tick % P.rune_every == 0:
+            x, y = self.rng.choice(P.rune_spots)
             self._spawn_item("rune", x + self.rng.uniform(-2, 2), y + self.rng.uniform(-2, 2), None)
         for i, p in enumerate(self.players):
             if (self.tick + i) % TICKS_PER_S == 0:
                 self._regen(p)
-            if (self.tick + i) % SNAPSHOT_EVERY == 0:
+            if (self.tick + i) % P.snapshot_every == 0:
                 self._snapshot(p)
 
     def _act(self, e: Entity) -> bool:
         """Towers shoot, creeps fight what is in reach or march on, heroes go where told; True if it moved."""
         if e.kind == "tower":
-            self._attack(e, 16.0, 90, 140)
+            self._attack(e, P.tower_reach, P.tower_damage)
             return False
-        if e.kind == "creep" and self._attack(e, 6.0, 18, 36):
+        if e.kind == "creep" and self._attack(e, P.creep_reach, P.creep_damage):
             return False
         return self._advance(e)
 
-    def _attack(self, e: Entity, reach: float, low: int, high: int) -> bool:
+    def _attack(self, e: Entity, reach: float, damage: Range) -> bool:
         """Hit the nearest enemy within reach when off cooldown; True if one was in reach."""
         foe = self._nearest(e, reach)
         if foe is not None and self.tick >= e.ready:
             e.ready = self.tick + TICKS_PER_S
-            self._hit(e, foe, self.rng.randrange(low, high), None)
+            self._hit(e, foe, self.rng.randrange(*damage), None)
         return foe is not None
 
     def _advance(self, e: Entity) -> bool:
@@ -339,7 +293,7 @@ class Battle:
         return best
 
     def _hit(self, src: Entity, dst: Entity, amount: int, skill: Optional[int]) -> None:
-        crit = src.kind == "hero" and self.rng.random() < 0.2
+        crit = src.kind == "hero" and self.rng.random() < P.crit_chance
         amount = amount * 2 if crit else amount
         dst.hp = max(0, dst.hp - amount)
         self._fanout(dst.x, dst.y, "damage", {"src": src.id, "dst": dst.id, "amount": amount, "crit": crit,
@@ -356,7 +310,7 @@ class Battle:
             victim.buffs.clear()
             self.score[killer.team] += 1
             event["assist"] = [p.hero.id for p in self.players if p.team == killer.team and p.hero is not killer
-                               and p.hero.hp > 0 and p.hero.dist(victim.x, victim.y) <= VIEW]
+                               and p.hero.hp > 0 and p.hero.dist(victim.x, victim.y) <= P.view]
             self._broadcast("battle_event", event)
             return
         self.entities.remove(victim)
@@ -365,7 +319,7 @@ class Battle:
             if not any(e.kind == "tower" and e.team == victim.team for e in self.entities):
                 self.winner = killer.team
             return
-        self._spawn_creep(victim.team, BASES[victim.team][0])
+        self._spawn_creep(victim.team, P.bases[victim.team][0])
         gold = self.rng.randrange(30, 45) if killer.kind == "hero" else None
         self._fanout(victim.x, victim.y, "battle_event", dict(event, type="creep_kill", gold=gold))
         if self.rng.random() < 0.4:
@@ -401,24 +355,24 @@ class Battle:
         """Once a second: a dead hero may respawn at base; a hurt one regenerates, fast at base."""
         hero = p.hero
         if hero.hp <= 0 and self.tick >= p.respawn:
-            hero.x, hero.y = BASES[p.team]
+            hero.x, hero.y = P.bases[p.team]
             p.goal = hero.dest = None
             self._heal(p, hero.max_hp, "respawn")
         elif 0 < hero.hp < hero.max_hp:
-            at_base = hero.dist(*BASES[p.team]) < 20.0
+            at_base = hero.dist(*P.bases[p.team]) < 20.0
             self._heal(p, hero.max_hp // (8 if at_base else 60), "regen")
 
     def _snapshot(self, p: Player) -> None:
         """Everything the client can see, in full: lets it correct drift and join late."""
         hero = p.hero
-        seen = [e.view(self.tick) for e in self.entities if hero.dist(e.x, e.y) <= VIEW]
-        seen += [it.view() for it in self.items if hero.dist(it.x, it.y) <= VIEW]
+        seen = [e.view(self.tick) for e in self.entities if hero.dist(e.x, e.y) <= P.view]
+        seen += [it.view() for it in self.items if hero.dist(it.x, it.y) <= P.view]
         self._send(p.conn, "state_snapshot", {"tick": self.tick, "ts": self._ms(), "me": hero.id,
                                               "score": list(self.score), "entities": seen})
 
     def _spawn_creep(self, team: int, along: float) -> None:
         """A creep at (along, along) on the lane, marching on the enemy base."""
-        rng, (ex, ey) = self.rng, BASES[1 - team]
+        rng, (ex, ey) = self.rng, P.bases[1 - team]
         x, y = along + rng.uniform(-6, 6), along + rng.uniform(-6, 6)
         dest = (ex + rng.uniform(-5, 5), ey + rng.uniform(-5, 5))
         self.entities.append(Entity(self._new_id(), "creep", team, x, y, 450, 450, speed=4.5, dest=dest))
@@ -434,10 +388,10 @@ class Battle:
     def _client(self, i: int, p: Player) -> None:
         """One client's calls this tick: heartbeat, chat, and (if alive) what its player does."""
         rng = self.rng
-        if (self.tick + i) % HEARTBEAT_EVERY == 0:
+        if (self.tick + i) % P.heartbeat_every == 0:
             self._recv(p, "heartbeat", {"ts": self._ms() + p.skew_ms + rng.randrange(100)})
-        if rng.random() < CHAT_CHANCE:
-            self._recv(p, "chat", {"ch": rng.choice(("team", "team", "all")), "text": rng.choice(CHAT)})
+        if rng.random() < P.chat_chance:
+            self._recv(p, "chat", {"ch": rng.choice(("team", "team", "all")), "text": rng.choice(P.chat)})
         p.frame += 1
         if p.hero.hp > 0:
             self._steer(p, self._decide(p))
@@ -446,22 +400,22 @@ class Battle:
         """The player's goal: retreat when low, grab a nearby potion or a rune, else fight the nearest enemy."""
         hero, rng = p.hero, self.rng
         item = next((it for it in self.items if hero.dist(it.x, it.y) <= (60.0 if it.kind == "rune" else 25.0)), None)
-        foe = self._nearest(hero, VIEW)
+        foe = self._nearest(hero, P.view)
         goal = p.goal
         if hero.hp < hero.max_hp // 4:
-            goal = BASES[p.team]
+            goal = P.bases[p.team]
         elif item is not None:
             goal = (item.x, item.y)
             if hero.dist(item.x, item.y) < 1.5:
                 self._recv(p, "pick_item", {"item": item.id, "frame": p.frame})
         elif foe is not None:
-            if hero.dist(foe.x, foe.y) <= SKILL_RANGE and self.tick >= hero.ready and rng.random() < 0.5:
+            if hero.dist(foe.x, foe.y) <= P.skill_range and self.tick >= hero.ready and rng.random() < 0.5:
                 self._recv(p, "cast_skill", {"skill": p.skills + rng.randint(1, 4), "target": foe.id,
                                              "pos": foe.pos(), "frame": p.frame})
             if goal is None or rng.random() < 0.04:
                 goal = (foe.x + rng.uniform(-12, 12), foe.y + rng.uniform(-12, 12))
         elif goal is None:
-            ex, ey = BASES[1 - p.team]
+            ex, ey = P.bases[1 - p.team]
             goal = (hero.x + (ex - hero.x) * 0.2, hero.y + (ey - hero.y) * 0.2)
         return None if goal is None or hero.dist(*goal) < 1.0 else goal
 
@@ -481,18 +435,7 @@ class Battle:
 
 def simulate(calls: int, seed: int) -> Iterator[Call]:
     """Yield exactly ``calls`` calls of simulated battle traffic, streaming (memory stays flat)."""
-    battle = Battle(random.Random(seed), start_ns(seed) - WARMUP_TICKS * TICK_NS)
-    for _ in range(WARMUP_TICKS):
+    battle = Battle(random.Random(seed), start_ns(seed) - P.warmup_ticks * TICK_NS)
+    for _ in range(P.warmup_ticks):
         battle.step()
-    left = calls
-    while left > 0:
-        for call in battle.step()[:left]:
-            yield call
-            left -= 1
-
-
-def json_size(call: Call) -> int:
-    """Bytes of ``{"method": m, "args": a}`` as compact UTF-8 JSON, bytes as base64: the study's yardstick."""
-    doc = {"method": call.method, "args": call.args}
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=base64_default)
-    return len(text.encode("utf-8"))
+    yield from take(battle.step, calls)

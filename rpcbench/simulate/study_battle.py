@@ -1,4 +1,4 @@
-"""The ``study`` simulation profile: battle traffic of the kind the 2015 study measured.
+"""The ``study`` profile's battle: traffic of the kind the 2015 study measured (its data: ``profiles.STUDY``).
 
 The study's server (docs/study.md) sent each RPC's parameters as a *positional list* of
 small ints, short strings and a few floats: ``obj_move(id, x, y, dir, speed, tick)``, not
@@ -6,7 +6,7 @@ small ints, short strings and a few floats: ``obj_move(id, x, y, dir, speed, tic
 quantized (0.1 m), angles whole degrees, HP and ids small battle-local ints, times server
 ticks. That shape is what makes BSON (a typed, length-prefixed document per list, with
 keys "0", "1"... for array items) about 1.6x the size of compact JSON; the ``dict``
-profile (:mod:`rpcbench.simulate`, 17-digit floats under named keys) makes BSON smaller.
+profile (``dict_battle.py``, 17-digit floats under named keys) makes BSON smaller.
 
 What it models: a 5 v 5 room on a 10 Hz tick; heroes chase and fight the nearest enemy,
 each client sends move requests when its destination changes, attack and skill requests
@@ -16,7 +16,7 @@ waves, a once-a-second ``state_sync`` of every living unit, deaths, respawns and
 What it does not: packet loss, reconnects, matchmaking, spectators, clients of different
 rooms sharing a server, or any game's real balance: it is a traffic shape, not a game.
 
-Deterministic as :mod:`rpcbench.simulate`: one ``random.Random(seed)``, no libm but sqrt
+Deterministic as the ``dict`` profile: one ``random.Random(seed)``, no libm but sqrt
 and atan2 (rounded to whole degrees), so the same calls and seed give the same trace.
 """
 
@@ -29,21 +29,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from rpc_capture import C2S, S2C, Call
 
-from . import simulate as dict_profile
-from .simulate import TICK_NS, TICKS_PER_S, start_ns
-
-STUDY_VERSION = "study-battle-sim 1"  #: bump when the traffic changes; then regenerate samples/battle.rpct
-ARENA = 100.0  #: metres, square
-LANE = ((10.0, 50.0), (90.0, 50.0))  #: minions walk from one end to the other
-ATTACK_RANGE, SKILL_RANGE = 2.5, 8.0
-WAVE_EVERY = 30 * TICKS_PER_S
-WAVE_SIZE = 3
-SYNC_EVERY = TICKS_PER_S  #: full state of every living unit to every client, once a second
-PING_EVERY = 2 * TICKS_PER_S
-RESPAWN_TICKS = 5 * TICKS_PER_S
-NAMES = ("Lumi", "Kai", "Nova", "Rex", "Mira", "Zed", "Aria", "Bo", "Juno", "Taro", "Yuki", "Ash")
-CHAT = ("gg", "go mid", "help!", "nice", "wait", "back", "ok", "push", "care bot", "lol")
-CHAT_CHANCE = 0.002  #: per client per tick
+from .common import start_ns, take
+from .profiles import STUDY as P
+from .profiles import TICK_NS, TICKS_PER_S
 
 
 def q(value: float) -> float:
@@ -85,7 +73,7 @@ class StudyBattle:
         self.heroes = [Unit(uid, i // 5, *self._base(i // 5), hp := rng.randrange(18, 26) * 100, hp,
                             rng.choice((6.0, 6.5, 7.0)), name=name, mp=600, skills=rng.randrange(11, 60) * 100,
                             clock=rng.randrange(10**5, 10**7))
-                       for i, (uid, name) in enumerate(zip(uids, rng.sample(NAMES, 10)))]
+                       for i, (uid, name) in enumerate(zip(uids, rng.sample(P.names, 10)))]
         self.minions: List[Unit] = []
         self.next_minion, self.score = rng.randrange(100_000, 400_000), [0, 0]  # the server's object ids
         self.dead_until: Dict[int, int] = {}
@@ -140,17 +128,17 @@ class StudyBattle:
 
     def _on_req_attack(self, hero: Unit, args: List[Any]) -> None:
         target = self._unit(args[1])
-        if hero.hp > 0 and target is not None and target.hp > 0 and hero.dist(target) <= ATTACK_RANGE + 1:
+        if hero.hp > 0 and target is not None and target.hp > 0 and hero.dist(target) <= P.attack_range + 1:
             hero.state, hero.dest = "atk", None
             self._broadcast("attack", hero.id, target.id, self._ms())
-            self._hit(hero, target, self.rng.randrange(60, 140), 0)
+            self._hit(hero, target, self.rng.randrange(*P.attack_damage), 0)
 
     def _on_req_skill(self, hero: Unit, args: List[Any]) -> None:
         target = self._unit(args[2])
         if hero.hp > 0 and target is not None and target.hp > 0:
             hero.state, hero.dest, hero.mp = "cast", None, max(0, hero.mp - 80)
             self._broadcast("cast", hero.id, args[1], target.id, q(target.x), q(target.y), self._ms())
-            self._hit(hero, target, self.rng.randrange(150, 400), args[1])
+            self._hit(hero, target, self.rng.randrange(*P.skill_damage), args[1])
             if args[1] % 10 == 2 and target.hp > 0:
                 self._broadcast("buff", target.id, 300 + args[1] % 100, 1, 3000)
 
@@ -167,7 +155,7 @@ class StudyBattle:
 
     def _hit(self, src: Unit, dst: Unit, amount: int, skill: int) -> None:
         """Damage (heroes may crit), then death: a hero's counts for the score, a minion is gone."""
-        crit = int(bool(src.name) and self.rng.random() < 0.15)
+        crit = int(bool(src.name) and self.rng.random() < P.crit_chance)
         amount *= 1 + crit
         dst.hp = max(0, dst.hp - amount)
         self._broadcast("hit", src.id, dst.id, skill, amount, dst.hp, crit, self._ms())
@@ -175,7 +163,7 @@ class StudyBattle:
             self._broadcast("die", dst.id, src.id, src.name or "minion", self._ms())
             dst.state, dst.dest = "idle", None
             if dst.name:
-                self.dead_until[dst.id] = self.tick + RESPAWN_TICKS
+                self.dead_until[dst.id] = self.tick + P.respawn_ticks
                 self.score[src.team] += 1
                 self._broadcast("score", self.score[0], self.score[1], self._ms())
             else:
@@ -190,13 +178,13 @@ class StudyBattle:
                 hero.x, hero.y = self._base(hero.team)
                 hero.hp, hero.state = hero.max_hp, "idle"
                 self._broadcast("respawn", hero.id, q(hero.x), q(hero.y), hero.hp, self._ms())
-        if self.tick % WAVE_EVERY == 0:
+        if self.tick % P.wave_every == 0:
             self._wave()
         for m in list(self.minions):
             self._minion(m)
         for u in self.heroes + self.minions:
             self._advance(u)
-        if self.tick % SYNC_EVERY == 0:
+        if self.tick % P.sync_every == 0:
             alive = [u for u in self.heroes if u.hp > 0]
             self._broadcast("state_sync", self._ms(), [u.id for u in alive], [u.hp for u in alive],
                             [u.mp for u in alive], [q(u.x) for u in alive], [q(u.y) for u in alive],
@@ -205,8 +193,8 @@ class StudyBattle:
     def _wave(self) -> None:
         """Each team's minions appear at its end of the lane and march on the other."""
         for team in (0, 1):
-            (sx, sy), (ex, ey) = LANE if team == 0 else LANE[::-1]
-            for _ in range(WAVE_SIZE):
+            (sx, sy), (ex, ey) = P.lane if team == 0 else P.lane[::-1]
+            for _ in range(P.wave_size):
                 m = Unit(self.next_minion, team, sx + self.rng.uniform(-2, 2), sy + self.rng.uniform(-2, 2), 450, 450,
                          4.0, dest=(ex, ey), state="run")
                 self.next_minion += 1
@@ -215,12 +203,12 @@ class StudyBattle:
 
     def _minion(self, m: Unit) -> None:
         """A minion hits the nearest enemy in reach once a second, else marches on."""
-        foe = self._nearest(m, ATTACK_RANGE)
+        foe = self._nearest(m, P.attack_range)
         if foe is not None and self.tick >= m.ready:
             m.ready, m.state = self.tick + TICKS_PER_S, "atk"
-            self._hit(m, foe, self.rng.randrange(20, 40), 0)
+            self._hit(m, foe, self.rng.randrange(*P.minion_damage), 0)
         elif foe is None and m.state == "atk":
-            m.state, m.dest = "run", LANE[1] if m.team == 0 else LANE[0]
+            m.state, m.dest = "run", P.lane[1] if m.team == 0 else P.lane[0]
             self._broadcast("obj_move", m.id, m.dest[0], m.dest[1], m.dir, m.speed, self._ms())
 
     def _advance(self, u: Unit) -> None:
@@ -249,23 +237,24 @@ class StudyBattle:
     def _client(self, i: int) -> None:
         """Client i: a ping every 2 s, rare chat, and its hero's fight: chase, attack, cast."""
         hero, rng = self.heroes[i], self.rng
-        if (self.tick + i) % PING_EVERY == 0:
+        if (self.tick + i) % P.ping_every == 0:
             self._request(i, "ping", hero.clock + self._ms() + rng.randrange(100))
-        if rng.random() < CHAT_CHANCE:
-            self._request(i, "req_chat", rng.choice(CHAT))
-        foe = self._nearest(hero, ARENA * 2)
+        if rng.random() < P.chat_chance:
+            self._request(i, "req_chat", rng.choice(P.chat))
+        foe = self._nearest(hero, P.arena * 2)
         if hero.hp == 0 or foe is None or self.tick < hero.ready:
             return
         d = hero.dist(foe)
-        if d <= SKILL_RANGE and rng.random() < 0.08:
+        if d <= P.skill_range and rng.random() < P.skill_chance:
             hero.ready = self.tick + 3 * TICKS_PER_S
             self._request(i, "req_skill", self.tick, hero.skills + rng.randint(1, 4), foe.id, q(foe.x),
                           q(foe.y))
-        elif d <= ATTACK_RANGE:
+        elif d <= P.attack_range:
             hero.ready = self.tick + TICKS_PER_S
             self._request(i, "req_attack", self.tick, foe.id)
         elif hero.dest is None or math.dist(hero.dest, (foe.x, foe.y)) > 3.0:
-            gx, gy = min(max(foe.x + rng.uniform(-1, 1), 0.0), ARENA), min(max(foe.y + rng.uniform(-1, 1), 0.0), ARENA)
+            gx = min(max(foe.x + rng.uniform(-1, 1), 0.0), P.arena)
+            gy = min(max(foe.y + rng.uniform(-1, 1), 0.0), P.arena)
             hero.dest = (q(gx), q(gy))
             self._request(i, "req_move", self.tick, q(gx), q(gy))
 
@@ -273,17 +262,4 @@ class StudyBattle:
 def simulate_study(calls: int, seed: int) -> Iterator[Call]:
     """Yield exactly ``calls`` calls of the study-like room, streaming (memory stays flat)."""
     battle = StudyBattle(random.Random(seed), start_ns(seed))
-    left = calls
-    while left > 0:
-        for call in battle.step()[:left]:
-            yield call
-            left -= 1
-
-
-PROFILES = {"study": (simulate_study, STUDY_VERSION), "dict": (dict_profile.simulate, dict_profile.SIM_VERSION)}
-DEFAULT_PROFILE = "study"
-
-
-def simulate_profile(profile: str, calls: int, seed: int) -> Iterator[Call]:
-    """The calls of one profile (``study``: positional args, the default sample; ``dict``: named args)."""
-    return PROFILES[profile][0](calls, seed)
+    yield from take(battle.step, calls)
