@@ -120,7 +120,8 @@ class Registry:
         except ImportError as e:
             del sys.modules[name]
             self.skipped[str(path)] = f"needs {e.name or e} (not installed)"
-            log.info("skipping codec file %s: %s is not installed (pip install -r requirements.txt)", path, e.name or e)
+            log.info("skipping codec file %s: %s is not installed (in a clone: pip install -r requirements.txt; "
+                     "else: pip install 'rpcbench[all]')", path, e.name or e)
             return
         except Exception as e:  # a broken user plugin must not take the built-ins down
             del sys.modules[name]
