@@ -38,10 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Replay a recorded RPC trace through serialization codecs and measure bytes per call, "
         "encode and decode CPU time per call, and whether each codec gives the same call back.",
-        epilog="Subcommands: 'run_bench.py simulate --help' (make a battle trace), 'run_bench.py trace --help' "
-        "(inspect, convert, slice traces), 'run_bench.py report --help' (rebuild a report), "
-        "'run_bench.py proto --help' (protobuf schemas). Installed, the rpcbench command takes the same "
-        "arguments ('rpcbench run' is the benchmark too).",
+        epilog="Subcommands: 'simulate --help' (make a battle trace), 'trace --help' (inspect, convert, slice "
+        "traces), 'report --help' (rebuild a report), 'proto --help' (protobuf schemas), 'compare --help'. "
+        "Installed, the rpcbench command takes the same arguments ('rpcbench run' is the benchmark too).",
     )
     p.add_argument("--trace", nargs="+", default=[str(DEFAULT_TRACE)], metavar="TRACE",
                    help="trace(s) to replay: binary .rpct (gzip or not) or JSON Lines files, folders of them or glob "
