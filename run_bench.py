@@ -3,7 +3,7 @@
 
 import sys
 
-from commands import main
+from rpcbench.commands import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import List, Sequence, Tuple
 
 import _common
-from reports.compare import Comparison, compare, gate
+from rpcbench.reports.compare import Comparison, compare, gate
 from rpcbench.results import Suite
 
 CODECS = "json,msgpack,json+zlib-1,jsonbuild"

@@ -1,4 +1,5 @@
-"""The command line: ``run_bench.py`` runs the benchmark, or one of the tool subcommands.
+"""The command line: ``run_bench.py`` (or the installed ``rpcbench`` command) runs the benchmark
+(also as ``run``), or one of the tool subcommands.
 
 One module per command, each with ``main(argv) -> int``. Commands parse arguments, call
 the library (``rpcbench``, ``rpc_capture``, ``reports``) and print; they hold no
@@ -18,11 +19,11 @@ from rpcbench.errors import BenchError
 
 #: subcommand -> module with ``main(argv) -> int``; anything else is the benchmark itself
 SUBCOMMANDS = {
-    "simulate": "commands.simulate",
-    "trace": "commands.trace",
-    "proto": "commands.proto",
-    "report": "commands.report",
-    "compare": "commands.compare",
+    "simulate": "rpcbench.commands.simulate",
+    "trace": "rpcbench.commands.trace",
+    "proto": "rpcbench.commands.proto",
+    "report": "rpcbench.commands.report",
+    "compare": "rpcbench.commands.compare",
 }
 
 
@@ -31,6 +32,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _printable_streams()
     _log_to_stderr()
+    if argv[:1] == ["run"]:  # ``rpcbench run --trace X``: the benchmark, named
+        argv = argv[1:]
     try:
         if argv and argv[0] in SUBCOMMANDS:
             module = importlib.import_module(SUBCOMMANDS[argv[0]])

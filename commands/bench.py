@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-from reports import Decision, ReportOptions, build, decision, fit_lines, format_table
-from reports.fleet import fleet_lines
+from rpcbench.reports import Decision, ReportOptions, build, decision, fit_lines, format_table
+from rpcbench.reports.fleet import fleet_lines
 from rpcbench import protobuf
-from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, REPO, RunConfig
+from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
 from rpcbench.fleet import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
@@ -38,9 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Replay a recorded RPC trace through serialization codecs and measure bytes per call, "
         "encode and decode CPU time per call, and whether each codec gives the same call back.",
-        epilog="Subcommands: 'run_bench.py simulate --help' (make a battle trace), 'run_bench.py trace --help' "
-        "(inspect, convert, slice traces), 'run_bench.py report --help' (rebuild a report), "
-        "'run_bench.py proto --help' (protobuf schemas).",
+        epilog="Subcommands: 'simulate --help' (make a battle trace), 'trace --help' (inspect, convert, slice "
+        "traces), 'report --help' (rebuild a report), 'proto --help' (protobuf schemas), 'compare --help'. "
+        "Installed, the rpcbench command takes the same arguments ('rpcbench run' is the benchmark too).",
     )
     p.add_argument("--trace", nargs="+", default=[str(DEFAULT_TRACE)], metavar="TRACE",
                    help="trace(s) to replay: binary .rpct (gzip or not) or JSON Lines files, folders of them or glob "
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1; a level range or list expands: "
                    "json+zlib-1..9, json+zstd-1,3,19 (default: %(default)s)")
-    p.add_argument("--out", help="output folder (default: a new folder under results/)")
+    p.add_argument("--out", help="output folder (default: a new folder under results/ in the current directory)")
     p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
     p.add_argument("--warmup", type=whole_number(1, 1000), default=1,
@@ -221,11 +221,11 @@ def _first_line(doc: Optional[str]) -> str:
 
 
 def make_out_dir(out: Optional[str], trace: str) -> Path:
-    """The given folder or a fresh name under results/; nothing is created yet (see OutputFolder)."""
+    """The given folder or a fresh name under ./results/; nothing is created yet (see OutputFolder)."""
     if out:
         return Path(out)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = REPO / "results" / f"{stamp}-{Path(trace).name.split('.')[0]}"
+    path = Path("results") / f"{stamp}-{Path(trace).name.split('.')[0]}"
     n = 1
     while path.exists():
         n += 1

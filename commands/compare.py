@@ -7,8 +7,8 @@ import math
 import os
 from typing import List
 
-from reports.compare import ALPHA, DEFAULT_REFERENCE, TEST, compare, gate
-from reports.compare_report import Runs, format_comparison, write_compare_html
+from rpcbench.reports.compare import ALPHA, DEFAULT_REFERENCE, TEST, compare, gate
+from rpcbench.reports.compare_report import Runs, format_comparison, write_compare_html
 from rpcbench.results import load
 
 

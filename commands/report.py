@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import List
 
-from reports import build, decision, fit_lines, format_table
+from rpcbench.reports import build, decision, fit_lines, format_table
 from rpcbench.results import load
 
 from .options import add_report_options, report_options, table_width

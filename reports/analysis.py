@@ -14,7 +14,7 @@ from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 from .formatting import fmt_ratio, fmt_us, latency_us
 
 #: a timing is unstable when its median's 95 % confidence interval is wider than this, half-width as % of the
-#: median. Chosen on real runs of the bundled sample (README, "Unstable timings"): quiet runs stay under 3 %,
+#: median. Chosen on real runs of the bundled sample (docs/methodology.md, "CPU time"): quiet runs stay under 3 %,
 #: runs next to two busy loops go to 10-36 %; the standard deviation (pyperf's rule, over 10 % of the mean)
 #: flagged 37-40 of 42 timings of a quiet run, since a few slow rounds inflate it without moving the median.
 UNSTABLE_CI_PCT = 5.0

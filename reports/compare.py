@@ -275,7 +275,7 @@ def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[
         return None
     return (f"the machine ran at another speed: {reference} encode took {factor:.2f}x its OLD time in NEW. "
             f"Absolute times moved with it; the ratios cancel drift that hits codecs alike, but a shared "
-            f"host's speed states slow some codecs more than others (README, speed states), so "
+            f"host's speed states slow some codecs more than others (docs/methodology.md, speed states), so "
             f"ratios can shift too: rerun both in the same conditions before trusting a CPU change")
 
 

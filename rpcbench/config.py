@@ -17,9 +17,9 @@ from .errors import BenchError
 from .isolation import DEFAULT_CODEC_TIMEOUT
 from .registry import Registry
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_TRACE = REPO / "samples" / "battle.rpct"  #: simulate --profile study: positional args, like the 2015 study's
-DICT_TRACE = REPO / "samples" / "battle_dict.rpct"  #: simulate --profile dict: named args, full-precision floats
+PACKAGE = Path(__file__).resolve().parent  #: holds the bundled codecs/, proto/, samples/ (links in a clone)
+DEFAULT_TRACE = PACKAGE / "samples" / "battle.rpct"  #: simulate --profile study: positional args, like the 2015 study's
+DICT_TRACE = PACKAGE / "samples" / "battle_dict.rpct"  #: simulate --profile dict: named args, full-precision floats
 #: The 2015 study's formats (docs/study.md: bson, json, ujson, json + zlib at levels 1 and 9,
 #: protobuf with and without zlib), then what can win today: faster JSON (orjson), binary
 #: untyped (msgpack) and typed rows (msgspec-struct), and compression that sees more than one

@@ -2,19 +2,22 @@
 
 Sources, all through :meth:`Registry.load_file` / :meth:`Registry.add`:
 
-* every ``*.py`` in the repository's ``codecs/`` folder (the built-ins; a user adds a
-  codec by dropping a file there),
+* every ``*.py`` in the bundled ``codecs/`` folder (the built-ins, shipped inside the
+  package as ``rpcbench/codecs/``; in a clone, a user adds a codec by dropping a file there),
+* installed packages that declare codecs in the entry-point group ``rpcbench.codecs``
+  (a class, or a module whose classes are all registered; docs/plugins.md),
 * ``--codec-path FILE.py`` and ``--codecs-dir DIR``,
 * ``--codec module:Class`` (an importable class).
 
 ``codecs/`` cannot be imported as a package (the standard library owns the name
 ``codecs``), so its files are loaded by path, each as module ``rpcbench_codecs.<stem>``.
-A file whose import fails for a missing library is skipped with one line.
+A file or package whose import fails is skipped with one line.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
 import logging
@@ -31,7 +34,8 @@ from .errors import BenchError
 
 log = logging.getLogger("rpcbench")
 
-CODECS_DIR = Path(__file__).resolve().parent.parent / "codecs"
+ENTRY_POINTS = "rpcbench.codecs"  #: the entry-point group plugin packages declare their codecs in
+CODECS_DIR = (Path(__file__).resolve().parent / "codecs").resolve()  #: the built-ins, in the package
 _BASE = re.compile(r"^[a-z0-9_.\-]+$")  #: a codec id
 _PART = re.compile(r"^(?P<name>[a-z0-9_]+)(?:-(?P<level>-?\d+))?$")  #: a stage or compressor[-level] after a +
 _LEVELS = re.compile(r"^(?P<name>[a-z0-9_]+)-(?P<levels>\d+(?:\.\.\d+)?(?:,\d+(?:\.\.\d+)?)*)$")  #: zlib-1..3,9
@@ -63,11 +67,33 @@ class Registry:
     def default(cls, extra_dirs: Iterable[Union[str, os.PathLike]] = (),
                 codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
                 compressor_options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Registry":
-        """The built-in ``codecs/`` folder plus any extra plugin folders."""
+        """The built-in ``codecs/`` folder, the installed plugin packages, then any extra plugin folders."""
         reg = cls(codec_options, compressor_options)
-        for folder in (CODECS_DIR, *extra_dirs):
+        reg.load_dir(CODECS_DIR)
+        reg.load_entry_points()
+        for folder in extra_dirs:
             reg.load_dir(folder)
         return reg
+
+    def load_entry_points(self) -> None:
+        """Register what installed packages declare in the ``rpcbench.codecs`` entry-point group.
+
+        Each entry point names a class (``mycodec = mypkg:MyCodec``) or a module (``mypkg``,
+        every codec class it defines). Its origin is the distribution and version
+        (``rpcbench-examplecodec 0.1.0``); one whose import fails is skipped with one line.
+        """
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
+            origin = f"{ep.dist.name} {ep.dist.version}" if ep.dist else ep.value
+            try:
+                obj = ep.load()
+                if isinstance(obj, ModuleType):
+                    self.add_module(obj, origin)
+                else:
+                    self.add(obj, origin)
+            except Exception as e:  # a broken plugin package must not take the built-ins down
+                why = str(e) if isinstance(e, BenchError) else f"{type(e).__name__}: {e}"
+                self.skipped[origin] = why
+                log.warning("skipping codec package %s (entry point %s = %s): %s", origin, ep.name, ep.value, why)
 
     def load_dir(self, folder: Union[str, os.PathLike]) -> None:
         """Load every ``*.py`` file of a plugin folder (files starting with ``_`` excepted)."""
@@ -94,7 +120,8 @@ class Registry:
         except ImportError as e:
             del sys.modules[name]
             self.skipped[str(path)] = f"needs {e.name or e} (not installed)"
-            log.info("skipping codec file %s: %s is not installed (pip install -r requirements.txt)", path, e.name or e)
+            log.info("skipping codec file %s: %s is not installed (in a clone: pip install -r requirements.txt; "
+                     "else: pip install 'rpcbench[all]')", path, e.name or e)
             return
         except Exception as e:  # a broken user plugin must not take the built-ins down
             del sys.modules[name]
@@ -227,7 +254,7 @@ class Registry:
         return " (skipped: " + "; ".join(f"{Path(f).name} {why}" for f, why in self.skipped.items()) + ")"
 
     def origin(self, codec_id: str) -> Optional[str]:
-        """Where a codec id came from (a file path or module:Class)."""
+        """Where a codec id came from (a file path, a package and its version, or module:Class)."""
         return self.origins.get(codec_id)
 
 

@@ -120,7 +120,7 @@ def check_trace(path: str, salvage: bool = False) -> str:
 
 def check_results(path: str, out_dir: str) -> str:
     """Load a results.json and build its table and HTML page: ``"ok"`` or ``"refused"`` (BenchError)."""
-    from reports import format_table, write_report
+    from rpcbench.reports import format_table, write_report
 
     try:
         suite = load(path)

@@ -124,7 +124,7 @@ def test_codec_with_missing_library_is_skipped_with_one_line(tmp_path, caplog):
     assert registry.skipped == {str(tmp_path / "fancy.py"): "needs not_a_real_library_xyz (not installed)"}
     assert [r.getMessage() for r in caplog.records if "fancy.py" in r.getMessage()] == [
         f"skipping codec file {tmp_path / 'fancy.py'}: not_a_real_library_xyz is not installed "
-        "(pip install -r requirements.txt)"
+        "(in a clone: pip install -r requirements.txt; else: pip install 'rpcbench[all]')"
     ]
 
 

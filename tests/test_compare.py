@@ -23,7 +23,7 @@ from typing import Dict, List
 
 import pytest
 
-from reports.compare import compare, gate
+from rpcbench.reports.compare import compare, gate
 from rpcbench.results import SLOW_STATE_FACTOR, load
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,10 +17,10 @@ from typing import Dict, List
 
 import pytest
 
-from reports.capacity import ReportOptions, figures, plan
-from reports.html import render_report
-from reports.study import NOT_MEASURED, STUDY_CODECS, retest
-from reports.verdict import decide
+from rpcbench.reports.capacity import ReportOptions, figures, plan
+from rpcbench.reports.html import render_report
+from rpcbench.reports.study import NOT_MEASURED, STUDY_CODECS, retest
+from rpcbench.reports.verdict import decide
 from rpc_capture import open_trace
 from rpcbench.config import DEFAULT_TRACE, RunConfig
 from rpcbench.pipeline import run_benchmark

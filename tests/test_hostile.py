@@ -21,7 +21,7 @@ from rpc_capture import Call, Recorder, TraceError, TraceReader, TraceWriter, op
 from rpc_capture import trace as T
 from rpc_capture import values as V
 from rpcbench import fidelity
-from commands import main as cli_main
+from rpcbench.commands import main as cli_main
 from rpcbench.size_pass import SizePass
 from rpcbench.registry import Registry
 from rpcbench.results import load

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rpc_capture import Call, TraceWriter, open_trace, write_jsonl
 from rpcbench import fidelity as F
-from commands import main as cli_main
+from rpcbench.commands import main as cli_main
 from rpcbench import protobuf
 from rpcbench.protobuf import infer
 from rpcbench.size_pass import CodecTally

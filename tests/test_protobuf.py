@@ -377,7 +377,7 @@ def test_typed_messages_round_trip_exactly(schema, call):
 
 
 def test_proto_compile_prints_the_method_table(schemas, capsys):
-    from commands.proto import main
+    from rpcbench.commands.proto import main
 
     root, files = schemas
     assert main(["compile", "--proto", str(files["lobby"])]) == 0

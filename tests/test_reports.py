@@ -24,12 +24,12 @@ import pytest
 
 from markupsafe import escape
 
-from reports import analysis, build
-from reports.charts import render_charts
-from reports.html import PARTS, write_report
-from reports.formatting import fmt_us
-from reports.markdown import md_escape, render_markdown
-from reports.table import footnotes, format_table
+from rpcbench.reports import analysis, build
+from rpcbench.reports.charts import render_charts
+from rpcbench.reports.html import PARTS, write_report
+from rpcbench.reports.formatting import fmt_us
+from rpcbench.reports.markdown import md_escape, render_markdown
+from rpcbench.reports.table import footnotes, format_table
 from rpcbench.results import CodecResult, Problem, Sizes, Suite, Timing, load
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,8 +17,8 @@ from typing import Any, Dict, Tuple
 
 import pytest
 
-from commands.progress import ProgressDisplay, eta_of
-from reports.table import format_table
+from rpcbench.commands.progress import ProgressDisplay, eta_of
+from rpcbench.reports.table import format_table
 from rpcbench.results import load
 
 REPO = Path(__file__).resolve().parent.parent

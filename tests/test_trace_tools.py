@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rpc_capture import C2S, S2C, Call, Recorder, TraceWriter, open_trace, write_jsonl
-from commands import trace as trace_tools
+from rpcbench.commands import trace as trace_tools
 from rpcbench.errors import BenchError
 
 REPO = Path(__file__).resolve().parent.parent

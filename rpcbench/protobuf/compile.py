@@ -1,7 +1,8 @@
 """Compile .proto files with ``protoc`` from ``grpcio-tools`` into a FileDescriptorSet, cached on disk.
 
-:func:`compile_descriptors` caches its result in ``.cache/proto/<hash of the inputs>/``
-(``RPCBENCH_CACHE`` moves ``.cache``); the hash covers the files' paths and contents, the
+:func:`compile_descriptors` caches its result in ``~/.cache/rpcbench/proto/<hash of the inputs>/``
+(``$XDG_CACHE_HOME`` or ``RPCBENCH_CACHE`` moves ``~/.cache/rpcbench``; an installed package has no
+writable folder of its own); the hash covers the files' paths and contents, the
 include path and the grpcio-tools version, and ``deps.json`` beside it records every
 imported file's digest, so editing a file or anything it imports rebuilds it. protoc's
 errors come back as one line (:func:`condense_errors`) in a BenchError.
@@ -22,8 +23,8 @@ from typing import Dict, List, Sequence
 
 from ..errors import BenchError
 
-REPO = Path(__file__).resolve().parents[2]
-CACHE_DIR = Path(os.environ.get("RPCBENCH_CACHE") or REPO / ".cache") / "proto"  #: compiled schemas
+_USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rpcbench"
+CACHE_DIR = Path(os.environ.get("RPCBENCH_CACHE") or _USER_CACHE) / "proto"  #: compiled schemas
 
 _PROTOC_FLAGS = ["--include_imports", "--include_source_info"]  # source info: the rpcs' rpcbench-method comments
 _ERROR_AT = re.compile(r"^\S.*?:\d+:\d+: ")  # protoc's "file.proto:LINE:COLUMN: message"

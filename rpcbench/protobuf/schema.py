@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from google.protobuf.descriptor_pb2 import FileDescriptorProto
     from google.protobuf.message import Message
 
-PROTO_DIR = Path(__file__).resolve().parents[2] / "proto"  #: the default schemas: every *.proto in it
+PROTO_DIR = Path(__file__).resolve().parents[1] / "proto"  #: the default schemas: every *.proto in it
 _RESERVED_IDS = range(19000, 20000)  # field numbers protobuf keeps for itself
 _MAX_ID = (1 << 29) - 1
 
