@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from reports import ReportOptions
 from reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS, TRANSPORTS
-from reports.verdict import BASELINE_KEY
+from reports.reference import BASELINE_KEY
 
 
 def table_width() -> int:

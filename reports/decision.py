@@ -1,30 +1,60 @@
-"""What the page's decision sections show (verdict, capacity, where the bytes go, the study
-re-tested), gathered into plain values for the templates ``_verdict.html``, ``_capacity.html``,
-``_bytes.html`` and ``_study.html``. The judgments come from :mod:`reports.verdict`,
-:mod:`reports.capacity` and :mod:`reports.study`; this module only formats.
+"""The decision: made once per run from the results, for the user's options (``--goal``, ``--baseline``, ``--ccu``,
+...), and handed to every output. The reference codec, each codec's figures and ratios, the stability of each
+timing, the headlines and rankings, the Pareto front, the warnings, the verdict, the capacity plan, where the
+bytes go, the study re-tested and a fleet's spread are all in one :class:`Decision`; the terminal text, report.html,
+report.md and the charts only format it.
+
+The rules live in :mod:`reports.reference` (which codec is the reference), :mod:`reports.analysis` (figures,
+stability, rankings, front, warnings), :mod:`reports.verdict`, :mod:`reports.capacity`, :mod:`reports.study` and
+:mod:`reports.fleet`; :func:`decide` is the only caller that turns them into a judgment.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import capacity, study
+from . import analysis, capacity, fleet, reference, study
+from .analysis import CodecFigures
 from .capacity import DEFAULT_OPTIONS, Estimate, Plan, ReportOptions
 from .formatting import MISSING, fmt_bytes, fmt_share
-from .verdict import Verdict, decide
+from .verdict import Verdict, recommend
 
 TOP_METHODS = 12  #: rows of the "where the bytes go" table
+STUDY_FORMATS = ("json", "bson")  #: the study's two formats: the summary compares notable codecs with each
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One headline ("Smallest", "Fastest encode", ...): the best codec and its figure."""
+
+    label: str
+    codec: str
+    value: float
+    text: str  #: the figure as written (``47.3 B/call``)
+    failed: str  #: the codec's declared failures in words, or ""
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Everything the decision sections and the terminal's last lines need."""
+    """Everything every output shows that is judged or computed from the results (see the module's docstring)."""
 
+    suite: Suite  #: the results themselves (measured figures the outputs only write down)
     options: ReportOptions
+    reference: Optional[str]  #: the codec every ratio is to (the verdict's baseline); None: nothing measured
+    reference_note: str  #: where it came from
+    timed_reference: bool  #: the reference has both timings: CPU ratios (``enc/json``) exist
+    figures: Mapping[str, CodecFigures]  #: codec -> its figures, ratios and stability
+    headlines: Tuple[Headline, ...]
+    rankings: Mapping[str, Tuple[str, ...]]  #: headline label -> the codecs ranked by it, best first
+    front: Tuple[str, ...]  #: the Pareto front, smallest first
+    dominated: Mapping[str, str]  #: codec -> a codec that beats it on bytes and CPU
+    comparisons: Tuple[str, ...]  #: notable codecs against the study's formats, in sentences
+    warnings: Tuple[str, ...]
+    timing_notes: Tuple[Tuple[str, str], ...]  #: (name, text): partial, unstable, speed states
     verdict: Verdict
     plan: Plan
     capacity_rows: List[Dict[str, Any]]  #: the top table: recommendation, baseline, the Pareto front
@@ -34,20 +64,60 @@ class Decision:
     bytes_rows: List[Tuple[str, List[str]]]
     bytes_head: List[str]
     findings: List[study.Finding]
+    fleet: fleet.Fleet
+
+    @property
+    def failing(self) -> FrozenSet[str]:
+        """The codecs with calls that failed or came back different without the codec declaring why."""
+        return frozenset(c for c, f in self.figures.items() if f.undeclared_failures + f.undeclared_mismatches)
+
+    def ratio_title(self, prefix: str) -> str:
+        """A ratio column's title: ``x json``, ``enc/json``."""
+        return f"{prefix}{self.reference}"
 
 
-def decision(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
-    """The verdict, the capacity plan, the byte shares and the study findings for ``options``; BenchError for a
-    ``--baseline`` this run did not measure. Made once per report: the planner's bootstrap is not free."""
+def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
+    """The whole decision for ``options``; BenchError for a ``--baseline`` this run did not measure. Made once per
+    run: the planner's bootstrap is not free, and every output must show the same answer."""
+    ref, note = reference.baseline(suite, options.baseline)
+    timed = ref if ref is not None and ref.encode and ref.decode else None
+    figures = {r.codec: analysis.codec_figures(r, ref) for r in suite.results}
     plan = capacity.plan(suite, options.transport)
-    verdict = decide(suite, options, plan)
+    front = analysis.pareto_front(suite)
+    verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front])
+    ranked = analysis.rankings(suite)
+    headlines = tuple(_headline(label, ranking[0]) for label, ranking in ranked.items() if ranking)
+    notable = [*front, *(suite.result(h.codec) for h in headlines)]
+    studied = [r for name in STUDY_FORMATS if (r := suite.find(name)) is not None]
+    lead, others = _capacity_rows(suite, plan, verdict, options)
+    head, body = bytes_table(verdict)
+    return Decision(
+        suite=suite, options=options, reference=ref.codec if ref else None, reference_note=note,
+        timed_reference=timed is not None, figures=figures, headlines=headlines,
+        rankings={label: tuple(r.codec for _, r in ranking) for label, ranking in ranked.items()},
+        front=tuple(r.codec for r in front), dominated=analysis.dominated(suite),
+        comparisons=tuple(analysis.comparisons(notable, studied)), warnings=tuple(analysis.warnings(suite, timed)),
+        timing_notes=tuple(analysis.timing_notes(suite, timed)), verdict=verdict, plan=plan,
+        capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=_prices(),
+        bytes_rows=body, bytes_head=head, findings=study.retest(suite),
+        fleet=fleet.judge(suite, ref.codec if ref else None))
+
+
+def _headline(label: str, best: Tuple[float, CodecResult]) -> Headline:
+    """A headline from the top of its ranking."""
+    value, r = best
+    return Headline(label, r.codec, value, analysis.HEADLINES[label][1](value),
+                    analysis.failed_text(r) if r.failures else "")
+
+
+def _capacity_rows(suite: Suite, plan: Plan, verdict: Verdict,
+                   options: ReportOptions) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """The capacity table: the recommendation, the baseline and the front first; then every other codec."""
     lead = [r for r in (verdict.pick, verdict.baseline) if r] + [suite.result(c) for c in verdict.front]
     lead_names = list(dict.fromkeys(r.codec for r in lead if r.codec in plan.rows))
     others = sorted((c for c in plan.rows if c not in lead_names), key=lambda c: plan.rows[c].down.value)
     rows = [_capacity_row(plan.rows[c], c, verdict, options) for c in (*lead_names, *others)]
-    head, body = bytes_table(verdict)
-    return Decision(options, verdict, plan, rows[:len(lead_names)], rows[len(lead_names):],
-                    plan.transport.text, _prices(), body, head, study.retest(suite))
+    return rows[:len(lead_names)], rows[len(lead_names):]
 
 
 def _prices() -> Dict[str, str]:

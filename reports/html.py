@@ -7,7 +7,7 @@ contents. A section is one line there: its anchor id, heading and the function g
 what it shows; its text is the template ``_<id>.html``, which sees that as ``s``.
 
 This module only gathers what the page shows into plain values and tables; every judgment
-(winners, warnings, what is unstable) comes from :mod:`reports.analysis`, and every string,
+(winners, warnings, what is unstable) comes from the run's :class:`~reports.decision.Decision`, and every string,
 trace-derived or not, is escaped by the template engine, never by hand. The charts are SVG
 written by matplotlib, which escapes their text itself.
 """
@@ -26,8 +26,8 @@ import jinja2
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, fleet
-from .decision import Decision, decision
+from . import analysis
+from .decision import Decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, latency_us, shown
 from .table import Column, columns, footnotes, latency_column, memory_column
 
@@ -99,36 +99,36 @@ class Part:
 
     id: str
     title: str
-    gather: Callable[[Suite], Section]
-    applies: Callable[[Suite], bool] = lambda suite: True  #: False: the run has nothing for this part (no heading)
+    gather: Callable[[Decision], Section]
+    applies: Callable[[Decision], bool] = lambda d: True  #: False: the run has nothing for this part (no heading)
 
 
-def write_report(suite: Suite, folder: str, charts: Mapping[str, str], decided: Optional[Decision] = None) -> str:
+def write_report(d: Decision, folder: str, charts: Mapping[str, str]) -> str:
     """Write ``report.html`` into ``folder``, the charts (name -> SVG markup) inline; return its path."""
-    page = render_report(suite, charts, decided)
+    page = render_report(d, charts)
     path = os.path.join(folder, "report.html")
     with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:  # lone surrogates: shown as U+FFFD
         f.write(page)
     return path
 
 
-def render_report(suite: Suite, charts: Mapping[str, str], decided: Optional[Decision] = None) -> str:
-    """The whole page as text: every part of :data:`PARTS`, a table of contents built from the same list;
-    ``decided`` (the :func:`decision` for the user's goal, baseline, CCU...; default: the default options) gives
-    the verdict and the capacity plan."""
+def render_report(d: Decision, charts: Mapping[str, str]) -> str:
+    """The whole page as text: every part of :data:`PARTS`, a table of contents built from the same list; every
+    figure and judgment from ``d``, the run's :class:`Decision`."""
+    suite = d.suite
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=fmt_count, us=fmt_us)
     figures = {name: Figure(svg, CHART_CAPTIONS.get(name, "")) for name, svg in charts.items()}
-    parts = [part for part in PARTS if part.applies(suite)]
+    parts = [part for part in PARTS if part.applies(d)]
     return env.get_template("report.html").render(
         title=f"rpcbench: {page_title(suite)}", suite=suite, parts=parts,
-        gathered={part.id: part.gather(suite) for part in parts},
+        gathered={part.id: part.gather(d) for part in parts},
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],
         unstable_ci_pct=analysis.UNSTABLE_CI_PCT, min_tail_calls=MIN_TAIL_CALLS,
-        decision=decided or decision(suite))
+        decision=d)
 
 
 def page_title(suite: Suite) -> str:
@@ -139,35 +139,34 @@ def page_title(suite: Suite) -> str:
 # -- sections ---------------------------------------------------------------------------------------
 
 
-def summary_section(suite: Suite) -> Section:
+def summary_section(d: Decision) -> Section:
     """The headlines: smallest, fastest encode, fastest decode; the Pareto front's codecs and those, each vs json
     and bson (the verdict above names the front)."""
-    winners = analysis.winners(suite)
-    notable = [*analysis.pareto_front(suite), *(best for best, _ in winners.values())]
     return Section(facts={
-        "winners": [(label, best.codec, text, analysis.failed_text(best) if best.failures else "")
-                    for label, (best, text) in winners.items()],
-        "comparisons": analysis.comparisons(suite, notable),
-        "warnings": len(analysis.warnings(suite)),
+        "winners": [(h.label, h.codec, h.text, h.failed) for h in d.headlines],
+        "comparisons": list(d.comparisons),
+        "warnings": len(d.warnings),
     })
 
 
-def notes_section(suite: Suite) -> Section:
+def notes_section(d: Decision) -> Section:
     """Reasons to distrust parts of the run, then what the table's marks mean: kept off the first screen."""
-    return Section(facts={"warnings": analysis.warnings(suite), "notes": footnotes(suite)})
+    return Section(facts={"warnings": list(d.warnings), "notes": footnotes(d)})
 
 
-def results_section(suite: Suite) -> Section:
+def results_section(d: Decision) -> Section:
     """The results table (same columns as the terminal table, sortable) and the timing detail."""
-    tables = {"results": column_table(columns(suite), suite.results, "results sortable")}
-    detail = _timing_detail(suite)
+    suite = d.suite
+    tables = {"results": column_table(columns(d), suite.results, "results sortable")}
+    detail = _timing_detail(d)
     if detail:
         tables["detail"] = detail
     return Section(tables=tables)
 
 
-def latency_section(suite: Suite) -> Section:
+def latency_section(d: Decision) -> Section:
     """Per-call percentiles over all calls, then the slowest methods' p99 per codec."""
+    suite = d.suite
     measured = [r for r in suite.results if r.latency]
     groups = [("", 1)] + [(f"{op} µs per call", len(LATENCY_PCTS)) for op in analysis.OPS]
     cols = [Column("codec", False, lambda r: r.codec)] + [
@@ -183,8 +182,9 @@ def latency_section(suite: Suite) -> Section:
         "not_measured": _not_measured(suite, [r for r in suite.results if not r.latency], "tails")})
 
 
-def memory_section(suite: Suite) -> Section:
+def memory_section(d: Decision) -> Section:
     """Allocation figures per call under tracemalloc, encode and decode side by side."""
+    suite = d.suite
     measured = [r for r in suite.results if r.memory]
     groups = [("", 1)] + [(op, len(MEMORY_FIGURES)) for op in analysis.OPS]
     cols = [Column("codec", False, lambda r: r.codec)] + [
@@ -194,8 +194,9 @@ def memory_section(suite: Suite) -> Section:
                    facts={"not_measured": _not_measured(suite, [r for r in suite.results if not r.memory], "memory")})
 
 
-def stages_section(suite: Suite) -> Section:
+def stages_section(d: Decision) -> Section:
     """The stage split of multi-step codecs: each stage's µs and share of the operation."""
+    suite = d.suite
     split = [r for r in suite.results if r.stages]
     facts = {"single": [r.codec for r in suite.results if not r.stages]}
     if not split:
@@ -206,8 +207,9 @@ def stages_section(suite: Suite) -> Section:
     return Section(tables={"stages": plain_table(head, rows, numeric=range(2, steps + 4))}, facts=facts)
 
 
-def fidelity_section(suite: Suite) -> Section:
+def fidelity_section(d: Decision) -> Section:
     """Every codec's problem groups in one table, undeclared ones highlighted; codec errors above it."""
+    suite = d.suite
     problems = [(r.codec, p) for r in suite.results for p in r.problems]
     facts = {
         "errors": [(r.codec, r.error) for r in suite.results if r.error],
@@ -224,13 +226,14 @@ def fidelity_section(suite: Suite) -> Section:
     return Section(tables={"problems": table}, facts=facts)
 
 
-def fleet_section(suite: Suite) -> Section:
+def fleet_section(d: Decision) -> Section:
     """A fleet run: the merge against each trace (bytes per call, failures), the spread between traces,
     the traces that differ, and the intervals of a sampled size pass."""
+    suite, f = d.suite, d.fleet
     tables: Dict[str, Table] = {}
     if suite.traces:
         codecs = [r.codec for r in suite.results]
-        rows = [("* (merged)", f"{suite.trace.get('calls') or 0:,}", *(_mean(r) for r in suite.results))]
+        rows = [("* (merged)", f"{f.calls:,}", *(_mean(r) for r in suite.results))]
         for t in suite.traces:
             by_codec = {r.codec: r for r in t.results}
             rows.append((t.trace["path"], f"{t.trace.get('calls') or 0:,}", *(_mean(by_codec.get(c)) for c in codecs)))
@@ -238,13 +241,10 @@ def fleet_section(suite: Suite) -> Section:
         tables["spread"] = plain_table(
             ("codec", "fleet B/call", "lowest trace", "B/call", "highest trace", "B/call", "spread %"),
             [(s.codec, f"{s.merged:.1f}", s.low_trace, f"{s.low:.1f}", s.high_trace, f"{s.high:.1f}",
-              f"{s.pct:.0f}") for s in fleet.spreads(suite)], numeric={1, 3, 5, 6})
-    sampled = [(r.codec, fleet.interval_text(r, "bytes_mean"), fleet.interval_text(r, "bytes_total"),
-                fleet.interval_text(r, "failures")) for r in suite.results if r.estimate]
-    if sampled:
-        tables["estimates"] = plain_table(("codec", "bytes per call", "bytes in all", "failures"), sampled)
-    return Section(tables=tables, facts={"odd": fleet.odd_traces(suite) if suite.traces else [],
-                                         "traces": len(suite.traces)})
+              f"{s.pct:.0f}") for s in f.spreads], numeric={1, 3, 5, 6})
+    if f.estimates:
+        tables["estimates"] = plain_table(("codec", "bytes per call", "bytes in all", "failures"), f.estimates)
+    return Section(tables=tables, facts={"odd": list(f.odd), "traces": f.traces})
 
 
 def _mean(r: Optional[CodecResult]) -> str:
@@ -252,8 +252,9 @@ def _mean(r: Optional[CodecResult]) -> str:
     return f"{r.sizes.mean:.1f}" if r and r.sizes else "-"
 
 
-def trace_section(suite: Suite) -> Section:
+def trace_section(d: Decision) -> Section:
     """What was replayed: the trace file, its traffic, its methods, header metadata and recorder counters."""
+    suite = d.suite
     t = suite.trace
     calls, duration = t.get("calls"), t.get("duration_s")
     facts = {
@@ -264,7 +265,7 @@ def trace_section(suite: Suite) -> Section:
         "connections": t.get("connections"),
         "directions": ", ".join(f"{k} {fmt_count(v)}" for k, v in (t.get("directions") or {}).items()) or None,
     }
-    tables = {"facts": kv_table(facts), "methods": _methods_table(suite)}
+    tables = {"facts": kv_table(facts), "methods": _methods_table(suite, d.reference)}
     if t.get("metadata"):
         tables["metadata"] = kv_table(t["metadata"])
     if t.get("recorder"):
@@ -273,8 +274,9 @@ def trace_section(suite: Suite) -> Section:
                                          "methods": len(t.get("methods") or {})})
 
 
-def setup_section(suite: Suite) -> Section:
+def setup_section(d: Decision) -> Section:
     """Codec configurations, benchmark settings and the machine: what a rerun must match."""
+    suite = d.suite
     codecs = plain_table(("codec", "library", "version", "origin", "config"),
                          [(r.codec, r.library or "stdlib", r.library_version or "", r.origin,
                            json.dumps(r.config, ensure_ascii=False, default=str)) for r in suite.results])
@@ -290,8 +292,9 @@ def setup_section(suite: Suite) -> Section:
         "worst_share_gap": worst})
 
 
-def reading_section(suite: Suite) -> Section:
+def reading_section(d: Decision) -> Section:
     """The settings the "how to read the numbers" text quotes: sample, timer, rounds, isolation."""
+    suite = d.suite
     s = suite.settings
     return Section(facts={
         "processes": s.get("processes"), "repeat": s.get("repeat", "?"),
@@ -300,7 +303,7 @@ def reading_section(suite: Suite) -> Section:
         "warmup": s.get("warmup", "?"), "gc": s.get("gc", "?")})
 
 
-def from_page_globals(suite: Suite) -> Section:
+def from_page_globals(d: Decision) -> Section:
     """Nothing to gather: the part's template reads what :func:`render_report` computed once for the whole page
     (``figures``: the charts; ``decision``: verdict, capacity plan, bytes by method, study findings)."""
     return Section()
@@ -344,11 +347,11 @@ def _sample_table(suite: Suite) -> Tuple[Optional[Table], float]:
 # -- pieces -----------------------------------------------------------------------------------------
 
 
-def _methods_table(suite: Suite) -> Table:
-    """Each method's calls and share of calls, plus its share of bytes under the reference codec."""
+def _methods_table(suite: Suite, reference: Optional[str]) -> Table:
+    """Each method's calls and share of calls, plus its share of bytes under the ``reference`` codec."""
     methods: Dict[str, int] = suite.trace.get("methods") or {}
     total_calls = sum(methods.values()) or 1
-    ref = suite.find(suite.trace.get("bytes_reference") or "")
+    ref = suite.find(reference) if reference else None
     by_method = ref.by_method if ref else {}
     total_bytes = sum(m.get("bytes", 0) for m in by_method.values()) or 1
     head = ["method", "calls", "% of calls"]
@@ -364,18 +367,18 @@ def _methods_table(suite: Suite) -> Table:
     return plain_table(head, rows, numeric=range(1, len(head)))
 
 
-def _timing_detail(suite: Suite) -> Optional[Table]:
+def _timing_detail(d: Decision) -> Optional[Table]:
     """One row per codec and operation: median with its confidence interval, IQR, MAD, rounds, stability."""
     rows = []
-    for r in suite.results:
+    for r in d.suite.results:
         for op in analysis.OPS:
-            t = analysis.timing_of(r, op)
-            if t:
-                lo, hi, confidence = t.ci_us
-                rows.append((r.codec, op, f"{fmt_us(t.median_us)} [{fmt_us(lo)}–{fmt_us(hi)}]", f"{confidence:.0%}",
-                             f"±{analysis.ci_half_pct(t):.1f}%", fmt_us(t.iqr_us), fmt_us(t.mad_us),
-                             len(t.rounds_ns), f"{t.loops:,} × {t.calls:,}",
-                             "unstable" if analysis.timing_unstable(t) else "ok"))
+            t, f = analysis.timing_of(r, op), d.figures[r.codec].op(op)
+            if t and f:
+                lo, hi, confidence = f.ci_us
+                rows.append((r.codec, op, f"{fmt_us(f.median_us)} [{fmt_us(lo)}–{fmt_us(hi)}]", f"{confidence:.0%}",
+                             f"±{f.stability.ci_half_pct:.1f}%", fmt_us(t.iqr_us), fmt_us(t.mad_us),
+                             f.stability.rounds, f"{t.loops:,} × {t.calls:,}",
+                             "unstable" if f.stability.unstable else "ok"))
     if not rows:
         return None
     return plain_table(("codec", "op", "median [CI]", "conf.", "±CI", "IQR", "MAD", "rounds", "loops × calls",
@@ -491,7 +494,7 @@ PARTS: Tuple[Part, ...] = (
     Part("bytes", "Where the bytes go", from_page_globals),
     Part("study", "The study re-tested", from_page_globals),
     Part("results", "Results", results_section),
-    Part("fleet", "Fleet", fleet_section, lambda suite: bool(suite.traces) or any(r.estimate for r in suite.results)),
+    Part("fleet", "Fleet", fleet_section, lambda d: d.fleet.shown),
     Part("charts", "Charts", from_page_globals),
     Part("latency", "Latency tails", latency_section),
     Part("allocations", "Allocations", memory_section),
