@@ -133,9 +133,14 @@ class CodecFigures:
         return tuple(op for op in OPS if (f := self.op(op)) is not None and f.stability.unstable)
 
 
+def timed_both(r: Optional[CodecResult]) -> bool:
+    """Both encode and decode timed: a reference CPU ratios (``enc/json``, ``dec/json``) can be to."""
+    return r is not None and r.encode is not None and r.decode is not None
+
+
 def codec_figures(r: CodecResult, ref: Optional[CodecResult]) -> CodecFigures:
     """``r``'s figures, ratios to ``ref`` (bytes when it has them; CPU when both its operations were timed)."""
-    timed_ref = ref if ref is not None and ref.encode and ref.decode else None
+    timed_ref = ref if timed_both(ref) else None
 
     def op(name: str) -> Optional[OpFigures]:
         t = timing_of(r, name)
@@ -250,7 +255,7 @@ def unstable_summary(suite: Suite, ref: Optional[CodecResult]) -> Optional[str]:
     timed = sum(1 for r in suite.results for op in OPS if timing_of(r, op))
     advice = (f"The enc/{ref.codec} and dec/{ref.codec} ratios pair each round with {ref.codec}'s round of the same "
               "turn, which cancels drift that slows every codec alike; compare codecs with them, or rerun on an idle "
-              "machine." if ref else "Rerun on an idle machine.")
+              "machine." if timed_both(ref) else "Rerun on an idle machine.")
     return (f"{len(shaky)} of {timed} timings have a median whose 95% confidence interval is wider than "
             f"±{UNSTABLE_CI_PCT:.0f}% (worst: {shaky[0][1]} ±{shaky[0][0]:.1f}%): the machine was busy or changed "
             f"speed, and absolute µs move with it. {advice}")

@@ -21,7 +21,7 @@ from scipy.stats import mannwhitneyu
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
-from .analysis import MIN_KEPT_SHARE, OPS, Stability, stability
+from .analysis import MIN_KEPT_SHARE, OPS, Stability, stability, timed_both
 from .reference import DEFAULT_REFERENCE, choose_reference
 
 TEST = "Mann-Whitney U, two-sided"  #: the significance test on the rounds, as it is named in the output
@@ -171,8 +171,7 @@ def _reference(old: Suite, new: Suite, wanted: str) -> Tuple[Optional[str], str]
 
 
 def _timed_in_both(old: Suite, new: Suite, codec: str) -> bool:
-    return all((r := run.find(codec)) is not None and r.encode is not None and r.decode is not None
-               for run in (old, new))
+    return all(timed_both(run.find(codec)) for run in (old, new))
 
 
 def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecResult],

@@ -80,7 +80,6 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     """The whole decision for ``options``; BenchError for a ``--baseline`` this run did not measure. Made once per
     run: the planner's bootstrap is not free, and every output must show the same answer."""
     ref, note = reference.baseline(suite, options.baseline)
-    timed = ref if ref is not None and ref.encode and ref.decode else None
     figures = {r.codec: analysis.codec_figures(r, ref) for r in suite.results}
     plan = capacity.plan(suite, options.transport)
     front = analysis.pareto_front(suite)
@@ -93,11 +92,11 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     head, body = bytes_table(verdict)
     return Decision(
         suite=suite, options=options, reference=ref.codec if ref else None, reference_note=note,
-        timed_reference=timed is not None, figures=figures, headlines=headlines,
+        timed_reference=analysis.timed_both(ref), figures=figures, headlines=headlines,
         rankings={label: tuple(r.codec for _, r in ranking) for label, ranking in ranked.items()},
         front=tuple(r.codec for r in front), dominated=analysis.dominated(suite),
-        comparisons=tuple(analysis.comparisons(notable, studied)), warnings=tuple(analysis.warnings(suite, timed)),
-        timing_notes=tuple(analysis.timing_notes(suite, timed)), verdict=verdict, plan=plan,
+        comparisons=tuple(analysis.comparisons(notable, studied)), warnings=tuple(analysis.warnings(suite, ref)),
+        timing_notes=tuple(analysis.timing_notes(suite, ref)), verdict=verdict, plan=plan,
         capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=_prices(),
         bytes_rows=body, bytes_head=head, findings=study.retest(suite),
         fleet=fleet.judge(suite, ref.codec if ref else None))

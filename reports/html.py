@@ -238,6 +238,7 @@ def fleet_section(d: Decision) -> Section:
             by_codec = {r.codec: r for r in t.results}
             rows.append((t.trace["path"], f"{t.trace.get('calls') or 0:,}", *(_mean(by_codec.get(c)) for c in codecs)))
         tables["traces"] = plain_table(("trace", "calls", *codecs), rows, numeric=range(1, len(codecs) + 2))
+    if f.traces:
         tables["spread"] = plain_table(
             ("codec", "fleet B/call", "lowest trace", "B/call", "highest trace", "B/call", "spread %"),
             [(s.codec, f"{s.merged:.1f}", s.low_trace, f"{s.low:.1f}", s.high_trace, f"{s.high:.1f}",
