@@ -255,7 +255,7 @@ def unstable_summary(suite: Suite, ref: Optional[CodecResult]) -> Optional[str]:
     timed = sum(1 for r in suite.results for op in OPS if timing_of(r, op))
     advice = (f"The enc/{ref.codec} and dec/{ref.codec} ratios pair each round with {ref.codec}'s round of the same "
               "turn, which cancels drift that slows every codec alike; compare codecs with them, or rerun on an idle "
-              "machine." if timed_both(ref) else "Rerun on an idle machine.")
+              "machine." if ref is not None and timed_both(ref) else "Rerun on an idle machine.")
     return (f"{len(shaky)} of {timed} timings have a median whose 95% confidence interval is wider than "
             f"±{UNSTABLE_CI_PCT:.0f}% (worst: {shaky[0][1]} ±{shaky[0][0]:.1f}%): the machine was busy or changed "
             f"speed, and absolute µs move with it. {advice}")
