@@ -19,6 +19,7 @@ from rpcbench.results import CodecResult, Suite
 
 from . import analysis, capacity, fleet, reference, study
 from .analysis import CodecFigures
+from .breakdown import Breakdown, breakdown
 from .capacity import DEFAULT_OPTIONS, Estimate, Plan, ReportOptions
 from .formatting import MISSING, fmt_bytes, fmt_share
 from .verdict import Verdict, recommend
@@ -65,6 +66,7 @@ class Decision:
     bytes_head: List[str]
     findings: List[study.Finding]
     fleet: fleet.Fleet
+    breakdown: Breakdown  #: method, sample, stage and tail shares
 
     @property
     def failing(self) -> FrozenSet[str]:
@@ -99,7 +101,7 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
         timing_notes=tuple(analysis.timing_notes(suite, ref)), verdict=verdict, plan=plan,
         capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=_prices(),
         bytes_rows=body, bytes_head=head, findings=study.retest(suite),
-        fleet=fleet.judge(suite, ref.codec if ref else None))
+        fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref))
 
 
 def _headline(label: str, best: Tuple[float, CodecResult]) -> Headline:

@@ -15,9 +15,7 @@ written by matplotlib, which escapes their text itself.
 from __future__ import annotations
 
 import json
-import math
 import os
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -27,8 +25,9 @@ import jinja2
 from rpcbench.results import CodecResult, Suite
 
 from . import analysis
+from .breakdown import MIN_TAIL_CALLS, MethodTails, SampleShare, StageSplit
 from .decision import Decision
-from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, latency_us, shown
+from .formatting import fmt_bytes, fmt_count, fmt_share, fmt_us, shown
 from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -48,10 +47,6 @@ CHART_CAPTIONS = {
 }
 #: charts shown inside their own sections rather than under "Charts"
 SECTION_CHARTS = ("tails", "stages")
-#: rows of the per-method tail tables
-TOP_METHODS = 8
-#: below this many calls of a method in the sample, its p99 is simply its slowest call
-MIN_TAIL_CALLS = 100
 LATENCY_PCTS = ("p50", "p90", "p99", "max")
 MEMORY_FIGURES = (("peak_bytes_mean", "peak (mean)"), ("peak_bytes_max", "peak (max)"),
                   ("kept_bytes_mean", "kept bytes"), ("kept_blocks_mean", "kept blocks"))
@@ -173,10 +168,8 @@ def latency_section(d: Decision) -> Section:
         latency_column(op, pct, pct) for op in analysis.OPS for pct in LATENCY_PCTS]
     tables = {"all": column_table(cols, measured, groups=groups)} if measured else {}
     hidden = {}
-    for op in analysis.OPS:
-        by_method = _method_tails(suite, measured, op)
-        if by_method:
-            tables[op], hidden[op] = by_method
+    for op, tails in d.breakdown.tails.items():
+        tables[op], hidden[op] = _tails_table(tails), tails.hidden
     return Section(tables=tables, facts={
         "measured": bool(measured), "hidden": hidden,
         "not_measured": _not_measured(suite, [r for r in suite.results if not r.latency], "tails")})
@@ -197,12 +190,12 @@ def memory_section(d: Decision) -> Section:
 def stages_section(d: Decision) -> Section:
     """The stage split of multi-step codecs: each stage's µs and share of the operation."""
     suite = d.suite
-    split = [r for r in suite.results if r.stages]
+    splits = d.breakdown.stages
     facts = {"single": [r.codec for r in suite.results if not r.stages]}
-    if not split:
+    if not splits:
         return Section(facts=facts)
-    steps = max(len(stages) for r in split for stages in r.stages.values())
-    rows = [_stage_row(r, op, steps) for r in split for op in analysis.OPS if r.stages.get(op)]
+    steps = max(len(split.stages) for split in splits)
+    rows = [_stage_row(split, steps) for split in splits]
     head = ("codec", "op", *(f"step {i + 1}: µs · % of stages" for i in range(steps)), "stages µs", "whole op µs")
     return Section(tables={"stages": plain_table(head, rows, numeric=range(2, steps + 4))}, facts=facts)
 
@@ -262,11 +255,11 @@ def trace_section(d: Decision) -> Section:
         "file": t.get("path"), "format": t.get("format"), "size": _bytes(t.get("file_bytes")),
         "sha256": t.get("sha256"),
         "calls": fmt_count(calls), "duration": f"{duration:.1f} s" if duration else None,
-        "call rate": f"{calls / duration:.1f} calls/s" if calls and duration else None,
+        "call rate": f"{rate:.1f} calls/s" if (rate := d.breakdown.call_rate) else None,
         "connections": t.get("connections"),
         "directions": ", ".join(f"{k} {fmt_count(v)}" for k, v in (t.get("directions") or {}).items()) or None,
     }
-    tables = {"facts": kv_table(facts), "methods": _methods_table(suite, d.reference)}
+    tables = {"facts": kv_table(facts), "methods": _methods_table(d)}
     if t.get("metadata"):
         tables["metadata"] = kv_table(t["metadata"])
     if t.get("recorder"):
@@ -281,16 +274,12 @@ def setup_section(d: Decision) -> Section:
     codecs = plain_table(("codec", "library", "version", "origin", "config"),
                          [(r.codec, r.library or "stdlib", r.library_version or "", r.origin,
                            json.dumps(r.config, ensure_ascii=False, default=str)) for r in suite.results])
-    sample, worst = _sample_table(suite)
     tables = {"codecs": codecs, "settings": kv_table(_settings_facts(suite.settings)),
               "environment": kv_table(suite.environment)}
-    if sample:
-        tables["sample"] = sample
-    s = suite.settings
-    return Section(tables=tables, facts={
-        "sample_state": ("unknown" if not s.get("sample_by_method") else "all"
-                         if dict(s["sample_by_method"]) == dict(suite.trace.get("methods") or {}) else "sample"),
-        "worst_share_gap": worst})
+    if d.breakdown.sample:
+        tables["sample"] = _sample_table(d.breakdown.sample)
+    return Section(tables=tables, facts={"sample_state": d.breakdown.sample_state,
+                                         "worst_share_gap": d.breakdown.sample_gap})
 
 
 def reading_section(d: Decision) -> Section:
@@ -327,43 +316,27 @@ def _settings_facts(settings: Mapping[str, Any]) -> Dict[str, Any]:
     return facts
 
 
-def _sample_table(suite: Suite) -> Tuple[Optional[Table], float]:
-    """Each method's share of the timing sample next to its share of the trace, and the largest gap in points."""
-    sampled: Mapping[str, int] = suite.settings.get("sample_by_method") or {}
-    traced: Mapping[str, int] = suite.trace.get("methods") or {}
-    if not sampled or dict(sampled) == dict(traced):
-        return None, 0.0
-    n_sample, n_trace = sum(sampled.values()) or 1, sum(traced.values()) or 1
-    rows, worst = [], 0.0
-    for method in sorted({*sampled, *traced}, key=lambda m: (-traced.get(m, 0), -sampled.get(m, 0), m)):
-        trace_share, sample_share = traced.get(method, 0) / n_trace, sampled.get(method, 0) / n_sample
-        worst = max(worst, abs(sample_share - trace_share))
-        points = round((sample_share - trace_share) * 100, 1)
-        rows.append((method, fmt_count(traced.get(method, 0)), fmt_share(trace_share),
-                     fmt_count(sampled.get(method, 0)), fmt_share(sample_share), f"{points:+.1f}" if points else "0.0"))
+def _sample_table(sample: Sequence[SampleShare]) -> Table:
+    """Each method's share of the timing sample next to its share of the trace."""
+    rows = [(m.method, fmt_count(m.trace_calls), fmt_share(m.trace_share), fmt_count(m.sample_calls),
+             fmt_share(m.sample_share), f"{m.points:+.1f}" if m.points else "0.0") for m in sample]
     head = ("method", "trace calls", "% of trace", "sample calls", "% of sample", "difference (points)")
-    return plain_table(head, rows, numeric={1, 2, 3, 4, 5}), worst * 100
+    return plain_table(head, rows, numeric={1, 2, 3, 4, 5})
 
 
 # -- pieces -----------------------------------------------------------------------------------------
 
 
-def _methods_table(suite: Suite, reference: Optional[str]) -> Table:
-    """Each method's calls and share of calls, plus its share of bytes under the ``reference`` codec."""
-    methods: Dict[str, int] = suite.trace.get("methods") or {}
-    total_calls = sum(methods.values()) or 1
-    ref = suite.find(reference) if reference else None
-    by_method = ref.by_method if ref else {}
-    total_bytes = sum(m.get("bytes", 0) for m in by_method.values()) or 1
+def _methods_table(d: Decision) -> Table:
+    """Each method's calls and share of calls, plus its share of bytes under the reference codec."""
     head = ["method", "calls", "% of calls"]
-    if ref and by_method:
-        head += [f"% of bytes ({ref.codec})", f"bytes/call ({ref.codec})"]
+    if d.breakdown.methods_by_bytes:
+        head += [f"% of bytes ({d.reference})", f"bytes/call ({d.reference})"]
     rows = []
-    for name, count in sorted(methods.items(), key=lambda kv: -kv[1]):
-        row: List[Any] = [name, f"{count:,}", fmt_share(count / total_calls)]
-        if by_method:
-            b = by_method.get(name, {}).get("bytes")
-            row += [fmt_share(b / total_bytes), f"{b / count:.0f}"] if b is not None and count else ["-", "-"]
+    for m in d.breakdown.methods:
+        row: List[Any] = [m.method, f"{m.calls:,}", fmt_share(m.call_share)]
+        if d.breakdown.methods_by_bytes:
+            row += [shown(m.byte_share, fmt_share), shown(m.bytes_per_call, "{:.0f}".format)]
         rows.append(row)
     return plain_table(head, rows, numeric=range(1, len(head)))
 
@@ -387,45 +360,27 @@ def _timing_detail(d: Decision) -> Optional[Table]:
                        cell_class=lambda n, i: "alarm" if i == 9 and rows[n][9] != "ok" else "")
 
 
-def _method_tails(suite: Suite, measured: Sequence[CodecResult], op: str) -> Optional[Tuple[Table, int]]:
-    """Methods × codecs of per-call p99 for ``op``, slowest first (median over codecs), the tail shaded;
-    with the number of faster methods left out."""
-    p99s: Dict[str, List[float]] = {}
-    timed: Dict[str, int] = {}
-    for r in measured:
-        for method, figures in r.latency.get(op, {}).items():
-            if method != "*":
-                p99s.setdefault(method, []).append(figures["p99"])
-                timed[method] = max(timed.get(method, 0), int(figures["n"]))
-    if not p99s:
-        return None
-    top = sorted(p99s, key=lambda m: -statistics.median(p99s[m]))[:TOP_METHODS]
-    traced: Dict[str, int] = suite.trace.get("methods") or {}
-    total = sum(traced.values()) or 1
-    rows = [[m, fmt_share(traced[m] / total) if m in traced else MISSING, fmt_count(timed[m])]
-            + [shown(latency_us(r, op, "p99", m), fmt_us) for r in measured] for m in top]
-    overall = [latency_us(r, op, "p99") or math.inf for r in measured]
+def _tails_table(tails: MethodTails) -> Table:
+    """Methods × codecs of per-call p99, slowest first, the tail shaded, thin samples greyed."""
+    rows = [[m, shown(tails.call_share[m], fmt_share), fmt_count(tails.timed[m])]
+            + [shown(tails.p99[m, codec], fmt_us) for codec in tails.codecs] for m in tails.methods]
 
     def shade(n: int, i: int) -> str:
         if i < 3:
             return ""
-        if timed[top[n]] < MIN_TAIL_CALLS:
-            return "muted"
-        return "hot" if (latency_us(measured[i - 3], op, "p99", top[n]) or 0) >= overall[i - 3] else ""
+        method = tails.methods[n]
+        return "muted" if method in tails.muted else "hot" if (method, tails.codecs[i - 3]) in tails.hot else ""
 
-    table = plain_table(["method", "% of calls", "timed", *(r.codec for r in measured)], rows,
-                        numeric=range(1, len(measured) + 3), cell_class=shade)
-    return table, len(p99s) - len(top)
+    return plain_table(["method", "% of calls", "timed", *tails.codecs], rows,
+                       numeric=range(1, len(tails.codecs) + 3), cell_class=shade)
 
 
-def _stage_row(r: CodecResult, op: str, steps: int) -> List[str]:
-    """One codec's ``op`` as a table row: each stage's µs and share, padded to ``steps``, then the sum and the whole."""
-    stages = r.stages.get(op) or {}
-    total = sum(t.median_us for t in stages.values())
-    cells = [f"{name} {fmt_us(t.median_us)} µs · {fmt_share(t.median_us / (total or 1))}" for name, t in stages.items()]
-    whole = analysis.timing_of(r, op)
-    return [r.codec, op, *cells, *[""] * (steps - len(cells)), fmt_us(total),
-            shown(whole.median_us if whole else None, fmt_us)]
+def _stage_row(split: StageSplit, steps: int) -> List[str]:
+    """One codec's operation as a table row: each stage's µs and share, padded to ``steps``, then the sum and the
+    whole."""
+    cells = [f"{name} {fmt_us(us)} µs · {fmt_share(share)}" for name, us, share in split.stages]
+    return [split.codec, split.op, *cells, *[""] * (steps - len(cells)), fmt_us(split.total_us),
+            shown(split.whole_us, fmt_us)]
 
 
 def _not_measured(suite: Suite, missing: Sequence[CodecResult], setting: str) -> Optional[Tuple[str, str]]:

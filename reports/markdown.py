@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, List, Tuple
+from typing import Any
 
 import jinja2
 
-from rpcbench.results import Suite
 
 from .decision import Decision
 from .formatting import fmt_count, fmt_share
@@ -54,13 +53,6 @@ def render_markdown(d: Decision) -> str:
         title=f"rpcbench: {page_title(suite)}", suite=suite, calls=fmt_count(suite.trace.get("calls")),
         verdict=d.verdict, summary=summary_section(d).facts, head=[(c.title, c.numeric) for c in cols],
         rows=[[c.cell(r) for c in cols] for r in suite.results], warnings=d.warnings,
-        notes=footnotes(d), methods=_busiest_methods(suite),
-        more_methods=max(0, len(suite.trace.get("methods") or {}) - TOP_METHODS))
-
-
-def _busiest_methods(suite: Suite) -> List[Tuple[str, str, str]]:
-    """(method, calls, share of calls) for the trace's busiest methods."""
-    methods = suite.trace.get("methods") or {}
-    total = sum(methods.values()) or 1
-    busiest = sorted(methods.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_METHODS]
-    return [(name, fmt_count(n), fmt_share(n / total)) for name, n in busiest]
+        notes=footnotes(d), methods=[(m.method, fmt_count(m.calls), fmt_share(m.call_share))
+                                     for m in d.breakdown.methods[:TOP_METHODS]],
+        more_methods=max(0, len(d.breakdown.methods) - TOP_METHODS))
