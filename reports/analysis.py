@@ -289,13 +289,6 @@ def state_summary(suite: Suite, ref: Optional[CodecResult]) -> Optional[str]:
             f"(results.json keeps every round), or rerun on an idle machine.")
 
 
-def stage_split(r: CodecResult) -> Optional[str]:
-    """``encode = convert 2.63 + serialize 0.86 µs; decode = ...`` for a codec timed stage by stage."""
-    ops = [f"{op} = " + " + ".join(f"{name} {fmt_us(t.median_us)}" for name, t in r.stages[op].items()) + " µs"
-           for op in OPS if len(r.stages.get(op) or {}) > 1]
-    return f"{r.codec}: {'; '.join(ops)}" if ops else None
-
-
 def worst_method(r: CodecResult, op: str) -> Optional[str]:
     """The method with the highest per-call p99 for ``op``, if tails were measured."""
     methods = {m: v["p99"] for m, v in (r.latency.get(op) or {}).items() if m != "*"}

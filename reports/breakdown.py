@@ -12,7 +12,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from .analysis import OPS, timing_of
+from .analysis import OPS, timing_of, worst_method
 from .formatting import latency_us
 
 TOP_TAIL_METHODS = 8  #: rows of the per-method tail tables
@@ -79,6 +79,7 @@ class Breakdown:
     sample_gap: float  #: the largest gap between a method's sample and trace share, percentage points
     stages: Tuple[StageSplit, ...]
     tails: Mapping[str, MethodTails]  #: op -> its slowest methods, for the ops with per-method figures
+    slowest_encode: Mapping[str, Optional[str]]  #: codec -> the method with its highest encode p99 (None: no tails)
     call_rate: Optional[float]  #: the trace's calls per second
 
 
@@ -88,7 +89,8 @@ def breakdown(suite: Suite, reference: Optional[CodecResult]) -> Breakdown:
     state, sample, gap = sample_shares(suite)
     tails = {op: t for op in OPS if (t := method_tails(suite, op)) is not None}
     return Breakdown(method_shares(suite, reference), bool(reference and reference.by_method), state, sample, gap,
-                     stage_splits(suite), tails, calls / duration if calls and duration else None)
+                     stage_splits(suite), tails, {r.codec: worst_method(r, "encode") for r in suite.results},
+                     calls / duration if calls and duration else None)
 
 
 def method_shares(suite: Suite, reference: Optional[CodecResult]) -> Tuple[MethodShare, ...]:

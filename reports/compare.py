@@ -119,6 +119,7 @@ class Comparison:
     removed: Tuple[str, ...]  #: only in OLD
     warnings: Tuple[str, ...]
     alpha: float = ALPHA
+    kept: Tuple[Tuple[int, int], ...] = ((0, 0), (0, 0))  #: (kept, all) rounds over every CPU change, in OLD, NEW
     fail_above: Optional[float] = None  #: the ``--fail-above`` gate, percent (None: no gate)
     violations: Tuple["Violation", ...] = ()  #: the changes that fail it
 
@@ -150,10 +151,17 @@ def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: f
         reference=ref, reference_note=note, codecs=tuple(changes),
         added=tuple(r.codec for r in new.results if r.codec not in old_ids),
         removed=tuple(r.codec for r in old.results if r.codec not in new_ids),
-        warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha)
+        warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha,
+        kept=_kept(changes))
     if fail_above is None:
         return found
     return replace(found, fail_above=fail_above, violations=tuple(gate(found, fail_above)))
+
+
+def _kept(changes: Sequence[CodecChange]) -> Tuple[Tuple[int, int], ...]:
+    """(kept, all) rounds over every CPU change, in OLD and in NEW."""
+    counts = [t.rounds for c in changes for t in c.cpu]
+    return tuple((sum(r[i][0] for r in counts), sum(r[i][1] for r in counts)) for i in (0, 1))
 
 
 def _reference(old: Suite, new: Suite, wanted: str) -> Tuple[Optional[str], str]:

@@ -81,8 +81,7 @@ def explanation(comparison: Comparison) -> List[str]:
 
 def kept_text(comparison: Comparison) -> str:
     """``kept 1,210 of 1,440 rounds in OLD, 1,302 of 1,440 in NEW``."""
-    counts = [t.rounds for c in comparison.codecs for t in c.cpu]
-    (k_old, n_old), (k_new, n_new) = ((sum(r[i][0] for r in counts), sum(r[i][1] for r in counts)) for i in (0, 1))
+    (k_old, n_old), (k_new, n_new) = comparison.kept
     return f"kept {k_old:,} of {n_old:,} rounds in OLD, {k_new:,} of {n_new:,} in NEW"
 
 
