@@ -25,7 +25,6 @@ from .formatting import MISSING, fmt_bytes, fmt_share
 from .verdict import Verdict, recommend
 
 TOP_METHODS = 12  #: rows of the "where the bytes go" table
-STUDY_FORMATS = ("json", "bson")  #: the study's two formats: the summary compares notable codecs with each
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     ranked = analysis.rankings(suite)
     headlines = tuple(_headline(label, ranking[0]) for label, ranking in ranked.items() if ranking)
     notable = [*front, *(suite.result(h.codec) for h in headlines)]
-    studied = [r for name in STUDY_FORMATS if (r := suite.find(name)) is not None]
+    studied = [r for name in study.FORMATS if (r := suite.find(name)) is not None]
     lead, others = _capacity_rows(suite, plan, verdict, options)
     head, body = bytes_table(verdict)
     return Decision(
