@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Mapping, Optional, Tuple
+from typing import Dict, FrozenSet, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
@@ -28,6 +28,16 @@ class MethodShare:
     call_share: float  #: of the trace's calls
     byte_share: Optional[float]  #: of the reference codec's bytes (None: no per-method bytes for it)
     bytes_per_call: Optional[float]  #: under the reference codec
+
+
+@dataclass(frozen=True)
+class MethodBytes:
+    """One method's calls, and its share of bytes and bytes per call under each of some codecs."""
+
+    method: str
+    calls: int
+    call_share: float  #: of the first codec's calls
+    codecs: Tuple[Tuple[Optional[float], Optional[float]], ...]  #: per codec: (share of its bytes, bytes per call)
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,26 @@ def method_shares(suite: Suite, reference: Optional[CodecResult]) -> Tuple[Metho
         share, per_call = (b / total_bytes, b / count) if b is not None and count > 0 else (None, None)
         out.append(MethodShare(name, count, count / total_calls, share, per_call))
     return tuple(out)
+
+
+def method_bytes(codecs: Sequence[CodecResult], top: int) -> Tuple[MethodBytes, ...]:
+    """The ``top`` methods carrying the most bytes under the first of ``codecs``: calls, share of calls, and share
+    of bytes and bytes per call under each codec (empty without per-method figures)."""
+    if not codecs or not codecs[0].by_method:
+        return ()
+    first = codecs[0].by_method
+    calls_total = sum(m["calls"] for m in first.values()) or 1
+    totals = [sum(m["bytes"] for m in r.by_method.values()) or 1 for r in codecs]
+
+    def under(r: CodecResult, total: int, method: str) -> Tuple[Optional[float], Optional[float]]:
+        figures = r.by_method.get(method)
+        if not figures or not figures["calls"]:
+            return None, None
+        return figures["bytes"] / total, figures["bytes"] / figures["calls"]
+
+    order = sorted(first, key=lambda m: -first[m]["bytes"])[:top]
+    return tuple(MethodBytes(m, first[m]["calls"], first[m]["calls"] / calls_total,
+                             tuple(under(r, total, m) for r, total in zip(codecs, totals))) for m in order)
 
 
 def sample_shares(suite: Suite) -> Tuple[str, Tuple[SampleShare, ...], float]:

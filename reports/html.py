@@ -15,6 +15,7 @@ written by matplotlib, which escapes their text itself.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +27,9 @@ from rpcbench.results import CodecResult, Suite
 
 from . import analysis
 from .breakdown import MIN_TAIL_CALLS, MethodTails, SampleShare, StageSplit
-from .decision import Decision
-from .formatting import fmt_bytes, fmt_count, fmt_share, fmt_us, shown
+from .capacity import Estimate
+from .decision import CapacityRow, Decision
+from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, shown
 from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -293,6 +295,50 @@ def reading_section(d: Decision) -> Section:
         "warmup": s.get("warmup", "?"), "gc": s.get("gc", "?")})
 
 
+def capacity_section(d: Decision) -> Section:
+    """The capacity table's cells: the recommendation, the baseline and the front, then every other codec."""
+    return Section(facts={"lead": [_capacity_cells(r) for r in d.capacity_rows],
+                          "others": [_capacity_cells(r) for r in d.other_rows]})
+
+
+def _capacity_cells(row: CapacityRow) -> Dict[str, Any]:
+    """One codec's row: the cells at the user's CCU and price, and per-CCU figures the page's script rescales."""
+    f, one = row.figures, row.per_player
+    return {
+        "codec": row.codec, "role": row.role, "down": ci_text(f.down_kbps), "up": ci_text(f.up_kbps),
+        "gb": ci_text(f.gb_month, 0), "usd": ci_text(f.egress_usd, 0), "cores": ci_text(f.server_cores, 2),
+        "client": ci_text(f.client_ms_per_s, 3), "state": fmt_bytes(f.state_bytes) if f.state_bytes else "0",
+        "scale": {"gb": _triple(one.gb_month), "usd": _triple(one.egress_usd), "cores": _triple(one.server_cores),
+                  "state": row.state_bytes},
+    }
+
+
+def ci_text(e: Optional[Estimate], digits: int = 1) -> str:
+    """``47.4 [43.6-50.9]``; the interval left out when there is none."""
+    if e is None:
+        return MISSING
+    if math.isnan(e.low) or math.isnan(e.high):
+        return f"{e.value:,.{digits}f}"
+    return f"{e.value:,.{digits}f} [{e.low:,.{digits}f}-{e.high:,.{digits}f}]"
+
+
+def _triple(e: Optional[Estimate]) -> str:
+    """An estimate as ``value low high`` for a data attribute (the script multiplies each)."""
+    return "" if e is None else " ".join(repr(x) for x in (e.value, e.low, e.high))
+
+
+def bytes_section(d: Decision) -> Section:
+    """Where the bytes go: per method, share of calls, and share of bytes and bytes per call under the baseline
+    and the pick."""
+    head = ["method", "calls", "% of calls"]
+    for codec in d.bytes_codecs:
+        head += [f"% of bytes ({codec})", f"bytes/call ({codec})"]
+    rows = [[m.method, f"{m.calls:,}", fmt_share(m.call_share),
+             *(cell for share, per_call in m.codecs
+               for cell in (shown(share, fmt_share), shown(per_call, "{:.1f}".format)))] for m in d.bytes_methods]
+    return Section(facts={"head": head, "rows": rows})
+
+
 def from_page_globals(d: Decision) -> Section:
     """Nothing to gather: the part's template reads what :func:`render_report` computed once for the whole page
     (``figures``: the charts; ``decision``: verdict, capacity plan, bytes by method, study findings)."""
@@ -445,9 +491,9 @@ def _classes(*flags: Tuple[str, bool]) -> str:
 #: the page, top to bottom; each part's text is ``templates/_<id>.html``. The table of contents is built from it.
 PARTS: Tuple[Part, ...] = (
     Part("verdict", "Verdict", from_page_globals),
-    Part("capacity", "Capacity and cost", from_page_globals),
+    Part("capacity", "Capacity and cost", capacity_section),
     Part("summary", "Summary", summary_section),
-    Part("bytes", "Where the bytes go", from_page_globals),
+    Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),
     Part("results", "Results", results_section),
     Part("fleet", "Fleet", fleet_section, lambda d: d.fleet.shown),

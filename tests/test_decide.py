@@ -20,7 +20,7 @@ import pytest
 from markupsafe import escape
 
 from reports import build, terminal_text
-from reports.capacity import ReportOptions, figures, plan
+from reports.capacity import Estimate, ReportOptions, figures, plan
 from reports.compare import Shift, compare
 from reports.compare_report import Runs, format_comparison, render_compare_html
 from reports.decision import Decision, decide
@@ -245,7 +245,8 @@ def test_every_output_prints_the_decisions_figures(suite: Suite, tmp_path: Path)
             assert f"data-value='{value}'" in html, (codec, value)
         assert csv_rows[codec][5] == f"{f.bytes_mean:.2f}" and csv_rows[codec][8] == f"{f.encode.median_us:.3f}"
     for capacity_row in (*d.capacity_rows, *d.other_rows):
-        assert f"<td class='num cap-gb'>{capacity_row['gb']}</td>" in out["html"]
+        gb = capacity_row.figures.gb_month
+        assert f"<td class='num cap-gb'>{gb.value:,.0f} [{gb.low:,.0f}-{gb.high:,.0f}]</td>" in out["html"]
     for finding in d.findings:
         assert f"<td>{escape(finding.evidence)}</td>" in out["html"]
 
@@ -261,12 +262,14 @@ def perturbed(d: Decision) -> Decision:
     figures = {**d.figures, pick.codec: dataclasses.replace(f, bytes_mean=9876.5, bytes_ratio=12.34, encode=shaky,
                                                              decode=steady)}
     first, *rest = d.headlines
+    lead, *rest_rows = d.capacity_rows
     spread = Spread(pick.codec, 1.0, 0.5, "a.rpct", 1.5, "b.rpct")
     return dataclasses.replace(
         d, figures=figures, verdict=dataclasses.replace(d.verdict, sentence="PERTURBED verdict"),
         headlines=(dataclasses.replace(first, text="PERTURBED headline"), *rest),
-        capacity_rows=[{**d.capacity_rows[0], "gb": "PERTURBED-GB"}, *d.capacity_rows[1:]],
-        findings=[dataclasses.replace(d.findings[0], evidence="PERTURBED finding"), *d.findings[1:]],
+        capacity_rows=(dataclasses.replace(lead, figures=dataclasses.replace(lead.figures, gb_month=Estimate(
+            123456789.0, 123456788.0, 123456790.0))), *rest_rows),
+        findings=(dataclasses.replace(d.findings[0], evidence="PERTURBED finding"), *d.findings[1:]),
         warnings=("PERTURBED warning",), fleet=Fleet(2, 1234, (spread,), ("PERTURBED trace",), ()))
 
 
@@ -287,7 +290,8 @@ def test_outputs_follow_the_decision_rather_than_recompute(suite: Suite, tmp_pat
         assert "PERTURBED verdict" in out[kind]
     for kind in ("html", "md"):
         assert "PERTURBED headline" in out[kind] and "PERTURBED warning" in out[kind]
-    assert "PERTURBED-GB" in out["html"] and "PERTURBED finding" in out["html"] and "PERTURBED trace" in out["html"]
+    assert "123,456,789 [123,456,788-123,456,790]" in out["html"]  # the capacity table's GB/month
+    assert "PERTURBED finding" in out["html"] and "PERTURBED trace" in out["html"]
     assert "fleet: 2 traces, 1,234 calls merged" in out["terminal"] and "differs: PERTURBED trace" in out["terminal"]
     assert "9876.5" not in out["csv"]  # results.csv is the measured results, which did not change
 
