@@ -12,6 +12,7 @@ stability, rankings, front, warnings), :mod:`reports.verdict`, :mod:`reports.cap
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
@@ -102,12 +103,12 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     shown = tuple({r.codec: r for r in (verdict.baseline, verdict.pick) if r is not None}.values())
     return Decision(
         suite=suite, options=options, reference=ref.codec if ref else None, reference_note=note,
-        timed_reference=analysis.timed_both(ref), figures=figures, headlines=headlines,
-        rankings={label: tuple(r.codec for _, r in ranking) for label, ranking in ranked.items()},
-        front=tuple(r.codec for r in front), dominated=analysis.dominated(suite),
+        timed_reference=analysis.timed_both(ref), figures=MappingProxyType(figures), headlines=headlines,
+        rankings=MappingProxyType({label: tuple(r.codec for _, r in ranking) for label, ranking in ranked.items()}),
+        front=tuple(r.codec for r in front), dominated=MappingProxyType(analysis.dominated(suite)),
         comparisons=tuple(analysis.comparisons(notable, studied)), warnings=tuple(analysis.warnings(suite, ref)),
         timing_notes=tuple(analysis.timing_notes(suite, ref)), verdict=verdict, plan=plan,
-        capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=_prices(),
+        capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=MappingProxyType(_prices()),
         bytes_codecs=tuple(r.codec for r in shown), bytes_methods=method_bytes(shown, TOP_METHODS),
         findings=tuple(study.retest(suite)),
         fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref))
