@@ -340,8 +340,8 @@ def bytes_section(d: Decision) -> Section:
 
 
 def from_page_globals(d: Decision) -> Section:
-    """Nothing to gather: the part's template reads what :func:`render_report` computed once for the whole page
-    (``figures``: the charts; ``decision``: verdict, capacity plan, bytes by method, study findings)."""
+    """Nothing to gather: the part's template reads what :func:`render_report` hands the whole page
+    (``figures``: the charts; ``decision``: the verdict, the capacity plan's inputs, the study findings)."""
     return Section()
 
 
