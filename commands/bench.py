@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-from rpcbench.reports import Decision, ReportOptions, build, decision, fit_lines, format_table
-from rpcbench.reports.fleet import fleet_lines
+from rpcbench.reports import Decision, ReportOptions, build, decide, terminal_text
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
@@ -160,7 +159,7 @@ def main(argv: List[str]) -> int:
     if decided is None:  # a partial run (Ctrl-C during timing): results.json only
         print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
-    print("\n" + "\n".join(fit_lines(decided.verdict.lines(), table_width())))
+    print(terminal_text(decided, table_width(), "results.json" if args.no_report else "report.html"))
     where = f"report: {out / report} (results.json, results.csv beside it)" if report else f"results: {out}"
     print(f"{where}; {time.perf_counter() - started:.1f} s")
     return 0
@@ -184,19 +183,16 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
 
 def write_outputs(suite: Suite, folder: Path, no_report: bool,
                   options: ReportOptions) -> Tuple[Optional[str], Optional[Decision]]:
-    """results.json/csv into ``folder``; for a complete run also the table (printed), the decision for
-    ``options`` (made once, for the report and the verdict lines) and the report (unless ``no_report``):
-    (the report's file name, the decision), each None when not made."""
+    """results.json/csv into ``folder``; for a complete run also the decision for ``options`` (made once, for the
+    report and the terminal) and the report (unless ``no_report``): (the report's file name, the decision), each
+    None when not made."""
     suite.save(str(folder))
     if suite.partial:
         return None, None
-    print(format_table(suite, table_width(), "results.json" if no_report else "report.html"))
-    for line in fleet_lines(suite):
-        print(line)
-    decided = decision(suite, options)
+    decided = decide(suite, options)
     if no_report:
         return None, decided
-    return Path(build(suite, str(folder), decided)).name, decided
+    return Path(build(decided, str(folder))).name, decided
 
 
 def list_codecs(registry: Registry) -> str:

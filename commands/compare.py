@@ -7,7 +7,7 @@ import math
 import os
 from typing import List
 
-from rpcbench.reports.compare import ALPHA, DEFAULT_REFERENCE, TEST, compare, gate
+from rpcbench.reports.compare import ALPHA, DEFAULT_REFERENCE, TEST, compare
 from rpcbench.reports.compare_report import Runs, format_comparison, write_compare_html
 from rpcbench.results import load
 
@@ -41,9 +41,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--out", metavar="DIR", help="where to write compare.html (default: NEW's folder)")
     args = parser.parse_args(argv)
     runs = Runs(args.old, args.new, load(args.old), load(args.new))
-    comparison = compare(runs.old, runs.new, args.reference)
-    violations = gate(comparison, args.fail_above) if args.fail_above is not None else []
+    comparison = compare(runs.old, runs.new, args.reference, fail_above=args.fail_above)
     folder = args.out or (args.new if os.path.isdir(args.new) else os.path.dirname(args.new) or ".")
-    print(format_comparison(runs, comparison, violations, args.fail_above))
-    print(f"\ncompare.html: {write_compare_html(runs, comparison, violations, args.fail_above, folder)}")
-    return 1 if violations else 0
+    print(format_comparison(runs, comparison))
+    print(f"\ncompare.html: {write_compare_html(runs, comparison, folder)}")
+    return 1 if comparison.violations else 0

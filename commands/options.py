@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from rpcbench.reports import ReportOptions
 from rpcbench.reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS, TRANSPORTS
-from rpcbench.reports.verdict import BASELINE_KEY
+from rpcbench.reports.reference import BASELINE_KEY
 
 
 def table_width() -> int:

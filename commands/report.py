@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import List
 
-from rpcbench.reports import build, decision, fit_lines, format_table
+from rpcbench.reports import build, decide, terminal_text
 from rpcbench.results import load
 
 from .options import add_report_options, report_options, table_width
@@ -22,10 +22,9 @@ def main(argv: List[str]) -> int:
     args = parser.parse_args(argv)
     options = report_options(args)
     suite = load(args.results)
-    decided = decision(suite, options)  # a bad --baseline stops here, before anything is written
+    decided = decide(suite, options)  # a bad --baseline stops here, before anything is written
     folder = args.out or (args.results if os.path.isdir(args.results) else os.path.dirname(args.results) or ".")
-    print(format_table(suite, table_width()))
-    path = build(suite, folder, decided)
-    print("\n" + "\n".join(fit_lines(decided.verdict.lines(), table_width())))
+    path = build(decided, folder)
+    print(terminal_text(decided, table_width()))
     print(f"report: {path}")
     return 0

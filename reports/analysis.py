@@ -7,6 +7,7 @@ so they can never disagree.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
@@ -19,7 +20,10 @@ from .formatting import fmt_ratio, fmt_us, latency_us
 #: flagged 37-40 of 42 timings of a quiet run, since a few slow rounds inflate it without moving the median.
 UNSTABLE_CI_PCT = 5.0
 CONFIDENCE = 0.95  #: the coverage the table's interval aims for; fewer rounds than that allows are said so
-STATE_GAP = 1.05  #: ratios to json this far apart between the machine's two speed states are worth a warning
+#: a timing of which fewer rounds than this share ran near its fastest (under ``SLOW_STATE_FACTOR`` x) was crowded
+#: out by other work so much that even its fastest round is suspect: ``compare`` does not judge it (docs/compare.md)
+MIN_KEPT_SHARE = 0.2
+STATE_GAP = 1.05  #: ratios to the reference this far apart between the machine's two speed states are worth a warning
 OPS = ("encode", "decode")
 PROJECTED_CONNECTIONS = 10_000  #: the server size state memory is projected to
 
@@ -66,33 +70,97 @@ def ci_half_pct(t: Timing) -> float:
     return (hi - lo) / 2 / t.median_us * 100 if t.median_us else 0.0
 
 
-def low_confidence(t: Timing) -> bool:
-    """Too few rounds for a 95 % interval: the min-max range is given, with the coverage it has."""
-    return t.ci_us[2] < CONFIDENCE
+@dataclass(frozen=True)
+class Stability:
+    """How far one timing can be trusted (see :func:`stability`)."""
+
+    ci_half_pct: float  #: half the median's confidence interval, % of the median
+    low_confidence: bool  #: too few rounds for a 95 % interval: the min-max range, with the coverage it has
+    unstable: bool  #: the interval is wider than ``UNSTABLE_CI_PCT``: the machine was busy or changed speed
+    kept: int  #: rounds under ``SLOW_STATE_FACTOR`` x the fastest (the others were crowded out)
+    rounds: int
+
+    @property
+    def judged(self) -> bool:
+        """At least ``MIN_KEPT_SHARE`` of the rounds kept: enough ran uncrowded for its fast end to be trusted."""
+        return self.kept >= MIN_KEPT_SHARE * self.rounds
 
 
-def timing_unstable(t: Timing) -> bool:
-    """The stability rule: the median's confidence interval half-width exceeds ``UNSTABLE_CI_PCT`` of the median."""
-    return ci_half_pct(t) > UNSTABLE_CI_PCT
+def stability(t: Timing) -> Stability:
+    """The stability rule, the only one: a timing is unstable when its median's confidence interval half-width
+    exceeds ``UNSTABLE_CI_PCT`` of the median; its interval is low-confidence under ``CONFIDENCE`` coverage; and
+    rounds over ``SLOW_STATE_FACTOR`` x its fastest were crowded out (``compare`` sets them aside)."""
+    half = ci_half_pct(t)
+    kept = sum(1 for slow in t.slow_rounds if not slow)
+    return Stability(half, t.ci_us[2] < CONFIDENCE, half > UNSTABLE_CI_PCT, kept, len(t.rounds_ns))
 
 
 def unstable(r: CodecResult) -> List[str]:
-    """Which of the codec's timings ("encode", "decode") are unstable (see :func:`timing_unstable`)."""
-    return [op for op in OPS if (t := timing_of(r, op)) is not None and timing_unstable(t)]
+    """Which of the codec's timings ("encode", "decode") are unstable (see :func:`stability`)."""
+    return [op for op in OPS if (t := timing_of(r, op)) is not None and stability(t).unstable]
 
 
-def winners(suite: Suite) -> Dict[str, Tuple[CodecResult, str]]:
-    """Each headline label ("Smallest", "Fastest encode", ...) -> (the best codec, its figure as text), where measured.
+@dataclass(frozen=True)
+class OpFigures:
+    """One codec's encode or decode timing as every output shows it."""
+
+    median_us: float
+    ci_us: Tuple[float, float, float]  #: low, high, coverage
+    stability: Stability
+    ratio: Optional[float]  #: to the reference's, paired round by round (None: the reference has no timing)
+
+
+@dataclass(frozen=True)
+class CodecFigures:
+    """One codec's figures, made once: what the table, the page, report.md and the verdict print of it."""
+
+    codec: str
+    bytes_mean: Optional[float]
+    bytes_ratio: Optional[float]  #: mean bytes per call over the reference's
+    encode: Optional[OpFigures]
+    decode: Optional[OpFigures]
+    cpu_us: Optional[float]  #: encode + decode medians
+    undeclared_failures: int
+    undeclared_mismatches: int
+
+    def op(self, name: str) -> Optional[OpFigures]:
+        """The ``encode`` or ``decode`` figures."""
+        return self.encode if name == "encode" else self.decode
+
+    @property
+    def unstable(self) -> Tuple[str, ...]:
+        """Which timings ("encode", "decode") are unstable."""
+        return tuple(op for op in OPS if (f := self.op(op)) is not None and f.stability.unstable)
+
+
+def timed_both(r: Optional[CodecResult]) -> bool:
+    """Both encode and decode timed: a reference CPU ratios (``enc/json``, ``dec/json``) can be to."""
+    return r is not None and r.encode is not None and r.decode is not None
+
+
+def codec_figures(r: CodecResult, ref: Optional[CodecResult]) -> CodecFigures:
+    """``r``'s figures, ratios to ``ref`` (bytes when it has them; CPU when both its operations were timed)."""
+    timed_ref = ref if timed_both(ref) else None
+
+    def op(name: str) -> Optional[OpFigures]:
+        t = timing_of(r, name)
+        if t is None:
+            return None
+        return OpFigures(t.median_us, t.ci_us, stability(t), cpu_ratio(r, timed_ref, name) if timed_ref else None)
+
+    ratio = r.sizes.mean / ref.sizes.mean if r.sizes and ref is not None and ref.sizes and ref.sizes.mean else None
+    return CodecFigures(r.codec, r.sizes.mean if r.sizes else None, ratio, op("encode"), op("decode"), cpu_us(r),
+                        undeclared(r, "failures"), undeclared(r, "mismatches"))
+
+
+def rankings(suite: Suite) -> Dict[str, List[Tuple[float, CodecResult]]]:
+    """Each headline label ("Smallest", "Fastest encode", ...) -> (figure, codec) of every codec measured on it,
+    best first (ties in the order run); the first is the headline's winner.
 
     Only :func:`rankable` codecs compete: a codec never wins by failing calls."""
-    found = {}
     candidates = rankable(suite)
-    for label, (value, text) in HEADLINES.items():
-        pool = [(v, r) for r in candidates if (v := value(r)) is not None]
-        if pool:
-            best_value, best = min(pool, key=lambda pair: pair[0])
-            found[label] = (best, text(best_value))
-    return found
+    return {label: sorted(((v, r) for r in candidates if (v := value(r)) is not None), key=lambda pair: pair[0])
+            for label, (value, _) in HEADLINES.items()}
 
 
 def cpu_us(r: CodecResult) -> Optional[float]:
@@ -127,9 +195,9 @@ def pareto_front(suite: Suite) -> List[CodecResult]:
     return sorted(front, key=lambda r: (r.sizes.mean if r.sizes else 0, cpu_us(r) or 0))
 
 
-def comparisons(suite: Suite, notable: Sequence[CodecResult]) -> List[str]:
-    """One plain sentence per notable codec (and json, bson): bytes and CPU relative to json and bson."""
-    refs = [r for r in (suite.find("json"), suite.find("bson")) if r and r.sizes and r.encode]
+def comparisons(notable: Sequence[CodecResult], references: Sequence[CodecResult]) -> List[str]:
+    """One plain sentence per notable codec (and the references): bytes and CPU relative to each reference."""
+    refs = [r for r in references if r.sizes and r.encode]
     shown = {r.codec: r for r in (*notable, *refs) if r.sizes and r.encode}
     lines = []
     for r in shown.values():
@@ -149,7 +217,7 @@ def relative(r: CodecResult, ref: CodecResult) -> str:
     return text
 
 
-def warnings(suite: Suite) -> List[str]:
+def warnings(suite: Suite, ref: Optional[CodecResult]) -> List[str]:
     """Reasons to distrust parts of the run: errors, undeclared fidelity problems, unstable timings, dropped calls."""
     notes = []
     for r in suite.results:
@@ -159,7 +227,7 @@ def warnings(suite: Suite) -> List[str]:
         if reasons:
             notes.append(f"{r.codec}: {'; '.join(reasons)}.")
     titles = {"partial": "Partial run", "unstable": "Unstable timings", "speed states": "Speed states"}
-    notes += [f"{titles[name]}: {text[0].upper()}{text[1:]}" for name, text in timing_notes(suite)]
+    notes += [f"{titles[name]}: {text[0].upper()}{text[1:]}" for name, text in timing_notes(suite, ref)]
     recorder = suite.trace.get("recorder") or {}
     dropped = sum(v for k, v in recorder.items() if k.startswith("dropped") and isinstance(v, int))
     if dropped:
@@ -169,31 +237,33 @@ def warnings(suite: Suite) -> List[str]:
     return notes
 
 
-def timing_notes(suite: Suite) -> List[Tuple[str, str]]:
-    """The reasons to read the timings with care, as (name, text): a partial run, unstable rounds, speed states."""
+def timing_notes(suite: Suite, ref: Optional[CodecResult]) -> List[Tuple[str, str]]:
+    """The reasons to read the timings with care, as (name, text): a partial run, unstable rounds, speed states
+    (ratios to ``ref``, the reference codec)."""
     partial = f"{suite.partial}: the timings cover the rounds done before it" if suite.partial else ""
-    notes = [("partial", partial), ("unstable", unstable_summary(suite)), ("speed states", state_summary(suite))]
+    notes = [("partial", partial), ("unstable", unstable_summary(suite, ref)),
+             ("speed states", state_summary(suite, ref))]
     return [(name, text) for name, text in notes if text]
 
 
-def unstable_summary(suite: Suite) -> Optional[str]:
-    """How many timings are unstable (see :func:`timing_unstable`), the worst named; None if none are."""
+def unstable_summary(suite: Suite, ref: Optional[CodecResult]) -> Optional[str]:
+    """How many timings are unstable (see :func:`stability`), the worst named; None if none are."""
     shaky = sorted(((ci_half_pct(t), f"{r.codec} {op}") for r in suite.results for op in unstable(r)
                     if (t := timing_of(r, op)) is not None), reverse=True)
     if not shaky:
         return None
     timed = sum(1 for r in suite.results for op in OPS if timing_of(r, op))
+    advice = (f"The enc/{ref.codec} and dec/{ref.codec} ratios pair each round with {ref.codec}'s round of the same "
+              "turn, which cancels drift that slows every codec alike; compare codecs with them, or rerun on an idle "
+              "machine." if ref is not None and timed_both(ref) else "Rerun on an idle machine.")
     return (f"{len(shaky)} of {timed} timings have a median whose 95% confidence interval is wider than "
             f"±{UNSTABLE_CI_PCT:.0f}% (worst: {shaky[0][1]} ±{shaky[0][0]:.1f}%): the machine was busy or changed "
-            f"speed, and absolute µs move with it. The enc/json and dec/json ratios pair "
-            f"each round with json's round of the same turn, which cancels drift that slows every codec alike; "
-            f"compare codecs with them, or rerun on an idle machine.")
+            f"speed, and absolute µs move with it. {advice}")
 
 
-def state_summary(suite: Suite) -> Optional[str]:
-    """When the machine switched speed state during the run and codec ratios differ between
+def state_summary(suite: Suite, ref: Optional[CodecResult]) -> Optional[str]:
+    """When the machine switched speed state during the run and codec ratios to ``ref`` differ between
     the states (see ``SLOW_STATE_FACTOR``): how often, and the codec most affected; else None."""
-    ref = suite.find("json")
     if ref is None or ref.encode is None:
         return None
     gaps = []
@@ -209,32 +279,20 @@ def state_summary(suite: Suite) -> Optional[str]:
         return None
     gap, name, fast, slow = max(wide)
     slow_rounds = sum(ref.encode.slow_rounds)
-    return (f"the machine changed speed state during the run: {slow_rounds} of {len(ref.encode.rounds_ns)} json encode "
-            f"rounds ran over {SLOW_STATE_FACTOR:g}x slower than its fastest. Codecs do not slow down alike, so their "
-            f"ratios to json differ between the states by {STATE_GAP:g}x or more for {len(wide)} "
+    return (f"the machine changed speed state during the run: {slow_rounds} of {len(ref.encode.rounds_ns)} "
+            f"{ref.codec} encode rounds ran over {SLOW_STATE_FACTOR:g}x slower than its fastest. Codecs do not slow "
+            f"down alike, so their ratios to {ref.codec} differ between the states by {STATE_GAP:g}x or more for "
+            f"{len(wide)} "
             f"timing{'s' if len(wide) > 1 else ''}, most for {name}: "
             f"{fmt_ratio(fast)} in fast rounds, {fmt_ratio(slow)} in slow ones ({gap:.2f}x apart). "
             f"The table's ratios mix the states as this run happened to; compare runs made in the same state "
             f"(results.json keeps every round), or rerun on an idle machine.")
 
 
-def stage_split(r: CodecResult) -> Optional[str]:
-    """``encode = convert 2.63 + serialize 0.86 µs; decode = ...`` for a codec timed stage by stage."""
-    ops = [f"{op} = " + " + ".join(f"{name} {fmt_us(t.median_us)}" for name, t in r.stages[op].items()) + " µs"
-           for op in OPS if len(r.stages.get(op) or {}) > 1]
-    return f"{r.codec}: {'; '.join(ops)}" if ops else None
-
-
 def worst_method(r: CodecResult, op: str) -> Optional[str]:
     """The method with the highest per-call p99 for ``op``, if tails were measured."""
     methods = {m: v["p99"] for m, v in (r.latency.get(op) or {}).items() if m != "*"}
     return max(methods, key=methods.__getitem__) if methods else None
-
-
-def json_sizes(suite: Suite) -> Optional[float]:
-    """Mean bytes per call of the ``json`` codec, the usual baseline, if it was measured."""
-    ref = suite.find("json")
-    return ref.sizes.mean if ref and ref.sizes else None
 
 
 def cpu_ratio(r: CodecResult, ref: CodecResult, op: str) -> Optional[float]:

@@ -13,7 +13,7 @@ import io
 import math
 import re
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import matplotlib
 
@@ -29,7 +29,7 @@ from matplotlib.transforms import Bbox  # noqa: E402
 
 from rpcbench.results import CodecResult, Sizes, Suite, Timing  # noqa: E402
 
-from .analysis import cpu_us, json_sizes, pareto_front, undeclared_calls  # noqa: E402
+from .decision import Decision  # noqa: E402
 from .formatting import fmt_ratio, fmt_us, latency_us  # noqa: E402
 
 WIDTH_IN = 10.5
@@ -61,11 +61,11 @@ def encoded(r: CodecResult) -> Timing:
     return r.encode
 
 
-def render_charts(suite: Suite) -> Dict[str, str]:
+def render_charts(d: Decision) -> Dict[str, str]:
     """Every chart that has data, as chart name -> SVG markup to put inline in report.html."""
     rendered = {}
     for name, draw in CHARTS.items():
-        fig = draw(suite)
+        fig = draw(d)
         if fig is None:
             continue
         out = io.StringIO()
@@ -88,20 +88,21 @@ def inline_svg(svg: str, prefix: str) -> str:
     return _IDS.sub(lambda m: f"{m[1]}{prefix}-{m[2]}", _PROLOG.sub("", svg, count=1))
 
 
-def bytes_chart(suite: Suite) -> Optional[Figure]:
-    """Mean bytes per call as bars, p50 and p99 as marks, each bar labelled with its mean (and x json)."""
+def bytes_chart(d: Decision) -> Optional[Figure]:
+    """Mean bytes per call as bars, p50 and p99 as marks, each bar labelled with its mean (and x the reference)."""
+    suite = d.suite
     rows = [r for r in suite.results if r.sizes]
     if not rows:
         return None
-    fig, ax = _bar_figure([(r.codec, r) for r in rows])
+    fig, ax = _bar_figure([(r.codec, r) for r in rows], d.failing)
     y = range(len(rows))
     ax.barh(y, [sizes(r).mean for r in rows], color=COLORS["bytes"], height=0.6, label="mean")
     ax.hlines(y, [sizes(r).p50 for r in rows], [sizes(r).p99 for r in rows], color="#888888", lw=1, zorder=2)
     ax.scatter([sizes(r).p50 for r in rows], y, marker="|", s=260, linewidths=2, color="black", label="p50", zorder=3)
     ax.scatter([sizes(r).p99 for r in rows], y, marker="|", s=260, linewidths=2, color="#c44e52", label="p99", zorder=3)
-    json_mean = json_sizes(suite)
     for i, r in enumerate(rows):
-        text = f"mean {sizes(r).mean:.0f} B" + (f" = {fmt_ratio(sizes(r).mean / json_mean)} json" if json_mean else "")
+        ratio = d.figures[r.codec].bytes_ratio
+        text = f"mean {sizes(r).mean:.0f} B" + (f" = {fmt_ratio(ratio)} {d.reference}" if ratio is not None else "")
         _note_right(ax, (max(sizes(r).mean, sizes(r).p99), i), text, fontsize=9)
     scale = _value_axis(ax, [sizes(r).mean for r in rows], room=1.3, reach=[sizes(r).p99 for r in rows])
     _frame(ax, f"bytes per call{scale} (bar = mean; line from p50 to p99)", "Bytes on the wire per RPC call")
@@ -109,12 +110,13 @@ def bytes_chart(suite: Suite) -> Optional[Figure]:
     return fig
 
 
-def timing_chart(suite: Suite) -> Optional[Figure]:
+def timing_chart(d: Decision) -> Optional[Figure]:
     """Encode and decode µs per call side by side; error bars are the median's 95 % confidence interval."""
+    suite = d.suite
     rows = [r for r in suite.results if r.encode or r.decode]
     if not rows:
         return None
-    fig, ax = _bar_figure([(r.codec, r) for r in rows], per_row=0.42)
+    fig, ax = _bar_figure([(r.codec, r) for r in rows], d.failing, per_row=0.42)
     for offset, kind in ((-0.2, "encode"), (0.2, "decode")):
         timings: List[Optional[Timing]] = [getattr(r, kind) for r in rows]
         ys = [i + offset for i in range(len(rows))]
@@ -135,32 +137,37 @@ def _legend_below(fig: Figure) -> None:
     fig.legend(loc="outside lower center", frameon=False, fontsize=9, ncols=4)
 
 
-def pareto_chart(suite: Suite) -> Optional[Figure]:
+def pareto_chart(d: Decision) -> Optional[Figure]:
     """Each codec a point at (encode+decode µs, mean bytes); the Pareto front joined by its line and named,
     dominated codecs grey, codecs with undeclared failures red (they cannot be on the front)."""
-    rows = [r for r in suite.results if r.sizes and cpu_us(r)]
+    suite = d.suite
+    rows = [r for r in suite.results if r.sizes and d.figures[r.codec].cpu_us]
     if not rows:
         return None
-    front = pareto_front(suite)
+    front = [suite.result(c) for c in d.front]
+
+    def cpu(r: CodecResult) -> float:
+        return d.figures[r.codec].cpu_us or math.nan
+
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.5), layout="constrained")
-    xs, ys = [_cpu(r) for r in front], [sizes(r).mean for r in front]
+    xs, ys = [cpu(r) for r in front], [sizes(r).mean for r in front]
     ax.plot(xs, ys, "-", color=COLORS["encode"], lw=1.5, zorder=2, label="Pareto front: no codec is both smaller "
             "and cheaper")
     ax.scatter(xs, ys, s=45, color=COLORS["encode"], zorder=4)
     others = [r for r in rows if r not in front]
-    failing = [r for r in others if undeclared_calls(r)]
-    dominated = [r for r in others if not undeclared_calls(r)]
-    ax.scatter([_cpu(r) for r in dominated], [sizes(r).mean for r in dominated], s=25, color=DOMINATED, zorder=3,
+    failing = [r for r in others if r.codec in d.failing]
+    dominated = [r for r in others if r not in failing]
+    ax.scatter([cpu(r) for r in dominated], [sizes(r).mean for r in dominated], s=25, color=DOMINATED, zorder=3,
                label="dominated")
     if failing:
-        ax.scatter([_cpu(r) for r in failing], [sizes(r).mean for r in failing], s=45, marker="X", color=FAILING,
+        ax.scatter([cpu(r) for r in failing], [sizes(r).mean for r in failing], s=45, marker="X", color=FAILING,
                    zorder=3, label="undeclared failures (not ranked)")
     labels = ([(r, r.codec, {"fontsize": 9, "fontweight": "bold"}) for r in front]
               + [(r, r.codec + FAILING_MARK, {"fontsize": 8, "color": FAILING}) for r in failing]
               + _dominated_labels(dominated))
-    x_scale = _value_axis(ax, [_cpu(r) for r in rows], room=1.25, axis="x")
+    x_scale = _value_axis(ax, [cpu(r) for r in rows], room=1.25, axis="x")
     y_scale = _value_axis(ax, [sizes(r).mean for r in rows], room=1.15, axis="y")
-    _place_labels(fig, ax, [((_cpu(r), sizes(r).mean), text, style) for r, text, style in labels])
+    _place_labels(fig, ax, [((cpu(r), sizes(r).mean), text, style) for r, text, style in labels])
     ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
             color="#555555", style="italic")
     ax.set_xlabel(f"encode + decode µs per call (medians){x_scale}")
@@ -186,13 +193,9 @@ def _dominated_labels(dominated: List[CodecResult]) -> List[Tuple[CodecResult, s
     return labels + [(r, r.codec, style) for r in dominated if r.codec not in in_series]
 
 
-def _cpu(r: CodecResult) -> float:
-    """Encode + decode median; only called on codecs a chart kept because they have both."""
-    return cpu_us(r) or math.nan
-
-
-def levels_chart(suite: Suite) -> Optional[Figure]:
+def levels_chart(d: Decision) -> Optional[Figure]:
     """One row per codec+compressor run at two or more levels: bytes (left) and encode µs (right) by level."""
+    suite = d.suite
     series = _level_series([r for r in suite.results if r.sizes and r.encode])
     if not series:
         return None
@@ -200,10 +203,10 @@ def levels_chart(suite: Suite) -> Optional[Figure]:
                              squeeze=False)
     for (name, points), (left, right) in zip(series.items(), axes):
         base = _base_result(suite, name)
-        _level_panel(left, points, lambda r: sizes(r).mean, None, "{:.0f}", COLORS["bytes"],
+        _level_panel(left, points, d.failing, lambda r: sizes(r).mean, None, "{:.0f}", COLORS["bytes"],
                      sizes(base).mean if base else None, f"{name}: bytes per call (mean)")
-        _level_panel(right, points, lambda r: encoded(r).median_us, lambda r: _ci_range(encoded(r)), "{:.1f}",
-                     COLORS["encode"], encoded(base).median_us if base else None,
+        _level_panel(right, points, d.failing, lambda r: encoded(r).median_us, lambda r: _ci_range(encoded(r)),
+                     "{:.1f}", COLORS["encode"], encoded(base).median_us if base else None,
                      f"{name}: encode µs per call (median)")
         if base:
             left.legend(loc="lower right", fontsize=8)
@@ -211,12 +214,13 @@ def levels_chart(suite: Suite) -> Optional[Figure]:
     return fig
 
 
-def tails_chart(suite: Suite) -> Optional[Figure]:
+def tails_chart(d: Decision) -> Optional[Figure]:
     """Per-call encode and decode time over all calls: bar to p50, marks at p90, p99 and max, log scale."""
+    suite = d.suite
     rows = [r for r in suite.results if latency_us(r, "encode", "p50") or latency_us(r, "decode", "p50")]
     if not rows:
         return None
-    fig, ax = _bar_figure([(r.codec, r) for r in rows], per_row=0.48)
+    fig, ax = _bar_figure([(r.codec, r) for r in rows], d.failing, per_row=0.48)
     values = {(r.codec, op, pct): latency_us(r, op, pct) for r in rows for op in ("encode", "decode")
               for pct in ("p50", *TAIL_MARKS)}
     known = [v for v in values.values() if v]
@@ -241,12 +245,13 @@ def tails_chart(suite: Suite) -> Optional[Figure]:
     return fig
 
 
-def stages_chart(suite: Suite) -> Optional[Figure]:
+def stages_chart(d: Decision) -> Optional[Figure]:
     """Stacked bars of stage medians for each multi-step codec's encode and decode; tick = whole op timed alone."""
+    suite = d.suite
     rows = [(r, op) for r in suite.results for op in ("encode", "decode") if r.stages.get(op)]
     if not rows:
         return None
-    fig, ax = _bar_figure([(f"{r.codec} {op}", r) for r, op in rows], per_row=0.36)
+    fig, ax = _bar_figure([(f"{r.codec} {op}", r) for r, op in rows], d.failing, per_row=0.36)
     colors = _stage_colors(rows)
     right = max(max(sum(t.median_us for t in r.stages[op].values()),
                     getattr(r, op).median_us if getattr(r, op) else 0) for r, op in rows)
@@ -282,7 +287,8 @@ def _stage_colors(rows: List[Tuple[CodecResult, str]]) -> Dict[str, str]:
     return {name: STAGE_COLORS[i % len(STAGE_COLORS)] for i, name in enumerate(names)}
 
 
-def _level_panel(ax: Axes, points: List[Tuple[int, CodecResult]], value: Callable[[CodecResult], float],
+def _level_panel(ax: Axes, points: List[Tuple[int, CodecResult]], failing: AbstractSet[str],
+                 value: Callable[[CodecResult], float],
                  spread: Optional[Callable[[CodecResult], Tuple[float, float]]], fmt: str, color: str,
                  baseline: Optional[float], title: str) -> None:
     """One figure against level, values annotated, whiskers if ``spread``, the uncompressed codec dashed."""
@@ -290,7 +296,7 @@ def _level_panel(ax: Axes, points: List[Tuple[int, CodecResult]], value: Callabl
     errors = list(zip(*(spread(r) for _, r in points))) if spread else None
     ax.errorbar(levels, values, yerr=errors, fmt="o-", color=color, capsize=3, elinewidth=1, label="compressed")
     for (lvl, r), v in zip(points, values):
-        bad = bool(undeclared_calls(r))
+        bad = r.codec in failing
         ax.annotate(fmt.format(v) + (FAILING_MARK if bad else ""), (lvl, v), xytext=(5, 5), textcoords="offset points",
                     fontsize=8, color=FAILING if bad else "black",
                     bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none"})
@@ -341,11 +347,12 @@ def _note_right(ax: Axes, point: Tuple[float, float], text: str, fontsize: float
     _annotate(ax, point, text, (6, 0, "left", "center"), {"fontsize": fontsize})
 
 
-def _bar_figure(rows: List[Tuple[str, CodecResult]], per_row: float = 0.34) -> Tuple[Figure, Axes]:
+def _bar_figure(rows: List[Tuple[str, CodecResult]], failing_codecs: AbstractSet[str],
+                per_row: float = 0.34) -> Tuple[Figure, Axes]:
     """A horizontal-bar figure tall enough for one readable row per (label, codec), first on top;
     codecs with undeclared failures labelled in red with a warning mark."""
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.4 + per_row * len(rows)), layout="constrained")
-    failing = [bool(undeclared_calls(r)) for _, r in rows]
+    failing = [r.codec in failing_codecs for _, r in rows]
     ax.set_yticks(range(len(rows)), [label + (FAILING_MARK if bad else "") for (label, _), bad in zip(rows, failing)])
     for tick, bad in zip(ax.get_yticklabels(), failing):
         if bad:
@@ -404,7 +411,7 @@ def _base_result(suite: Suite, series: str) -> Optional[CodecResult]:
 
 
 #: chart name -> drawing function, in the order the page shows them
-CHARTS: Dict[str, Callable[[Suite], Optional[Figure]]] = {
+CHARTS: Dict[str, Callable[[Decision], Optional[Figure]]] = {
     "pareto": pareto_chart,
     "bytes": bytes_chart,
     "timing": timing_chart,

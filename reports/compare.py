@@ -14,21 +14,22 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence, Tuple
 
 from scipy.stats import mannwhitneyu
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
+from .analysis import MIN_KEPT_SHARE, OPS, Stability, stability, timed_both
+from .reference import DEFAULT_REFERENCE, choose_reference
+
 TEST = "Mann-Whitney U, two-sided"  #: the significance test on the rounds, as it is named in the output
 ALPHA = 0.01  #: a CPU change is significant when the test's p-value is below this
-DEFAULT_REFERENCE = "json"
-OPS = ("encode", "decode")
 #: process sets a run needs before per-process speed modes stop deciding a comparison (docs/compare.md)
 MIN_PROCESSES = 3
-#: a timing is judged only when both runs kept at least this share of its rounds (CpuChange.judged)
-MIN_KEPT_SHARE = 0.2
+__all__ = ["ALPHA", "DEFAULT_REFERENCE", "MIN_KEPT_SHARE", "TEST", "Comparison", "CpuChange", "Shift", "Violation",
+           "compare", "gate"]
 #: the percentile of the kept rounds compared (the median follows per-process speed modes; see _shift)
 FAST_END_PERCENTILE = 10
 
@@ -56,15 +57,21 @@ class CpuChange:
     op: str
     absolute: Shift
     ratio: Optional[Shift]
+    stability: Tuple[Stability, Stability]  #: of the timing in OLD, NEW
     alpha: float
     reference: bool = False  #: this is the reference codec's own timing (its ratio is 1 by construction)
-    rounds: Tuple[Tuple[int, int], Tuple[int, int]] = ((0, 0), (0, 0))  #: (kept, all) rounds in OLD, NEW
+
+    @property
+    def rounds(self) -> Tuple[Tuple[int, int], ...]:
+        """(kept, all) rounds in OLD, NEW."""
+        return tuple((s.kept, s.rounds) for s in self.stability)
 
     @property
     def judged(self) -> bool:
-        """Both runs kept at least MIN_KEPT_SHARE of their rounds: when fewer ran near the fastest, the
-        machine was so busy that the fastest round itself was likely crowded out, and its figure with it."""
-        return all(kept >= MIN_KEPT_SHARE * rounds for kept, rounds in self.rounds)
+        """Both runs' timings are judged by the stability rule (:func:`reports.analysis.stability`: at least
+        MIN_KEPT_SHARE of their rounds kept): when fewer ran near the fastest, the machine was so busy that the
+        fastest round itself was likely crowded out, and its figure with it."""
+        return all(s.judged for s in self.stability)
 
     @property
     def significant(self) -> bool:
@@ -112,6 +119,9 @@ class Comparison:
     removed: Tuple[str, ...]  #: only in OLD
     warnings: Tuple[str, ...]
     alpha: float = ALPHA
+    kept: Tuple[Tuple[int, int], ...] = ((0, 0), (0, 0))  #: (kept, all) rounds over every CPU change, in OLD, NEW
+    fail_above: Optional[float] = None  #: the ``--fail-above`` gate, percent (None: no gate)
+    violations: Tuple["Violation", ...] = ()  #: the changes that fail it
 
 
 @dataclass(frozen=True)
@@ -124,10 +134,12 @@ class Violation:
     text: str
 
 
-def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: float = ALPHA) -> Comparison:
+def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: float = ALPHA,
+            fail_above: Optional[float] = None) -> Comparison:
     """What changed from ``old`` to ``new``; CPU judged by each codec's ratio to ``reference``
-    (or, when it is not timed in both runs, to the first codec of NEW that is, said in ``reference_note``)."""
-    ref, note = choose_reference(old, new, reference)
+    (or, when it is not timed in both runs, to the first codec of NEW that is, said in ``reference_note``);
+    with ``fail_above``, the changes that fail that gate (:func:`gate`)."""
+    ref, note = _reference(old, new, reference)
     old_ref, new_ref = (old.find(ref), new.find(ref)) if ref else (None, None)
     changes = []
     for r_new in new.results:
@@ -135,30 +147,39 @@ def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: f
         if r_old is not None:
             changes.append(_codec_change(r_old, r_new, old_ref, new_ref, alpha))
     old_ids, new_ids = {r.codec for r in old.results}, {r.codec for r in new.results}
-    return Comparison(
+    found = Comparison(
         reference=ref, reference_note=note, codecs=tuple(changes),
         added=tuple(r.codec for r in new.results if r.codec not in old_ids),
         removed=tuple(r.codec for r in old.results if r.codec not in new_ids),
-        warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha)
+        warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha,
+        kept=_kept(changes))
+    if fail_above is None:
+        return found
+    return replace(found, fail_above=fail_above, violations=tuple(gate(found, fail_above)))
 
 
-def choose_reference(old: Suite, new: Suite, wanted: str) -> Tuple[Optional[str], str]:
+def _kept(changes: Sequence[CodecChange]) -> Tuple[Tuple[int, int], ...]:
+    """(kept, all) rounds over every CPU change, in OLD and in NEW."""
+    counts = [t.rounds for c in changes for t in c.cpu]
+    return tuple((sum(r[i][0] for r in counts), sum(r[i][1] for r in counts)) for i in (0, 1))
+
+
+def _reference(old: Suite, new: Suite, wanted: str) -> Tuple[Optional[str], str]:
     """The reference codec and how it was chosen: ``wanted`` if both runs timed it (encode and decode),
     else the first codec of NEW that both runs timed, else None (CPU compared in absolute terms only)."""
-    if _timed_in_both(old, new, wanted):
-        default = " (the default; --reference CODEC to change)" if wanted == DEFAULT_REFERENCE else ""
-        return wanted, f"{wanted}{default}"
-    common = [r.codec for r in new.results if _timed_in_both(old, new, r.codec)]
-    if not common:
+    chosen, matched = choose_reference(new.results, (wanted,), lambda r: _timed_in_both(old, new, r.codec))
+    if chosen is None:
         return None, (f"none: no codec was timed in both runs ({wanted} included), so CPU is compared "
                       "in absolute terms only and no CPU change is gated")
-    return common[0], (f"{common[0]}: {wanted} was not timed in both runs, so the first codec both runs "
-                       f"timed is the reference")
+    if matched:
+        default = " (the default; --reference CODEC to change)" if wanted == DEFAULT_REFERENCE else ""
+        return wanted, f"{wanted}{default}"
+    return chosen.codec, (f"{chosen.codec}: {wanted} was not timed in both runs, so the first codec both runs "
+                          f"timed is the reference")
 
 
 def _timed_in_both(old: Suite, new: Suite, codec: str) -> bool:
-    return all((r := run.find(codec)) is not None and r.encode is not None and r.decode is not None
-               for run in (old, new))
+    return all(timed_both(run.find(codec)) for run in (old, new))
 
 
 def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecResult],
@@ -178,9 +199,8 @@ def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecRes
         ratio = None
         if old_ref and new_ref and not is_reference:
             ratio = _shift(ratio_rounds(t_old, getattr(old_ref, op)), ratio_rounds(t_new, getattr(new_ref, op)))
-        kept_old, kept_new = kept_rounds(t_old), kept_rounds(t_new)
-        cpu.append(CpuChange(op, _shift(kept_old, kept_new, scale=1e-3), ratio, alpha, is_reference,
-                             ((len(kept_old), len(t_old.rounds_ns)), (len(kept_new), len(t_new.rounds_ns)))))
+        cpu.append(CpuChange(op, _shift(kept_rounds(t_old), kept_rounds(t_new), scale=1e-3), ratio,
+                             (stability(t_old), stability(t_new)), alpha, is_reference))
     return CodecChange(new.codec, sizes, tuple(cpu), tuple(missing))
 
 

@@ -17,7 +17,7 @@ import jinja2
 from rpcbench.errors import BenchError
 from rpcbench.results import SLOW_STATE_FACTOR, Suite
 
-from .compare import FAST_END_PERCENTILE, MIN_KEPT_SHARE, TEST, Comparison, CpuChange, Shift, Violation
+from .compare import FAST_END_PERCENTILE, MIN_KEPT_SHARE, TEST, Comparison, CpuChange, Shift
 from .formatting import MISSING, fmt_us
 from .html import TEMPLATES, Table, plain_table
 
@@ -81,13 +81,13 @@ def explanation(comparison: Comparison) -> List[str]:
 
 def kept_text(comparison: Comparison) -> str:
     """``kept 1,210 of 1,440 rounds in OLD, 1,302 of 1,440 in NEW``."""
-    counts = [t.rounds for c in comparison.codecs for t in c.cpu]
-    (k_old, n_old), (k_new, n_new) = ((sum(r[i][0] for r in counts), sum(r[i][1] for r in counts)) for i in (0, 1))
+    (k_old, n_old), (k_new, n_new) = comparison.kept
     return f"kept {k_old:,} of {n_old:,} rounds in OLD, {k_new:,} of {n_new:,} in NEW"
 
 
-def gate_lines(violations: Sequence[Violation], fail_above: Optional[float]) -> List[str]:
+def gate_lines(comparison: Comparison) -> List[str]:
     """The gate's outcome: what failed it, or that it passed; nothing without ``--fail-above``."""
+    violations, fail_above = comparison.violations, comparison.fail_above
     if fail_above is None:
         return []
     if not violations:
@@ -97,8 +97,7 @@ def gate_lines(violations: Sequence[Violation], fail_above: Optional[float]) -> 
             *(f"  {v.text}" for v in violations)]
 
 
-def format_comparison(runs: Runs, comparison: Comparison, violations: Sequence[Violation],
-                      fail_above: Optional[float]) -> str:
+def format_comparison(runs: Runs, comparison: Comparison) -> str:
     """The whole comparison as terminal text, no line over WIDTH columns."""
     out = _wrapped([f"{name} {label}: {run.created}, {len(run.results)} codecs"
                     for name, label, run in (("OLD", runs.old_label, runs.old), ("NEW", runs.new_label, runs.new))])
@@ -108,7 +107,7 @@ def format_comparison(runs: Runs, comparison: Comparison, violations: Sequence[V
     out += ["", "Bytes per call", *text_grid(BYTES_HEAD, bytes_rows(comparison), numeric={1, 2, 3})]
     out += ["", "CPU per call", *text_grid(CPU_HEAD, cpu_rows(comparison), numeric=set(range(2, 10)))]
     out += [""] + _wrapped(unmatched(comparison))
-    gate = gate_lines(violations, fail_above)
+    gate = gate_lines(comparison)
     return "\n".join(out + ([""] + _wrapped(gate) if gate else [])).rstrip()
 
 
@@ -145,10 +144,9 @@ def text_grid(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: set) 
     return out
 
 
-def write_compare_html(runs: Runs, comparison: Comparison, violations: Sequence[Violation],
-                       fail_above: Optional[float], folder: str) -> str:
+def write_compare_html(runs: Runs, comparison: Comparison, folder: str) -> str:
     """Write ``compare.html`` into ``folder`` (created if needed); return its path."""
-    page = render_compare_html(runs, comparison, violations, fail_above)
+    page = render_compare_html(runs, comparison)
     path = os.path.join(folder, "compare.html")
     try:
         os.makedirs(folder, exist_ok=True)
@@ -159,12 +157,11 @@ def write_compare_html(runs: Runs, comparison: Comparison, violations: Sequence[
     return path
 
 
-def render_compare_html(runs: Runs, comparison: Comparison, violations: Sequence[Violation],
-                        fail_above: Optional[float]) -> str:
+def render_compare_html(runs: Runs, comparison: Comparison) -> str:
     """The page as text: the same rows as the terminal, every string escaped by the template engine."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    failed = {(v.codec, v.figure) for v in violations}
+    failed = {(v.codec, v.figure) for v in comparison.violations}
     cpu, sizes = cpu_rows(comparison), bytes_rows(comparison)
     cpu_table = plain_table(CPU_HEAD, cpu, numeric=range(2, 10),
                             cell_class=lambda n, i: "alarm" if i in (8, 10) and cpu[n][:2] in failed else "")
@@ -176,6 +173,6 @@ def render_compare_html(runs: Runs, comparison: Comparison, violations: Sequence
     }
     return env.get_template("compare.html").render(
         title="rpcbench: compare", runs=runs, comparison=comparison, tables=tables,
-        explanation=explanation(comparison), unmatched=unmatched(comparison), gate=gate_lines(violations, fail_above),
-        failed=bool(violations), fast_end=FAST_END_PERCENTILE,
+        explanation=explanation(comparison), unmatched=unmatched(comparison), gate=gate_lines(comparison),
+        failed=bool(comparison.violations), fast_end=FAST_END_PERCENTILE,
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"))

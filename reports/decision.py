@@ -1,117 +1,145 @@
-"""What the page's decision sections show (verdict, capacity, where the bytes go, the study
-re-tested), gathered into plain values for the templates ``_verdict.html``, ``_capacity.html``,
-``_bytes.html`` and ``_study.html``. The judgments come from :mod:`reports.verdict`,
-:mod:`reports.capacity` and :mod:`reports.study`; this module only formats.
+"""The decision: made once per run from the results, for the user's options (``--goal``, ``--baseline``, ``--ccu``,
+...), and handed to every output. The reference codec, each codec's figures and ratios, the stability of each
+timing, the headlines and rankings, the Pareto front, the warnings, the verdict, the capacity plan, where the
+bytes go, the study re-tested and a fleet's spread are all in one :class:`Decision`; the terminal text, report.html,
+report.md and the charts only format it.
+
+The rules live in :mod:`reports.reference` (which codec is the reference), :mod:`reports.analysis` (figures,
+stability, rankings, front, warnings), :mod:`reports.verdict`, :mod:`reports.capacity`, :mod:`reports.study` and
+:mod:`reports.fleet`; :func:`decide` is the only caller that turns them into a judgment.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from types import MappingProxyType
+from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import capacity, study
-from .capacity import DEFAULT_OPTIONS, Estimate, Plan, ReportOptions
-from .formatting import MISSING, fmt_bytes, fmt_share
-from .verdict import Verdict, decide
+from . import analysis, capacity, fleet, reference, study
+from .analysis import CodecFigures
+from .breakdown import Breakdown, MethodBytes, breakdown, method_bytes
+from .capacity import DEFAULT_OPTIONS, Plan, ReportOptions
+from .verdict import Verdict, recommend
 
 TOP_METHODS = 12  #: rows of the "where the bytes go" table
 
 
 @dataclass(frozen=True)
-class Decision:
-    """Everything the decision sections and the terminal's last lines need."""
+class Headline:
+    """One headline ("Smallest", "Fastest encode", ...): the best codec and its figure."""
 
+    label: str
+    codec: str
+    value: float
+    text: str  #: the figure as written (``47.3 B/call``)
+    failed: str  #: the codec's declared failures in words, or ""
+
+
+@dataclass(frozen=True)
+class CapacityRow:
+    """One codec's capacity figures at the user's CCU and egress price, and per player (which the page rescales)."""
+
+    codec: str
+    role: str  #: ``recommended``, ``baseline`` or ""
+    figures: capacity.Figures  #: at ``--ccu`` and ``--egress-price``
+    per_player: capacity.Figures  #: at 1 CCU and $1/GB
+    state_bytes: int  #: per connection
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Everything every output shows that is judged or computed from the results (see the module's docstring)."""
+
+    suite: Suite  #: the results themselves (measured figures the outputs only write down)
     options: ReportOptions
+    reference: Optional[str]  #: the codec every ratio is to (the verdict's baseline); None: nothing measured
+    reference_note: str  #: where it came from
+    timed_reference: bool  #: the reference has both timings: CPU ratios (``enc/json``) exist
+    figures: Mapping[str, CodecFigures]  #: codec -> its figures, ratios and stability
+    headlines: Tuple[Headline, ...]
+    rankings: Mapping[str, Tuple[str, ...]]  #: headline label -> the codecs ranked by it, best first
+    front: Tuple[str, ...]  #: the Pareto front, smallest first
+    dominated: Mapping[str, str]  #: codec -> a codec that beats it on bytes and CPU
+    comparisons: Tuple[str, ...]  #: notable codecs against the study's formats, in sentences
+    warnings: Tuple[str, ...]
+    timing_notes: Tuple[Tuple[str, str], ...]  #: (name, text): partial, unstable, speed states
     verdict: Verdict
     plan: Plan
-    capacity_rows: List[Dict[str, Any]]  #: the top table: recommendation, baseline, the Pareto front
-    other_rows: List[Dict[str, Any]]  #: every other codec with figures
+    capacity_rows: Tuple[CapacityRow, ...]  #: the top table: recommendation, baseline, the Pareto front
+    other_rows: Tuple[CapacityRow, ...]  #: every other codec with figures
     transport_text: str
-    prices: Dict[str, str]
-    bytes_rows: List[Tuple[str, List[str]]]
-    bytes_head: List[str]
-    findings: List[study.Finding]
+    prices: Mapping[str, str]
+    bytes_codecs: Tuple[str, ...]  #: where the bytes go: under the baseline, then the pick
+    bytes_methods: Tuple[MethodBytes, ...]  #: the methods carrying the most bytes under the first of those
+    findings: Tuple[study.Finding, ...]
+    fleet: fleet.Fleet
+    breakdown: Breakdown  #: method, sample, stage and tail shares
+
+    @property
+    def failing(self) -> FrozenSet[str]:
+        """The codecs with calls that failed or came back different without the codec declaring why."""
+        return frozenset(c for c, f in self.figures.items() if f.undeclared_failures + f.undeclared_mismatches)
+
+    def ratio_title(self, prefix: str) -> str:
+        """A ratio column's title: ``x json``, ``enc/json``."""
+        return f"{prefix}{self.reference}"
 
 
-def decision(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
-    """The verdict, the capacity plan, the byte shares and the study findings for ``options``; BenchError for a
-    ``--baseline`` this run did not measure. Made once per report: the planner's bootstrap is not free."""
+def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
+    """The whole decision for ``options``; BenchError for a ``--baseline`` this run did not measure. Made once per
+    run: the planner's bootstrap is not free, and every output must show the same answer."""
+    ref, note = reference.baseline(suite, options.baseline)
+    figures = {r.codec: analysis.codec_figures(r, ref) for r in suite.results}
     plan = capacity.plan(suite, options.transport)
-    verdict = decide(suite, options, plan)
+    front = analysis.pareto_front(suite)
+    verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front])
+    ranked = analysis.rankings(suite)
+    headlines = tuple(_headline(label, ranking[0]) for label, ranking in ranked.items() if ranking)
+    notable = [*front, *(suite.result(h.codec) for h in headlines)]
+    studied = [r for name in study.FORMATS if (r := suite.find(name)) is not None]
+    lead, others = _capacity_rows(suite, plan, verdict, options)
+    shown = tuple({r.codec: r for r in (verdict.baseline, verdict.pick) if r is not None}.values())
+    return Decision(
+        suite=suite, options=options, reference=ref.codec if ref else None, reference_note=note,
+        timed_reference=analysis.timed_both(ref), figures=MappingProxyType(figures), headlines=headlines,
+        rankings=MappingProxyType({label: tuple(r.codec for _, r in ranking) for label, ranking in ranked.items()}),
+        front=tuple(r.codec for r in front), dominated=MappingProxyType(analysis.dominated(suite)),
+        comparisons=tuple(analysis.comparisons(notable, studied)), warnings=tuple(analysis.warnings(suite, ref)),
+        timing_notes=tuple(analysis.timing_notes(suite, ref)), verdict=verdict, plan=plan,
+        capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=MappingProxyType(_prices()),
+        bytes_codecs=tuple(r.codec for r in shown), bytes_methods=method_bytes(shown, TOP_METHODS),
+        findings=tuple(study.retest(suite)),
+        fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref))
+
+
+def _headline(label: str, best: Tuple[float, CodecResult]) -> Headline:
+    """A headline from the top of its ranking."""
+    value, r = best
+    return Headline(label, r.codec, value, analysis.HEADLINES[label][1](value),
+                    analysis.failed_text(r) if r.failures else "")
+
+
+def _capacity_rows(suite: Suite, plan: Plan, verdict: Verdict,
+                   options: ReportOptions) -> Tuple[Tuple[CapacityRow, ...], Tuple[CapacityRow, ...]]:
+    """The capacity table: the recommendation, the baseline and the front first; then every other codec."""
     lead = [r for r in (verdict.pick, verdict.baseline) if r] + [suite.result(c) for c in verdict.front]
     lead_names = list(dict.fromkeys(r.codec for r in lead if r.codec in plan.rows))
     others = sorted((c for c in plan.rows if c not in lead_names), key=lambda c: plan.rows[c].down.value)
-    rows = [_capacity_row(plan.rows[c], c, verdict, options) for c in (*lead_names, *others)]
-    head, body = bytes_table(verdict)
-    return Decision(options, verdict, plan, rows[:len(lead_names)], rows[len(lead_names):],
-                    plan.transport.text, _prices(), body, head, study.retest(suite))
+    rows = tuple(_capacity_row(plan.rows[c], c, verdict, options) for c in (*lead_names, *others))
+    return rows[:len(lead_names)], rows[len(lead_names):]
+
+
+def _capacity_row(row: capacity.Capacity, codec: str, verdict: Verdict, options: ReportOptions) -> CapacityRow:
+    """One codec's row: its figures at the user's CCU and price, and per player."""
+    role = ("recommended" if verdict.pick and codec == verdict.pick.codec else
+            "baseline" if verdict.baseline and codec == verdict.baseline.codec else "")
+    return CapacityRow(codec, role, capacity.figures(row, options.ccu, options.egress_price),
+                       capacity.figures(row, 1, 1.0), row.state_bytes)
 
 
 def _prices() -> Dict[str, str]:
     """The assumed prices of the balanced rule, for the page."""
     return {"core": f"${capacity.CORE_MONTH_PRICE:g} per vCPU-month", "ram": f"${capacity.RAM_GB_MONTH_PRICE:g} per "
             "GB-month", "month": f"{capacity.SECONDS_PER_MONTH / 3600:,.0f} hours"}
-
-
-def ci_text(e: Optional[Estimate], digits: int = 1) -> str:
-    """``47.4 [43.6-50.9]``; the interval left out when there is none."""
-    if e is None:
-        return MISSING
-    if math.isnan(e.low) or math.isnan(e.high):
-        return f"{e.value:,.{digits}f}"
-    return f"{e.value:,.{digits}f} [{e.low:,.{digits}f}-{e.high:,.{digits}f}]"
-
-
-def _capacity_row(row: capacity.Capacity, codec: str, verdict: Verdict, options: ReportOptions) -> Dict[str, Any]:
-    """One codec's row: the cells at the user's CCU and price, and per-CCU figures the page's script rescales."""
-    f = capacity.figures(row, options.ccu, options.egress_price)
-    per_player = capacity.figures(row, 1, 1.0)
-    role = ("recommended" if verdict.pick and codec == verdict.pick.codec else
-            "baseline" if verdict.baseline and codec == verdict.baseline.codec else "")
-    return {
-        "codec": codec, "role": role, "down": ci_text(f.down_kbps), "up": ci_text(f.up_kbps),
-        "gb": ci_text(f.gb_month, 0), "usd": ci_text(f.egress_usd, 0), "cores": ci_text(f.server_cores, 2),
-        "client": ci_text(f.client_ms_per_s, 3), "state": fmt_bytes(f.state_bytes) if f.state_bytes else "0",
-        "scale": {"gb": _triple(per_player.gb_month), "usd": _triple(per_player.egress_usd),
-                  "cores": _triple(per_player.server_cores), "state": row.state_bytes},
-    }
-
-
-def _triple(e: Optional[Estimate]) -> str:
-    """An estimate as ``value low high`` for a data attribute (the script multiplies each)."""
-    return "" if e is None else " ".join(repr(x) for x in (e.value, e.low, e.high))
-
-
-def bytes_table(verdict: Verdict) -> Tuple[List[str], List[Tuple[str, List[str]]]]:
-    """Per method, top first: share of calls, and share of bytes and bytes per call under the baseline and the pick."""
-    codecs = [r for r in (verdict.baseline, verdict.pick) if r is not None]
-    codecs = list({r.codec: r for r in codecs}.values())
-    if not codecs or not codecs[0].by_method:
-        return [], []
-    first = codecs[0]
-    calls_total = sum(m["calls"] for m in first.by_method.values()) or 1
-    order = sorted(first.by_method, key=lambda m: -first.by_method[m]["bytes"])
-    head = ["method", "calls", "% of calls"]
-    for r in codecs:
-        head += [f"% of bytes ({r.codec})", f"bytes/call ({r.codec})"]
-    rows = []
-    for method in order[:TOP_METHODS]:
-        calls = first.by_method[method]["calls"]
-        cells = [method, f"{calls:,}", fmt_share(calls / calls_total)]
-        for r in codecs:
-            cells += _method_cells(r, method)
-        rows.append(("", cells))
-    return head, rows
-
-
-def _method_cells(r: CodecResult, method: str) -> List[str]:
-    """A method's share of the codec's bytes and its bytes per call."""
-    total = sum(m["bytes"] for m in r.by_method.values()) or 1
-    figures = r.by_method.get(method)
-    if not figures or not figures["calls"]:
-        return [MISSING, MISSING]
-    return [fmt_share(figures["bytes"] / total), f"{figures['bytes'] / figures['calls']:.1f}"]
-

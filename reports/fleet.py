@@ -47,11 +47,10 @@ def spreads(suite: Suite) -> List[Spread]:
     return out
 
 
-def odd_traces(suite: Suite) -> List[str]:
-    """Plain sentences naming the traces that differ: bytes per call of the reference codec far from
+def odd_traces(suite: Suite, reference: Optional[str]) -> List[str]:
+    """Plain sentences naming the traces that differ: bytes per call of the ``reference`` codec far from
     the fleet's, and codecs that fail or mismatch on some traces only."""
     notes: List[str] = []
-    reference = suite.trace.get("bytes_reference") or (suite.results[0].codec if suite.results else None)
     merged = suite.find(reference) if reference else None
     traces = per_trace(suite)
     if merged and merged.sizes:
@@ -88,20 +87,27 @@ def interval_text(r: CodecResult, figure: str) -> Optional[str]:
     return f"{mid:,.1f}{unit} ({e['confidence'] * 100:.0f} % CI {low:,.1f}-{high:,.1f})"
 
 
-def fleet_lines(suite: Suite) -> List[str]:
-    """The terminal's lines on a fleet: traces merged, the widest spreads, the traces that differ, estimates."""
-    if not suite.traces and not any(r.estimate for r in suite.results):
-        return []
-    lines = []
-    if suite.traces:
-        lines.append(f"fleet: {len(suite.traces)} traces, {suite.trace.get('calls', 0):,} calls merged "
-                     "(results.csv: one row per codec per trace, trace * = merged)")
-        for s in sorted(spreads(suite), key=lambda s: -s.pct)[:5]:
-            lines.append(f"  {s.codec}: {s.merged:.1f} B/call over the fleet; traces {s.low:.1f} ({s.low_trace}) "
-                         f"to {s.high:.1f} ({s.high_trace}), spread {s.pct:.0f} %")
-        lines.extend(f"  differs: {note}" for note in odd_traces(suite))
-    for r in suite.results:
-        text = interval_text(r, "bytes_mean")
-        if text:
-            lines.append(f"  sampled size pass: {r.codec}: {text}; total {interval_text(r, 'bytes_total')}")
-    return lines
+@dataclass(frozen=True)
+class Fleet:
+    """What a fleet run (or a sampled size pass) shows besides the merged figures, judged once."""
+
+    traces: int  #: traces merged (0: one trace)
+    calls: int  #: calls over every trace
+    spreads: Tuple[Spread, ...]  #: the codecs' spreads between traces, widest first
+    odd: Tuple[str, ...]  #: the traces that differ (:func:`odd_traces`)
+    estimates: Tuple[Tuple[str, Optional[str], Optional[str], Optional[str]], ...]  #: a sampled size pass: codec,
+    #: bytes per call, bytes in all, failures (:func:`interval_text`)
+
+    @property
+    def shown(self) -> bool:
+        """Anything to show: several traces, or a sampled size pass."""
+        return bool(self.traces or self.estimates)
+
+
+def judge(suite: Suite, reference: Optional[str]) -> Fleet:
+    """The fleet's spread, the traces that differ from it (bytes per call of ``reference``) and the estimates."""
+    odd = odd_traces(suite, reference) if suite.traces else []
+    estimates = [(r.codec, interval_text(r, "bytes_mean"), interval_text(r, "bytes_total"),
+                  interval_text(r, "failures")) for r in suite.results if r.estimate]
+    return Fleet(len(suite.traces), int(suite.trace.get("calls") or 0),
+                 tuple(sorted(spreads(suite), key=lambda s: -s.pct)), tuple(odd), tuple(estimates))

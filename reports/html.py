@@ -7,7 +7,7 @@ contents. A section is one line there: its anchor id, heading and the function g
 what it shows; its text is the template ``_<id>.html``, which sees that as ``s``.
 
 This module only gathers what the page shows into plain values and tables; every judgment
-(winners, warnings, what is unstable) comes from :mod:`reports.analysis`, and every string,
+(winners, warnings, what is unstable) comes from the run's :class:`~reports.decision.Decision`, and every string,
 trace-derived or not, is escaped by the template engine, never by hand. The charts are SVG
 written by matplotlib, which escapes their text itself.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -26,9 +25,11 @@ import jinja2
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, fleet
-from .decision import Decision, decision
-from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, latency_us, shown
+from . import analysis
+from .breakdown import MIN_TAIL_CALLS, MethodTails, SampleShare, StageSplit
+from .capacity import Estimate
+from .decision import CapacityRow, Decision
+from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, shown
 from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -48,10 +49,6 @@ CHART_CAPTIONS = {
 }
 #: charts shown inside their own sections rather than under "Charts"
 SECTION_CHARTS = ("tails", "stages")
-#: rows of the per-method tail tables
-TOP_METHODS = 8
-#: below this many calls of a method in the sample, its p99 is simply its slowest call
-MIN_TAIL_CALLS = 100
 LATENCY_PCTS = ("p50", "p90", "p99", "max")
 MEMORY_FIGURES = (("peak_bytes_mean", "peak (mean)"), ("peak_bytes_max", "peak (max)"),
                   ("kept_bytes_mean", "kept bytes"), ("kept_blocks_mean", "kept blocks"))
@@ -99,36 +96,36 @@ class Part:
 
     id: str
     title: str
-    gather: Callable[[Suite], Section]
-    applies: Callable[[Suite], bool] = lambda suite: True  #: False: the run has nothing for this part (no heading)
+    gather: Callable[[Decision], Section]
+    applies: Callable[[Decision], bool] = lambda d: True  #: False: the run has nothing for this part (no heading)
 
 
-def write_report(suite: Suite, folder: str, charts: Mapping[str, str], decided: Optional[Decision] = None) -> str:
+def write_report(d: Decision, folder: str, charts: Mapping[str, str]) -> str:
     """Write ``report.html`` into ``folder``, the charts (name -> SVG markup) inline; return its path."""
-    page = render_report(suite, charts, decided)
+    page = render_report(d, charts)
     path = os.path.join(folder, "report.html")
     with open(path, "w", encoding="utf-8", errors="xmlcharrefreplace") as f:  # lone surrogates: shown as U+FFFD
         f.write(page)
     return path
 
 
-def render_report(suite: Suite, charts: Mapping[str, str], decided: Optional[Decision] = None) -> str:
-    """The whole page as text: every part of :data:`PARTS`, a table of contents built from the same list;
-    ``decided`` (the :func:`decision` for the user's goal, baseline, CCU...; default: the default options) gives
-    the verdict and the capacity plan."""
+def render_report(d: Decision, charts: Mapping[str, str]) -> str:
+    """The whole page as text: every part of :data:`PARTS`, a table of contents built from the same list; every
+    figure and judgment from ``d``, the run's :class:`Decision`."""
+    suite = d.suite
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(count=fmt_count, us=fmt_us)
     figures = {name: Figure(svg, CHART_CAPTIONS.get(name, "")) for name, svg in charts.items()}
-    parts = [part for part in PARTS if part.applies(suite)]
+    parts = [part for part in PARTS if part.applies(d)]
     return env.get_template("report.html").render(
         title=f"rpcbench: {page_title(suite)}", suite=suite, parts=parts,
-        gathered={part.id: part.gather(suite) for part in parts},
+        gathered={part.id: part.gather(d) for part in parts},
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],
         unstable_ci_pct=analysis.UNSTABLE_CI_PCT, min_tail_calls=MIN_TAIL_CALLS,
-        decision=decided or decision(suite))
+        decision=d)
 
 
 def page_title(suite: Suite) -> str:
@@ -139,52 +136,50 @@ def page_title(suite: Suite) -> str:
 # -- sections ---------------------------------------------------------------------------------------
 
 
-def summary_section(suite: Suite) -> Section:
+def summary_section(d: Decision) -> Section:
     """The headlines: smallest, fastest encode, fastest decode; the Pareto front's codecs and those, each vs json
     and bson (the verdict above names the front)."""
-    winners = analysis.winners(suite)
-    notable = [*analysis.pareto_front(suite), *(best for best, _ in winners.values())]
     return Section(facts={
-        "winners": [(label, best.codec, text, analysis.failed_text(best) if best.failures else "")
-                    for label, (best, text) in winners.items()],
-        "comparisons": analysis.comparisons(suite, notable),
-        "warnings": len(analysis.warnings(suite)),
+        "winners": [(h.label, h.codec, h.text, h.failed) for h in d.headlines],
+        "comparisons": list(d.comparisons),
+        "warnings": len(d.warnings),
     })
 
 
-def notes_section(suite: Suite) -> Section:
+def notes_section(d: Decision) -> Section:
     """Reasons to distrust parts of the run, then what the table's marks mean: kept off the first screen."""
-    return Section(facts={"warnings": analysis.warnings(suite), "notes": footnotes(suite)})
+    return Section(facts={"warnings": list(d.warnings), "notes": footnotes(d)})
 
 
-def results_section(suite: Suite) -> Section:
+def results_section(d: Decision) -> Section:
     """The results table (same columns as the terminal table, sortable) and the timing detail."""
-    tables = {"results": column_table(columns(suite), suite.results, "results sortable")}
-    detail = _timing_detail(suite)
+    suite = d.suite
+    tables = {"results": column_table(columns(d), suite.results, "results sortable")}
+    detail = _timing_detail(d)
     if detail:
         tables["detail"] = detail
     return Section(tables=tables)
 
 
-def latency_section(suite: Suite) -> Section:
+def latency_section(d: Decision) -> Section:
     """Per-call percentiles over all calls, then the slowest methods' p99 per codec."""
+    suite = d.suite
     measured = [r for r in suite.results if r.latency]
     groups = [("", 1)] + [(f"{op} µs per call", len(LATENCY_PCTS)) for op in analysis.OPS]
     cols = [Column("codec", False, lambda r: r.codec)] + [
         latency_column(op, pct, pct) for op in analysis.OPS for pct in LATENCY_PCTS]
     tables = {"all": column_table(cols, measured, groups=groups)} if measured else {}
     hidden = {}
-    for op in analysis.OPS:
-        by_method = _method_tails(suite, measured, op)
-        if by_method:
-            tables[op], hidden[op] = by_method
+    for op, tails in d.breakdown.tails.items():
+        tables[op], hidden[op] = _tails_table(tails), tails.hidden
     return Section(tables=tables, facts={
         "measured": bool(measured), "hidden": hidden,
         "not_measured": _not_measured(suite, [r for r in suite.results if not r.latency], "tails")})
 
 
-def memory_section(suite: Suite) -> Section:
+def memory_section(d: Decision) -> Section:
     """Allocation figures per call under tracemalloc, encode and decode side by side."""
+    suite = d.suite
     measured = [r for r in suite.results if r.memory]
     groups = [("", 1)] + [(op, len(MEMORY_FIGURES)) for op in analysis.OPS]
     cols = [Column("codec", False, lambda r: r.codec)] + [
@@ -194,20 +189,22 @@ def memory_section(suite: Suite) -> Section:
                    facts={"not_measured": _not_measured(suite, [r for r in suite.results if not r.memory], "memory")})
 
 
-def stages_section(suite: Suite) -> Section:
+def stages_section(d: Decision) -> Section:
     """The stage split of multi-step codecs: each stage's µs and share of the operation."""
-    split = [r for r in suite.results if r.stages]
+    suite = d.suite
+    splits = d.breakdown.stages
     facts = {"single": [r.codec for r in suite.results if not r.stages]}
-    if not split:
+    if not splits:
         return Section(facts=facts)
-    steps = max(len(stages) for r in split for stages in r.stages.values())
-    rows = [_stage_row(r, op, steps) for r in split for op in analysis.OPS if r.stages.get(op)]
+    steps = max(len(split.stages) for split in splits)
+    rows = [_stage_row(split, steps) for split in splits]
     head = ("codec", "op", *(f"step {i + 1}: µs · % of stages" for i in range(steps)), "stages µs", "whole op µs")
     return Section(tables={"stages": plain_table(head, rows, numeric=range(2, steps + 4))}, facts=facts)
 
 
-def fidelity_section(suite: Suite) -> Section:
+def fidelity_section(d: Decision) -> Section:
     """Every codec's problem groups in one table, undeclared ones highlighted; codec errors above it."""
+    suite = d.suite
     problems = [(r.codec, p) for r in suite.results for p in r.problems]
     facts = {
         "errors": [(r.codec, r.error) for r in suite.results if r.error],
@@ -224,27 +221,26 @@ def fidelity_section(suite: Suite) -> Section:
     return Section(tables={"problems": table}, facts=facts)
 
 
-def fleet_section(suite: Suite) -> Section:
+def fleet_section(d: Decision) -> Section:
     """A fleet run: the merge against each trace (bytes per call, failures), the spread between traces,
     the traces that differ, and the intervals of a sampled size pass."""
+    suite, f = d.suite, d.fleet
     tables: Dict[str, Table] = {}
     if suite.traces:
         codecs = [r.codec for r in suite.results]
-        rows = [("* (merged)", f"{suite.trace.get('calls') or 0:,}", *(_mean(r) for r in suite.results))]
+        rows = [("* (merged)", f"{f.calls:,}", *(_mean(r) for r in suite.results))]
         for t in suite.traces:
             by_codec = {r.codec: r for r in t.results}
             rows.append((t.trace["path"], f"{t.trace.get('calls') or 0:,}", *(_mean(by_codec.get(c)) for c in codecs)))
         tables["traces"] = plain_table(("trace", "calls", *codecs), rows, numeric=range(1, len(codecs) + 2))
+    if f.traces:
         tables["spread"] = plain_table(
             ("codec", "fleet B/call", "lowest trace", "B/call", "highest trace", "B/call", "spread %"),
             [(s.codec, f"{s.merged:.1f}", s.low_trace, f"{s.low:.1f}", s.high_trace, f"{s.high:.1f}",
-              f"{s.pct:.0f}") for s in fleet.spreads(suite)], numeric={1, 3, 5, 6})
-    sampled = [(r.codec, fleet.interval_text(r, "bytes_mean"), fleet.interval_text(r, "bytes_total"),
-                fleet.interval_text(r, "failures")) for r in suite.results if r.estimate]
-    if sampled:
-        tables["estimates"] = plain_table(("codec", "bytes per call", "bytes in all", "failures"), sampled)
-    return Section(tables=tables, facts={"odd": fleet.odd_traces(suite) if suite.traces else [],
-                                         "traces": len(suite.traces)})
+              f"{s.pct:.0f}") for s in f.spreads], numeric={1, 3, 5, 6})
+    if f.estimates:
+        tables["estimates"] = plain_table(("codec", "bytes per call", "bytes in all", "failures"), f.estimates)
+    return Section(tables=tables, facts={"odd": list(f.odd), "traces": f.traces})
 
 
 def _mean(r: Optional[CodecResult]) -> str:
@@ -252,19 +248,20 @@ def _mean(r: Optional[CodecResult]) -> str:
     return f"{r.sizes.mean:.1f}" if r and r.sizes else "-"
 
 
-def trace_section(suite: Suite) -> Section:
+def trace_section(d: Decision) -> Section:
     """What was replayed: the trace file, its traffic, its methods, header metadata and recorder counters."""
+    suite = d.suite
     t = suite.trace
     calls, duration = t.get("calls"), t.get("duration_s")
     facts = {
         "file": t.get("path"), "format": t.get("format"), "size": _bytes(t.get("file_bytes")),
         "sha256": t.get("sha256"),
         "calls": fmt_count(calls), "duration": f"{duration:.1f} s" if duration else None,
-        "call rate": f"{calls / duration:.1f} calls/s" if calls and duration else None,
+        "call rate": f"{rate:.1f} calls/s" if (rate := d.breakdown.call_rate) else None,
         "connections": t.get("connections"),
         "directions": ", ".join(f"{k} {fmt_count(v)}" for k, v in (t.get("directions") or {}).items()) or None,
     }
-    tables = {"facts": kv_table(facts), "methods": _methods_table(suite)}
+    tables = {"facts": kv_table(facts), "methods": _methods_table(d)}
     if t.get("metadata"):
         tables["metadata"] = kv_table(t["metadata"])
     if t.get("recorder"):
@@ -273,25 +270,23 @@ def trace_section(suite: Suite) -> Section:
                                          "methods": len(t.get("methods") or {})})
 
 
-def setup_section(suite: Suite) -> Section:
+def setup_section(d: Decision) -> Section:
     """Codec configurations, benchmark settings and the machine: what a rerun must match."""
+    suite = d.suite
     codecs = plain_table(("codec", "library", "version", "origin", "config"),
                          [(r.codec, r.library or "stdlib", r.library_version or "", r.origin,
                            json.dumps(r.config, ensure_ascii=False, default=str)) for r in suite.results])
-    sample, worst = _sample_table(suite)
     tables = {"codecs": codecs, "settings": kv_table(_settings_facts(suite.settings)),
               "environment": kv_table(suite.environment)}
-    if sample:
-        tables["sample"] = sample
-    s = suite.settings
-    return Section(tables=tables, facts={
-        "sample_state": ("unknown" if not s.get("sample_by_method") else "all"
-                         if dict(s["sample_by_method"]) == dict(suite.trace.get("methods") or {}) else "sample"),
-        "worst_share_gap": worst})
+    if d.breakdown.sample:
+        tables["sample"] = _sample_table(d.breakdown.sample)
+    return Section(tables=tables, facts={"sample_state": d.breakdown.sample_state,
+                                         "worst_share_gap": d.breakdown.sample_gap})
 
 
-def reading_section(suite: Suite) -> Section:
+def reading_section(d: Decision) -> Section:
     """The settings the "how to read the numbers" text quotes: sample, timer, rounds, isolation."""
+    suite = d.suite
     s = suite.settings
     return Section(facts={
         "processes": s.get("processes"), "repeat": s.get("repeat", "?"),
@@ -300,9 +295,53 @@ def reading_section(suite: Suite) -> Section:
         "warmup": s.get("warmup", "?"), "gc": s.get("gc", "?")})
 
 
-def from_page_globals(suite: Suite) -> Section:
-    """Nothing to gather: the part's template reads what :func:`render_report` computed once for the whole page
-    (``figures``: the charts; ``decision``: verdict, capacity plan, bytes by method, study findings)."""
+def capacity_section(d: Decision) -> Section:
+    """The capacity table's cells: the recommendation, the baseline and the front, then every other codec."""
+    return Section(facts={"lead": [_capacity_cells(r) for r in d.capacity_rows],
+                          "others": [_capacity_cells(r) for r in d.other_rows]})
+
+
+def _capacity_cells(row: CapacityRow) -> Dict[str, Any]:
+    """One codec's row: the cells at the user's CCU and price, and per-CCU figures the page's script rescales."""
+    f, one = row.figures, row.per_player
+    return {
+        "codec": row.codec, "role": row.role, "down": ci_text(f.down_kbps), "up": ci_text(f.up_kbps),
+        "gb": ci_text(f.gb_month, 0), "usd": ci_text(f.egress_usd, 0), "cores": ci_text(f.server_cores, 2),
+        "client": ci_text(f.client_ms_per_s, 3), "state": fmt_bytes(f.state_bytes) if f.state_bytes else "0",
+        "scale": {"gb": _triple(one.gb_month), "usd": _triple(one.egress_usd), "cores": _triple(one.server_cores),
+                  "state": row.state_bytes},
+    }
+
+
+def ci_text(e: Optional[Estimate], digits: int = 1) -> str:
+    """``47.4 [43.6-50.9]``; the interval left out when there is none."""
+    if e is None:
+        return MISSING
+    if math.isnan(e.low) or math.isnan(e.high):
+        return f"{e.value:,.{digits}f}"
+    return f"{e.value:,.{digits}f} [{e.low:,.{digits}f}-{e.high:,.{digits}f}]"
+
+
+def _triple(e: Optional[Estimate]) -> str:
+    """An estimate as ``value low high`` for a data attribute (the script multiplies each)."""
+    return "" if e is None else " ".join(repr(x) for x in (e.value, e.low, e.high))
+
+
+def bytes_section(d: Decision) -> Section:
+    """Where the bytes go: per method, share of calls, and share of bytes and bytes per call under the baseline
+    and the pick."""
+    head = ["method", "calls", "% of calls"]
+    for codec in d.bytes_codecs:
+        head += [f"% of bytes ({codec})", f"bytes/call ({codec})"]
+    rows = [[m.method, f"{m.calls:,}", fmt_share(m.call_share),
+             *(cell for share, per_call in m.codecs
+               for cell in (shown(share, fmt_share), shown(per_call, "{:.1f}".format)))] for m in d.bytes_methods]
+    return Section(facts={"head": head, "rows": rows})
+
+
+def from_page_globals(d: Decision) -> Section:
+    """Nothing to gather: the part's template reads what :func:`render_report` hands the whole page
+    (``figures``: the charts; ``decision``: the verdict, the capacity plan's inputs, the study findings)."""
     return Section()
 
 
@@ -323,59 +362,43 @@ def _settings_facts(settings: Mapping[str, Any]) -> Dict[str, Any]:
     return facts
 
 
-def _sample_table(suite: Suite) -> Tuple[Optional[Table], float]:
-    """Each method's share of the timing sample next to its share of the trace, and the largest gap in points."""
-    sampled: Mapping[str, int] = suite.settings.get("sample_by_method") or {}
-    traced: Mapping[str, int] = suite.trace.get("methods") or {}
-    if not sampled or dict(sampled) == dict(traced):
-        return None, 0.0
-    n_sample, n_trace = sum(sampled.values()) or 1, sum(traced.values()) or 1
-    rows, worst = [], 0.0
-    for method in sorted({*sampled, *traced}, key=lambda m: (-traced.get(m, 0), -sampled.get(m, 0), m)):
-        trace_share, sample_share = traced.get(method, 0) / n_trace, sampled.get(method, 0) / n_sample
-        worst = max(worst, abs(sample_share - trace_share))
-        points = round((sample_share - trace_share) * 100, 1)
-        rows.append((method, fmt_count(traced.get(method, 0)), fmt_share(trace_share),
-                     fmt_count(sampled.get(method, 0)), fmt_share(sample_share), f"{points:+.1f}" if points else "0.0"))
+def _sample_table(sample: Sequence[SampleShare]) -> Table:
+    """Each method's share of the timing sample next to its share of the trace."""
+    rows = [(m.method, fmt_count(m.trace_calls), fmt_share(m.trace_share), fmt_count(m.sample_calls),
+             fmt_share(m.sample_share), f"{m.points:+.1f}" if m.points else "0.0") for m in sample]
     head = ("method", "trace calls", "% of trace", "sample calls", "% of sample", "difference (points)")
-    return plain_table(head, rows, numeric={1, 2, 3, 4, 5}), worst * 100
+    return plain_table(head, rows, numeric={1, 2, 3, 4, 5})
 
 
 # -- pieces -----------------------------------------------------------------------------------------
 
 
-def _methods_table(suite: Suite) -> Table:
+def _methods_table(d: Decision) -> Table:
     """Each method's calls and share of calls, plus its share of bytes under the reference codec."""
-    methods: Dict[str, int] = suite.trace.get("methods") or {}
-    total_calls = sum(methods.values()) or 1
-    ref = suite.find(suite.trace.get("bytes_reference") or "")
-    by_method = ref.by_method if ref else {}
-    total_bytes = sum(m.get("bytes", 0) for m in by_method.values()) or 1
     head = ["method", "calls", "% of calls"]
-    if ref and by_method:
-        head += [f"% of bytes ({ref.codec})", f"bytes/call ({ref.codec})"]
+    if d.breakdown.methods_by_bytes:
+        head += [f"% of bytes ({d.reference})", f"bytes/call ({d.reference})"]
     rows = []
-    for name, count in sorted(methods.items(), key=lambda kv: -kv[1]):
-        row: List[Any] = [name, f"{count:,}", fmt_share(count / total_calls)]
-        if by_method:
-            b = by_method.get(name, {}).get("bytes")
-            row += [fmt_share(b / total_bytes), f"{b / count:.0f}"] if b is not None and count else ["-", "-"]
+    for m in d.breakdown.methods:
+        row: List[Any] = [m.method, f"{m.calls:,}", fmt_share(m.call_share)]
+        if d.breakdown.methods_by_bytes:
+            row += [shown(m.byte_share, fmt_share), shown(m.bytes_per_call, "{:.0f}".format)]
         rows.append(row)
     return plain_table(head, rows, numeric=range(1, len(head)))
 
 
-def _timing_detail(suite: Suite) -> Optional[Table]:
+def _timing_detail(d: Decision) -> Optional[Table]:
     """One row per codec and operation: median with its confidence interval, IQR, MAD, rounds, stability."""
     rows = []
-    for r in suite.results:
+    for r in d.suite.results:
         for op in analysis.OPS:
-            t = analysis.timing_of(r, op)
-            if t:
-                lo, hi, confidence = t.ci_us
-                rows.append((r.codec, op, f"{fmt_us(t.median_us)} [{fmt_us(lo)}–{fmt_us(hi)}]", f"{confidence:.0%}",
-                             f"±{analysis.ci_half_pct(t):.1f}%", fmt_us(t.iqr_us), fmt_us(t.mad_us),
-                             len(t.rounds_ns), f"{t.loops:,} × {t.calls:,}",
-                             "unstable" if analysis.timing_unstable(t) else "ok"))
+            t, f = analysis.timing_of(r, op), d.figures[r.codec].op(op)
+            if t and f:
+                lo, hi, confidence = f.ci_us
+                rows.append((r.codec, op, f"{fmt_us(f.median_us)} [{fmt_us(lo)}–{fmt_us(hi)}]", f"{confidence:.0%}",
+                             f"±{f.stability.ci_half_pct:.1f}%", fmt_us(t.iqr_us), fmt_us(t.mad_us),
+                             f.stability.rounds, f"{t.loops:,} × {t.calls:,}",
+                             "unstable" if f.stability.unstable else "ok"))
     if not rows:
         return None
     return plain_table(("codec", "op", "median [CI]", "conf.", "±CI", "IQR", "MAD", "rounds", "loops × calls",
@@ -383,45 +406,27 @@ def _timing_detail(suite: Suite) -> Optional[Table]:
                        cell_class=lambda n, i: "alarm" if i == 9 and rows[n][9] != "ok" else "")
 
 
-def _method_tails(suite: Suite, measured: Sequence[CodecResult], op: str) -> Optional[Tuple[Table, int]]:
-    """Methods × codecs of per-call p99 for ``op``, slowest first (median over codecs), the tail shaded;
-    with the number of faster methods left out."""
-    p99s: Dict[str, List[float]] = {}
-    timed: Dict[str, int] = {}
-    for r in measured:
-        for method, figures in r.latency.get(op, {}).items():
-            if method != "*":
-                p99s.setdefault(method, []).append(figures["p99"])
-                timed[method] = max(timed.get(method, 0), int(figures["n"]))
-    if not p99s:
-        return None
-    top = sorted(p99s, key=lambda m: -statistics.median(p99s[m]))[:TOP_METHODS]
-    traced: Dict[str, int] = suite.trace.get("methods") or {}
-    total = sum(traced.values()) or 1
-    rows = [[m, fmt_share(traced[m] / total) if m in traced else MISSING, fmt_count(timed[m])]
-            + [shown(latency_us(r, op, "p99", m), fmt_us) for r in measured] for m in top]
-    overall = [latency_us(r, op, "p99") or math.inf for r in measured]
+def _tails_table(tails: MethodTails) -> Table:
+    """Methods × codecs of per-call p99, slowest first, the tail shaded, thin samples greyed."""
+    rows = [[m, shown(tails.call_share[m], fmt_share), fmt_count(tails.timed[m])]
+            + [shown(tails.p99[m, codec], fmt_us) for codec in tails.codecs] for m in tails.methods]
 
     def shade(n: int, i: int) -> str:
         if i < 3:
             return ""
-        if timed[top[n]] < MIN_TAIL_CALLS:
-            return "muted"
-        return "hot" if (latency_us(measured[i - 3], op, "p99", top[n]) or 0) >= overall[i - 3] else ""
+        method = tails.methods[n]
+        return "muted" if method in tails.muted else "hot" if (method, tails.codecs[i - 3]) in tails.hot else ""
 
-    table = plain_table(["method", "% of calls", "timed", *(r.codec for r in measured)], rows,
-                        numeric=range(1, len(measured) + 3), cell_class=shade)
-    return table, len(p99s) - len(top)
+    return plain_table(["method", "% of calls", "timed", *tails.codecs], rows,
+                       numeric=range(1, len(tails.codecs) + 3), cell_class=shade)
 
 
-def _stage_row(r: CodecResult, op: str, steps: int) -> List[str]:
-    """One codec's ``op`` as a table row: each stage's µs and share, padded to ``steps``, then the sum and the whole."""
-    stages = r.stages.get(op) or {}
-    total = sum(t.median_us for t in stages.values())
-    cells = [f"{name} {fmt_us(t.median_us)} µs · {fmt_share(t.median_us / (total or 1))}" for name, t in stages.items()]
-    whole = analysis.timing_of(r, op)
-    return [r.codec, op, *cells, *[""] * (steps - len(cells)), fmt_us(total),
-            shown(whole.median_us if whole else None, fmt_us)]
+def _stage_row(split: StageSplit, steps: int) -> List[str]:
+    """One codec's operation as a table row: each stage's µs and share, padded to ``steps``, then the sum and the
+    whole."""
+    cells = [f"{name} {fmt_us(us)} µs · {fmt_share(share)}" for name, us, share in split.stages]
+    return [split.codec, split.op, *cells, *[""] * (steps - len(cells)), fmt_us(split.total_us),
+            shown(split.whole_us, fmt_us)]
 
 
 def _not_measured(suite: Suite, missing: Sequence[CodecResult], setting: str) -> Optional[Tuple[str, str]]:
@@ -486,12 +491,12 @@ def _classes(*flags: Tuple[str, bool]) -> str:
 #: the page, top to bottom; each part's text is ``templates/_<id>.html``. The table of contents is built from it.
 PARTS: Tuple[Part, ...] = (
     Part("verdict", "Verdict", from_page_globals),
-    Part("capacity", "Capacity and cost", from_page_globals),
+    Part("capacity", "Capacity and cost", capacity_section),
     Part("summary", "Summary", summary_section),
-    Part("bytes", "Where the bytes go", from_page_globals),
+    Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),
     Part("results", "Results", results_section),
-    Part("fleet", "Fleet", fleet_section, lambda suite: bool(suite.traces) or any(r.estimate for r in suite.results)),
+    Part("fleet", "Fleet", fleet_section, lambda d: d.fleet.shown),
     Part("charts", "Charts", from_page_globals),
     Part("latency", "Latency tails", latency_section),
     Part("allocations", "Allocations", memory_section),

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 import jinja2
 
-from rpcbench.results import Suite
 
-from . import analysis
-from .decision import Decision, decision
+from .decision import Decision
 from .formatting import fmt_count, fmt_share
 from .html import TEMPLATES, page_title, summary_section
 from .table import columns, footnotes
 
 #: the results table's columns kept in report.md (by title): the ones a reviewer decides with
-MD_COLUMNS = ("codec", "failures", "mismatches", "bytes mean", "x json", "encode µs", "±CI", "enc/json", "decode µs",
-              "dec/json", "note")
+MD_COLUMNS = ("codec", "failures", "mismatches", "bytes mean", "x ref", "encode µs", "±CI", "enc/ref", "decode µs",
+              "dec/ref", "note")
 TOP_METHODS = 10  #: methods listed, busiest first
 _SPECIAL = re.compile(r"([\\`*_\[\]|~<$])")  #: backslash-escaped (CommonMark); ``\<`` opens no HTML tag, ``\$`` no math
 
@@ -36,33 +34,25 @@ def md_escape(value: Any) -> str:
     return " ".join(_SPECIAL.sub(r"\\\1", "" if value is None else str(value)).splitlines())
 
 
-def write_markdown(suite: Suite, folder: str, decided: Optional[Decision] = None) -> str:
+def write_markdown(d: Decision, folder: str) -> str:
     """Write ``report.md`` into ``folder``; return its path."""
     path = os.path.join(folder, "report.md")
     with open(path, "w", encoding="utf-8", errors="replace") as f:  # lone surrogates: shown as "?"
-        f.write(render_markdown(suite, decided))
+        f.write(render_markdown(d))
     return path
 
 
-def render_markdown(suite: Suite, decided: Optional[Decision] = None) -> str:
-    """report.md as text; ``decided`` (the :func:`decision` for the user's options; default: the default
-    options) gives the verdict, as in report.html."""
+def render_markdown(d: Decision) -> str:
+    """report.md as text: every figure and judgment from ``d``, the run's :class:`Decision`, as in report.html."""
+    suite = d.suite
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=False, finalize=md_escape,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)
-    cols = [c for c in columns(suite) if c.title in MD_COLUMNS]
+    cols = [c for c in columns(d) if c.kind in MD_COLUMNS]
     return env.get_template("report.md").render(
         title=f"rpcbench: {page_title(suite)}", suite=suite, calls=fmt_count(suite.trace.get("calls")),
-        verdict=(decided or decision(suite)).verdict,
-        summary=summary_section(suite).facts, head=[(c.title, c.numeric) for c in cols],
-        rows=[[c.cell(r) for c in cols] for r in suite.results], warnings=analysis.warnings(suite),
-        notes=footnotes(suite), methods=_busiest_methods(suite),
-        more_methods=max(0, len(suite.trace.get("methods") or {}) - TOP_METHODS))
-
-
-def _busiest_methods(suite: Suite) -> List[Tuple[str, str, str]]:
-    """(method, calls, share of calls) for the trace's busiest methods."""
-    methods = suite.trace.get("methods") or {}
-    total = sum(methods.values()) or 1
-    busiest = sorted(methods.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_METHODS]
-    return [(name, fmt_count(n), fmt_share(n / total)) for name, n in busiest]
+        verdict=d.verdict, summary=summary_section(d).facts, head=[(c.title, c.numeric) for c in cols],
+        rows=[[c.cell(r) for c in cols] for r in suite.results], warnings=d.warnings,
+        notes=footnotes(d), methods=[(m.method, fmt_count(m.calls), fmt_share(m.call_share))
+                                     for m in d.breakdown.methods[:TOP_METHODS]],
+        more_methods=max(0, len(d.breakdown.methods) - TOP_METHODS))

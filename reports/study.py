@@ -18,6 +18,7 @@ from .analysis import cpu_ratio
 from .formatting import fmt_ratio, fmt_share, fmt_us
 
 HOLDS, PARTLY, REVERSED, NOT_MEASURED = "holds", "partly", "reversed", "not measured"
+FORMATS = ("json", "bson")  #: the study's two formats; the summary compares the notable codecs with each
 BSON_MUCH_LARGER = 1.4  #: bson/json bytes at or above this: "BSON about 60 % larger" holds (below, only the direction)
 JSON_CHEAP = 0.25  #: json/bson encode CPU at or below this: "about 12 %" holds in size (below 1: only the direction)
 HALF = 0.5  #: json+zlib-1 under this share of BSON's bytes

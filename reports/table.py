@@ -1,16 +1,18 @@
 """The results table, one row per codec: as fixed-width text for the terminal, and as
-columns the HTML report renders, so both always show the same figures."""
+columns the HTML report and report.md render, so all show the same figures: those of the
+:class:`~reports.decision.Decision` (ratios, stability, undeclared failures), never recomputed here."""
 
 from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
-from rpcbench.results import CodecResult, Suite, Timing
+from rpcbench.results import CodecResult, Suite
 
-from .analysis import (CONFIDENCE, PROJECTED_CONNECTIONS, ci_half_pct, cpu_ratio, json_sizes, low_confidence,
-                       stage_split, timing_notes, timing_of, timing_unstable, undeclared, unstable, worst_method)
+from .analysis import CONFIDENCE, PROJECTED_CONNECTIONS, OPS, OpFigures
+from .breakdown import StageSplit
+from .decision import Decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_ratio, fmt_us, latency_us, memory_figure, shown
 
 
@@ -27,12 +29,18 @@ class Column:
     cell: Callable[[CodecResult], str]
     alarm: Callable[[CodecResult], bool] = lambda r: False
     value: Callable[[CodecResult], Optional[float]] = lambda r: None
+    key: str = ""  #: what the column is, whatever the reference codec's name in its title (``x ref``); "": title
+
+    @property
+    def kind(self) -> str:
+        """The column's key, else its title: what KEEP_ORDER and report.md choose columns by."""
+        return self.key or self.title
 
 
 def figure_column(title: str, value: Callable[[CodecResult], Optional[float]], fmt: Callable[[float], str],
-                  alarm: Callable[[CodecResult], bool] = lambda r: False) -> Column:
+                  alarm: Callable[[CodecResult], bool] = lambda r: False, key: str = "") -> Column:
     """A numeric column: the figure ``value`` gives, written by ``fmt`` (the missing mark for None), sorted by it."""
-    return Column(title, True, lambda r: shown(value(r), fmt), alarm, value)
+    return Column(title, True, lambda r: shown(value(r), fmt), alarm, value, key)
 
 
 def latency_column(op: str, pct: str, title: str) -> Column:
@@ -45,40 +53,41 @@ def memory_column(op: str, key: str, title: str, fmt: Callable[[float], str] = f
     return figure_column(title, lambda r: memory_figure(r, op, key), fmt)
 
 
-def columns(suite: Suite) -> List[Column]:
-    """The table's columns; the "x json" size ratio only when json was measured."""
-    json_mean = json_sizes(suite)
+def columns(d: Decision) -> List[Column]:
+    """The table's columns; the ratio to the reference codec (``x json``) only when there is one."""
+    suite = d.suite
     cols = [
         Column("codec", False, lambda r: r.codec, lambda r: bool(r.error)),
         figure_column("calls", lambda r: r.calls, "{:,}".format),
     ]
-    cols += [_fidelity_column(name) for name in ("failures", "mismatches")]
+    cols += [_fidelity_column(name, d) for name in ("failures", "mismatches")]
     cols += [
-        figure_column("bytes mean", lambda r: r.sizes.mean if r.sizes else None, "{:.1f}".format),
+        figure_column("bytes mean", lambda r: d.figures[r.codec].bytes_mean, "{:.1f}".format),
         figure_column("p50", lambda r: r.sizes.p50 if r.sizes else None, str),
         figure_column("p99", lambda r: r.sizes.p99 if r.sizes else None, str),
     ]
-    if json_mean:
-        cols.append(figure_column("x json", lambda r: r.sizes.mean / json_mean if r.sizes else None, fmt_ratio))
+    if d.reference:
+        cols.append(figure_column(d.ratio_title("x "), lambda r: d.figures[r.codec].bytes_ratio, fmt_ratio,
+                                  key="x ref"))
     if any(r.floor_ratio for r in suite.results):
         cols.append(figure_column("x floor", lambda r: r.floor_ratio or None, fmt_ratio))
-    json_result = suite.find("json")
-    for op in ("encode", "decode"):
-        cols += _timing_columns(op, json_result if json_result and json_result.encode and json_result.decode else None)
+    for op in OPS:
+        cols += _timing_columns(op, d)
     cols += [figure_column("state/conn", lambda r: r.state_bytes_per_conn or 0, lambda v: fmt_bytes(v) if v else "0"),
              figure_column(f"{PROJECTED_CONNECTIONS // 1000}k conns",
                            lambda r: r.state_bytes_for(PROJECTED_CONNECTIONS), fmt_bytes)]
-    cols.append(Column("note", False, _note, lambda r: bool(r.error or unstable(r))))
+    cols.append(Column("note", False, lambda r: _note(r, d), lambda r: bool(r.error or d.figures[r.codec].unstable)))
     return cols
 
 
-def footnotes(suite: Suite) -> List[str]:
+def footnotes(d: Decision) -> List[str]:
     """What the markers in the table mean, with the figures behind them."""
-    notes = [_ci_note(suite)] if any(r.encode or r.decode for r in suite.results) else []
+    suite = d.suite
+    notes = [_ci_note(d)] if any(r.encode or r.decode for r in suite.results) else []
     if any(r.problems for r in suite.results):
         notes.append("declared: the codec documents this difference (a property of the format, e.g. bytes -> "
                      "base64 str); UNDECLARED: a call failed or came back different without the codec saying so.")
-    notes += [f"{name}: {text}" for name, text in timing_notes(suite)]
+    notes += [f"{name}: {text}" for name, text in d.timing_notes]
     floor = suite.trace.get("floor")
     if floor:
         notes.append(f"x floor: bytes per call over the trace's floor, {floor['bytes_per_call']:.1f} B/call: each "
@@ -96,7 +105,7 @@ def footnotes(suite: Suite) -> List[str]:
         notes.append("ordered: the codec keeps state across calls, so it needs reliable, ordered delivery (TCP, "
                      "WebSocket, a reliable channel); one lost or reordered message breaks every later one of its "
                      "connection.")
-    notes += [f"stages (medians, timed each on its own): {split}" for split in map(stage_split, suite.results) if split]
+    notes += [f"stages (medians, timed each on its own): {split}" for split in _stage_notes(d.breakdown.stages)]
     notes += [f"dictionary: {_dictionary_text(r, suite)}" for r in suite.results if r.dictionary]
     return notes + _error_notes(suite)
 
@@ -110,40 +119,52 @@ def _error_notes(suite: Suite) -> List[str]:
     return [f"error: {r.codec}: {r.error}" for r in suite.results if r.error]
 
 
-def tail_columns() -> List[Column]:
+def _stage_notes(splits: Sequence[StageSplit]) -> List[str]:
+    """``json+zlib-1: encode = serialize 0.86 + compress 2.63 µs; decode = ...``, per codec timed in several
+    stages."""
+    by_codec: Dict[str, List[str]] = {}
+    for split in splits:
+        if len(split.stages) > 1:
+            steps = " + ".join(f"{name} {fmt_us(us)}" for name, us, _ in split.stages)
+            by_codec.setdefault(split.codec, []).append(f"{split.op} = {steps} µs")
+    return [f"{codec}: {'; '.join(ops)}" for codec, ops in by_codec.items()]
+
+
+def tail_columns(d: Decision) -> List[Column]:
     """The compact "tails and allocations" table: per-call p50/p99 (all calls), worst method, peak kB."""
     return [
         Column("codec", False, lambda r: r.codec),
         latency_column("encode", "p50", "enc p50"), latency_column("encode", "p99", "enc p99"),
         latency_column("decode", "p50", "dec p50"), latency_column("decode", "p99", "dec p99"),
-        Column("slowest method (enc p99)", False, lambda r: _clip(worst_method(r, "encode") or MISSING, 28)),
+        Column("slowest method (enc p99)", False, lambda r: _clip(d.breakdown.slowest_encode[r.codec] or MISSING, 28)),
         memory_column("encode", "peak_bytes_mean", "enc peak kB", _kb),
         memory_column("decode", "peak_bytes_mean", "dec peak kB", _kb),
     ]
 
 
 #: Which columns a narrow terminal keeps longest (first: always); a title not listed ranks just before "calls".
-KEEP_ORDER = ("codec", "bytes mean", "x json", "encode µs", "decode µs", "enc/json", "dec/json", "note", "failures",
+KEEP_ORDER = ("codec", "bytes mean", "x ref", "encode µs", "decode µs", "enc/ref", "dec/ref", "note", "failures",
               "mismatches", "x floor", "p99", "state/conn", "calls", "p50", "10k conns",
               "enc p50", "dec p50", "enc p99", "dec p99", "slowest method (enc p99)", "enc peak kB", "dec peak kB")
 
 
-def format_table(suite: Suite, width: Optional[int] = None, full: str = "report.html") -> str:
+def format_table(d: Decision, width: Optional[int] = None, full: str = "report.html") -> str:
     """The results as fixed-width text (codecs in the order given), its footnotes, then tails and
     allocations. With ``width`` (a terminal's columns) every line fits it: a table too wide is split
     into sizes and CPU time, then loses its lowest-ranked columns (KEEP_ORDER), and the text says
     which and that ``full`` has them all."""
+    suite = d.suite
     left_out: List[str] = []
     out: List[str] = []
-    for table in _split(columns(suite), suite, width):
+    for table in _split(columns(d), d, width):
         out += ([""] if out else []) + _fitted(table, suite.results, width, left_out)
-    notes = footnotes(suite)
+    notes = footnotes(d)
     if notes:
         out += [""] + [line for note in notes for line in _wrapped(f"* {note}", width)]
     if any(r.latency or r.memory for r in suite.results):
         out += ["", *_wrapped(f"Tails and allocations, per call (µs; sample of "
                               f"{fmt_count(suite.settings.get('sample'))} calls; peak = mean bytes allocated while "
-                              "handling one call):", width), *_fitted(tail_columns(), suite.results, width, left_out)]
+                              "handling one call):", width), *_fitted(tail_columns(d), suite.results, width, left_out)]
         if not all(r.latency and r.memory for r in suite.results):
             out += _wrapped(f"{MISSING}: not measured (per-connection streaming codec, --no-tails / --no-memory, or "
                             "timing failed)", width)
@@ -153,13 +174,11 @@ def format_table(suite: Suite, width: Optional[int] = None, full: str = "report.
     return "\n".join(out)
 
 
-def _split(cols: List[Column], suite: Suite, width: Optional[int]) -> List[List[Column]]:
+def _split(cols: List[Column], d: Decision, width: Optional[int]) -> List[List[Column]]:
     """One table when it fits ``width``; else sizes and fidelity, then CPU time (each led by the codec)."""
-    if width is None or _width(cols, suite.results) <= width:
+    if width is None or _width(cols, d.suite.results) <= width:
         return [cols]
-    json_result = suite.find("json")
-    ref = json_result if json_result and json_result.encode and json_result.decode else None
-    timing = {c.title for op in ("encode", "decode") for c in _timing_columns(op, ref)}
+    timing = {c.title for op in OPS for c in _timing_columns(op, d)}
     return [[c for c in cols if c.title not in timing], cols[:1] + [c for c in cols if c.title in timing]]
 
 
@@ -173,7 +192,7 @@ def _fitted(cols: List[Column], results: Sequence[CodecResult], width: Optional[
         return all(c.cell(r) == "0" for r in results)
 
     def rank(c: Column) -> int:
-        kept = KEEP_ORDER.index(c.title) if c.title in KEEP_ORDER else KEEP_ORDER.index("calls") - 1
+        kept = KEEP_ORDER.index(c.kind) if c.kind in KEEP_ORDER else KEEP_ORDER.index("calls") - 1
         return kept + (len(KEEP_ORDER) if zero(c) else 0)
 
     while width is not None and len(cols) > 1 and _width(cols, results) > width:
@@ -234,45 +253,47 @@ def _kb(value: float) -> str:
     return f"{value / 1000:.1f}"
 
 
-def _fidelity_column(name: str) -> Column:
+def _fidelity_column(name: str, d: Decision) -> Column:
     """``failures`` or ``mismatches``: the count, how much of it is undeclared, alarmed when any is."""
-    return Column(name, True, lambda r: _fidelity(getattr(r, name), undeclared(r, name)),
-                  lambda r: undeclared(r, name) > 0, lambda r: getattr(r, name))
+    def bad(r: CodecResult) -> int:
+        f = d.figures[r.codec]
+        return f.undeclared_failures if name == "failures" else f.undeclared_mismatches
+
+    return Column(name, True, lambda r: _fidelity(getattr(r, name), bad(r)), lambda r: bad(r) > 0,
+                  lambda r: getattr(r, name))
 
 
-def _timing_columns(op: str, ref: Optional[CodecResult]) -> List[Column]:
-    """µs per call and how sure that median is (95 % CI) for ``op``, and the ratio to ``ref`` (json) paired
-    round by round; an unstable timing's interval is alarmed."""
-    cols = [figure_column(f"{op} µs", lambda r: _median_us(r, op), fmt_us),
-            Column("±CI", True, lambda r: _ci_cell(timing_of(r, op)),
-                   lambda r: bool((t := timing_of(r, op)) and timing_unstable(t)),
-                   lambda r: ci_half_pct(t) if (t := timing_of(r, op)) else None)]
-    if ref is not None:
-        cols.append(figure_column(f"{op[:3]}/json", lambda r: cpu_ratio(r, ref, op), fmt_ratio))
+def _timing_columns(op: str, d: Decision) -> List[Column]:
+    """µs per call and how sure that median is (95 % CI) for ``op``, and the ratio to the reference codec paired
+    round by round (when it was timed); an unstable timing's interval is alarmed."""
+    def fig(r: CodecResult) -> Optional[OpFigures]:
+        return d.figures[r.codec].op(op)
+
+    cols = [figure_column(f"{op} µs", lambda r: f.median_us if (f := fig(r)) else None, fmt_us),
+            Column("±CI", True, lambda r: _ci_cell(fig(r)), lambda r: bool((f := fig(r)) and f.stability.unstable),
+                   lambda r: f.stability.ci_half_pct if (f := fig(r)) else None)]
+    if d.timed_reference:
+        cols.append(figure_column(d.ratio_title(f"{op[:3]}/"), lambda r: f.ratio if (f := fig(r)) else None,
+                                  fmt_ratio, key=f"{op[:3]}/ref"))
     return cols
 
 
-def _median_us(r: CodecResult, op: str) -> Optional[float]:
-    t = timing_of(r, op)
-    return t.median_us if t else None
-
-
-def _ci_cell(t: Optional[Timing]) -> str:
+def _ci_cell(f: Optional[OpFigures]) -> str:
     """``±2.4%``: half the median's 95 % confidence interval, % of the median; ``†`` when it covers less than 95 %."""
-    if t is None:
+    if f is None:
         return MISSING
-    return f"±{_pct(ci_half_pct(t))}" + (LOW_CONFIDENCE_MARK if low_confidence(t) else "")
+    return f"±{_pct(f.stability.ci_half_pct)}" + (LOW_CONFIDENCE_MARK if f.stability.low_confidence else "")
 
 
-def _ci_note(suite: Suite) -> str:
+def _ci_note(d: Decision) -> str:
     """What ±CI means, and when there were too few rounds for 95 %, the coverage it has instead."""
-    timings = [t for r in suite.results for op in ("encode", "decode") if (t := timing_of(r, op))]
+    timings = [t for f in d.figures.values() for op in OPS if (t := f.op(op))]
     note = (f"±CI: half the width of the median's {CONFIDENCE:.0%} confidence interval, as % of the median "
             "(distribution-free, from the rounds' order statistics): the true median lies within it; it narrows "
             "as rounds are added. Two codecs whose intervals overlap are not told apart by this run.")
-    few = [t for t in timings if low_confidence(t)]
+    few = [t for t in timings if t.stability.low_confidence]
     if few:
-        rounds = min(len(t.rounds_ns) for t in few)
+        rounds = min(t.stability.rounds for t in few)
         note += (f" {LOW_CONFIDENCE_MARK}: only {rounds} rounds, too few for {CONFIDENCE:.0%}: the interval is "
                  f"the fastest to the slowest round, which covers the median with {min(t.ci_us[2] for t in few):.1%} "
                  "confidence; raise --repeat.")
@@ -288,8 +309,8 @@ def _fidelity(total: int, bad: int) -> str:
     return f"{total:,} UNDECLARED" if bad == total else f"{total:,} ({bad:,} UNDECLARED)"
 
 
-def _note(r: CodecResult) -> str:
-    shaky = unstable(r)
+def _note(r: CodecResult, d: Decision) -> str:
+    shaky = d.figures[r.codec].unstable
     flags = (["error"] if r.error else []) + (["ordered"] if r.ordered_delivery else [])
     flags += [f"unstable ({', '.join(k[:3] for k in shaky)})"] if shaky else []
     return ", ".join(flags)

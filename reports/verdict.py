@@ -18,17 +18,13 @@ templates and the terminal only print its sentences.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
-from rpcbench.errors import BenchError
 from rpcbench.results import CodecResult, Suite
 
 from . import analysis
 from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Plan, ReportOptions, figures
 from .formatting import fmt_bytes, fmt_ratio
-
-BASELINE_KEY = "current_format"  #: trace header key naming the codec the server ships today (a codec id)
-DEFAULT_BASELINE = "json"
 
 
 @dataclass(frozen=True)
@@ -59,26 +55,6 @@ def rule_text(goal: str, options: ReportOptions) -> str:
         return "least encode + decode CPU per call"
     return (f"least $ per month at {options.ccu:,} CCU: server egress at ${options.egress_price:g}/GB + serialization "
             f"cores at ${CORE_MONTH_PRICE:g}/vCPU-month + stream state memory at ${RAM_GB_MONTH_PRICE:g}/GB-month")
-
-
-def choose_baseline(suite: Suite, requested: Optional[str]) -> Tuple[Optional[CodecResult], str]:
-    """The baseline codec and where it came from; BenchError if ``requested`` was not measured in this run."""
-    if requested:
-        found = suite.find(requested)
-        if found is None or found.sizes is None:
-            measured = ", ".join(r.codec for r in suite.results if r.sizes)
-            raise BenchError(f"--baseline {requested[:60]}: not measured in this run (measured: {measured[:300]})")
-        return found, "--baseline"
-    current = (suite.trace.get("metadata") or {}).get(BASELINE_KEY)
-    found = suite.find(str(current)) if current else None
-    if found is not None and found.sizes is not None:
-        return found, f"the trace's {BASELINE_KEY} metadata"
-    note = f"{BASELINE_KEY} {str(current)[:40]!r} was not run; " if current else ""
-    json_result = suite.find(DEFAULT_BASELINE)
-    if json_result is not None and json_result.sizes is not None:
-        return json_result, f"{note}json, the default"
-    first = next((r for r in suite.results if r.sizes), None)
-    return first, f"{note}json was not run: the first codec measured"
 
 
 def excluded(suite: Suite, options: ReportOptions) -> List[Tuple[str, str]]:
@@ -114,11 +90,14 @@ def _score(goal: str, options: ReportOptions, plan: Plan) -> Optional[Callable[[
                       else float("inf"), cpu(r))
 
 
-def decide(suite: Suite, options: ReportOptions, plan: Plan) -> Verdict:
-    """The recommended codec for ``options.goal``, against the baseline, with the rule, caveats and exclusions."""
-    baseline, where = choose_baseline(suite, options.baseline)
+def recommend(suite: Suite, options: ReportOptions, plan: Plan, reference: Tuple[Optional[CodecResult], str],
+              figures: Mapping[str, analysis.CodecFigures], front: Sequence[str]) -> Verdict:
+    """The recommended codec for ``options.goal`` against the baseline (``reference``: the run's reference codec
+    and where it came from, from :func:`reports.reference.baseline`), with the rule, caveats and exclusions;
+    ``figures`` holds each codec's ratios to that reference; ``front`` is the Pareto front, said with it."""
+    baseline, where = reference
     barred = excluded(suite, options)
-    front = [r.codec for r in analysis.pareto_front(suite)]
+    front = list(front)
     rule = rule_text(options.goal, options)
     score = _score(options.goal, options, plan)
     names = {name for name, _ in barred}
@@ -127,7 +106,7 @@ def decide(suite: Suite, options: ReportOptions, plan: Plan) -> Verdict:
         why = plan.missing if score is None else _nothing_to_pick(suite)
         return Verdict(options.goal, rule, baseline, where, None, f"no recommendation: {why}", [], barred, front)
     pick = min(pool, key=score)
-    return Verdict(options.goal, rule, baseline, where, pick, _sentence(pick, baseline, options, plan),
+    return Verdict(options.goal, rule, baseline, where, pick, _sentence(figures[pick.codec], baseline, options, plan),
                    _caveats(pick, options), barred, front)
 
 
@@ -138,15 +117,16 @@ def _nothing_to_pick(suite: Suite) -> str:
     return "no codec of this run is fully measured with every failure declared"
 
 
-def _sentence(pick: CodecResult, baseline: Optional[CodecResult], options: ReportOptions, plan: Plan) -> str:
+def _sentence(pick: analysis.CodecFigures, baseline: Optional[CodecResult], options: ReportOptions,
+              plan: Plan) -> str:
     """``X: 0.31x the bytes of json at 1.40x its encode CPU (0.90x decode); saves 41 GB/month ($3/month of
-    egress) at 10,000 CCU``: the pick against the baseline."""
-    if baseline is None or baseline.sizes is None or pick.sizes is None:
+    egress) at 10,000 CCU``: the pick against the baseline (the ratios of the pick's ``figures``)."""
+    if baseline is None or pick.bytes_ratio is None:
         return f"{pick.codec} (no baseline measured to compare with)"
     if pick.codec == baseline.codec:
         return f"{pick.codec}: keep the baseline; no codec of this run does better by this rule"
-    text = f"{pick.codec}: {fmt_ratio(pick.sizes.mean / baseline.sizes.mean)} the bytes of {baseline.codec}"
-    encode, decode = (analysis.cpu_ratio(pick, baseline, op) for op in analysis.OPS)
+    text = f"{pick.codec}: {fmt_ratio(pick.bytes_ratio)} the bytes of {baseline.codec}"
+    encode, decode = (f.ratio if (f := pick.op(op)) else None for op in analysis.OPS)
     if encode is not None:
         text += f" at {fmt_ratio(encode)} its encode CPU" + (f" ({fmt_ratio(decode)} decode)" if decode else "")
     mine, theirs = plan.find(pick.codec), plan.find(baseline.codec)

@@ -120,15 +120,16 @@ def check_trace(path: str, salvage: bool = False) -> str:
 
 def check_results(path: str, out_dir: str) -> str:
     """Load a results.json and build its table and HTML page: ``"ok"`` or ``"refused"`` (BenchError)."""
-    from rpcbench.reports import format_table, write_report
+    from rpcbench.reports import decide, terminal_text, write_report
 
     try:
         suite = load(path)
     except BenchError as e:
         assert "\n" not in str(e), str(e)
         return "refused"
-    format_table(suite)
-    write_report(suite, out_dir, {})
+    decided = decide(suite)
+    terminal_text(decided)
+    write_report(decided, out_dir, {})
     return "ok"
 
 

@@ -135,6 +135,7 @@ def test_scaled_rounds_fail_by_exactly_their_factor(runs, tmp_path):
     slower = scaled_copy(base, tmp_path / "slower", "msgpack", 1.2)
     violations = gate(compare(load(str(base)), load(str(slower))), 10)
     assert [(v.codec, v.figure, round(v.change_pct, 6)) for v in violations] == [("msgpack", "encode", 20.0)]
+    assert compare(load(str(base)), load(str(slower)), fail_above=10).violations == tuple(violations)
     done = compare_cli(str(base), str(slower), "--fail-above", "10")
     assert done.returncode == 1 and "msgpack: encode CPU +20.0% relative to json" in done.stdout
     within = scaled_copy(base, tmp_path / "within", "msgpack", 1.05)

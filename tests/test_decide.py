@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -16,11 +17,19 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from markupsafe import escape
 
-from rpcbench.reports.capacity import ReportOptions, figures, plan
+from rpcbench.reports import build, terminal_text
+from rpcbench.reports.capacity import Estimate, ReportOptions, figures, plan
+from rpcbench.reports.compare import Shift, compare
+from rpcbench.reports.compare_report import Runs, format_comparison, render_compare_html
+from rpcbench.reports.decision import Decision, decide
+from rpcbench.reports.fleet import Fleet, Spread
+from rpcbench.reports.formatting import fmt_ratio, fmt_us
+from rpcbench.reports.markdown import md_escape
 from rpcbench.reports.html import render_report
 from rpcbench.reports.study import NOT_MEASURED, STUDY_CODECS, retest
-from rpcbench.reports.verdict import decide
+from rpcbench.reports.verdict import Verdict
 from rpc_capture import open_trace
 from rpcbench.config import DEFAULT_TRACE, RunConfig
 from rpcbench.pipeline import run_benchmark
@@ -37,9 +46,8 @@ def suite() -> Suite:
     return run_benchmark(config)
 
 
-def decided(suite: Suite, **options: object):
-    chosen = ReportOptions(**options)  # type: ignore[arg-type]
-    return decide(suite, chosen, plan(suite, chosen.transport))
+def decided(suite: Suite, **options: object) -> Verdict:
+    return decide(suite, ReportOptions(**options)).verdict  # type: ignore[arg-type]
 
 
 def test_capacity_equals_bytes_per_call_times_call_rate_from_the_trace(suite: Suite) -> None:
@@ -148,7 +156,7 @@ def test_new_sections_escape_trace_method_names(suite: Suite) -> None:
     evil = "<script>alert(1)</script>"
     results = tuple(dataclasses.replace(r, by_method={evil: {"calls": 10**6, "bytes": 10**9}, **r.by_method})
                     for r in suite.results)
-    page = render_report(dataclasses.replace(suite, results=results), {})
+    page = render_report(decide(dataclasses.replace(suite, results=results)), {})
     section = page[page.index("<section id='bytes'"):page.index("<section id='study'")]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section
     assert evil not in page
@@ -186,3 +194,127 @@ def test_run_cli_refuses_a_baseline_outside_the_codecs(tmp_path: Path) -> None:
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO / "run_bench.py"), *args], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
+
+
+# -- every output formats one Decision ---------------------------------------------------------------
+
+
+def outputs(decision: Decision, folder: Path) -> Dict[str, str]:
+    """Every output of a run from ``decision``: terminal text, report.html (charts inline), report.md, results.csv."""
+    folder.mkdir()
+    decision.suite.save(str(folder))
+    build(decision, str(folder))
+    return {"terminal": terminal_text(decision), "html": (folder / "report.html").read_text(encoding="utf-8"),
+            "md": (folder / "report.md").read_text(encoding="utf-8"),
+            "csv": (folder / "results.csv").read_text(encoding="utf-8")}
+
+
+def row(text: str, codec: str, kind: str) -> str:
+    """The codec's row in the terminal table, report.md's table or report.html's results table."""
+    if kind == "terminal":
+        return next(line for line in text.splitlines() if line.startswith(codec + " "))
+    if kind == "md":
+        return next(line for line in text.splitlines() if line.startswith(f"| {md_escape(codec)} |"))
+    table = text[text.index("<table class='results sortable'"):]
+    start = table.index(f"<td>{escape(codec)}</td>") if f"<td>{escape(codec)}</td>" in table else table.index(
+        f">{escape(codec)}</td>")
+    return table[start:table.index("</tr>", start)]
+
+
+def test_every_output_prints_the_decisions_figures(suite: Suite, tmp_path: Path) -> None:
+    """Terminal, report.html, report.md and results.csv show each headline figure as the Decision holds it."""
+    d = decide(suite)
+    out = outputs(d, tmp_path / "run")
+    sentence = d.verdict.sentence
+    assert sentence in out["terminal"] and str(escape(sentence)) in out["html"] and md_escape(sentence) in out["md"]
+    for h in d.headlines:
+        assert f"<b>{escape(h.label)}:</b> <b>{escape(h.codec)}</b>, {escape(h.text)}" in out["html"]
+        assert f"**{md_escape(h.label)}:** **{md_escape(h.codec)}**, {md_escape(h.text)}" in out["md"]
+    assert "Pareto front" in out["md"] and md_escape(", ".join(d.front)) in out["md"]
+    csv_rows = {line.split(",")[0]: line.split(",") for line in out["csv"].splitlines()[1:]}
+    for codec, f in d.figures.items():
+        assert f.bytes_mean is not None and f.bytes_ratio is not None and f.encode and f.decode
+        for kind in ("terminal", "md"):
+            cells = row(out[kind], codec, kind)
+            for figure in (f"{f.bytes_mean:.1f}", fmt_ratio(f.bytes_ratio), fmt_us(f.encode.median_us)):
+                assert f" {figure} " in f"{cells} ", (kind, codec, figure)
+            if codec != d.reference:
+                assert f" {fmt_ratio(f.encode.ratio or 0)} " in cells and f" {fmt_ratio(f.decode.ratio or 0)} " in cells
+        html = row(out["html"], codec, "html")
+        for value in (f.bytes_mean, f.bytes_ratio, f.encode.median_us, f.encode.ratio, f.decode.ratio):
+            assert f"data-value='{value}'" in html, (codec, value)
+        assert csv_rows[codec][5] == f"{f.bytes_mean:.2f}" and csv_rows[codec][8] == f"{f.encode.median_us:.3f}"
+    for capacity_row in (*d.capacity_rows, *d.other_rows):
+        gb = capacity_row.figures.gb_month
+        assert f"<td class='num cap-gb'>{gb.value:,.0f} [{gb.low:,.0f}-{gb.high:,.0f}]</td>" in out["html"]
+    for finding in d.findings:
+        assert f"<td>{escape(finding.evidence)}</td>" in out["html"]
+
+
+def perturbed(d: Decision) -> Decision:
+    """``d`` with one value of each kind changed to a figure no rule would make: what the outputs must follow."""
+    pick = d.verdict.pick
+    assert pick is not None and pick.codec != d.reference
+    f = d.figures[pick.codec]
+    assert f.encode is not None and f.decode is not None
+    shaky = dataclasses.replace(f.encode, ratio=7.77, stability=dataclasses.replace(f.encode.stability, unstable=True))
+    steady = dataclasses.replace(f.decode, stability=dataclasses.replace(f.decode.stability, unstable=False))
+    figures = {**d.figures, pick.codec: dataclasses.replace(f, bytes_mean=9876.5, bytes_ratio=12.34, encode=shaky,
+                                                             decode=steady)}
+    first, *rest = d.headlines
+    lead, *rest_rows = d.capacity_rows
+    spread = Spread(pick.codec, 1.0, 0.5, "a.rpct", 1.5, "b.rpct")
+    return dataclasses.replace(
+        d, figures=figures, verdict=dataclasses.replace(d.verdict, sentence="PERTURBED verdict"),
+        headlines=(dataclasses.replace(first, text="PERTURBED headline"), *rest),
+        capacity_rows=(dataclasses.replace(lead, figures=dataclasses.replace(lead.figures, gb_month=Estimate(
+            123456789.0, 123456788.0, 123456790.0))), *rest_rows),
+        findings=(dataclasses.replace(d.findings[0], evidence="PERTURBED finding"), *d.findings[1:]),
+        warnings=("PERTURBED warning",), fleet=Fleet(2, 1234, (spread,), ("PERTURBED trace",), ()))
+
+
+def test_outputs_follow_the_decision_rather_than_recompute(suite: Suite, tmp_path: Path) -> None:
+    """Change the Decision, not the results: every output must change with it (none recomputes a figure)."""
+    d = perturbed(decide(suite))
+    out = outputs(d, tmp_path / "perturbed")
+    pick = d.verdict.pick
+    assert pick is not None
+    for kind in ("terminal", "md"):
+        cells = row(out[kind], pick.codec, kind)
+        assert " 12.34x " in cells and " 7.77x " in cells and "unstable (enc)" in cells, (kind, cells)
+    assert " 9876.5 " in row(out["terminal"], pick.codec, "terminal")
+    html = row(out["html"], pick.codec, "html")
+    assert "data-value='12.34'" in html and "data-value='7.77'" in html and "unstable (enc)" in html
+    assert "12.34x json" in out["html"]  # the bytes chart's label
+    for kind in ("terminal", "html", "md"):
+        assert "PERTURBED verdict" in out[kind]
+    for kind in ("html", "md"):
+        assert "PERTURBED headline" in out[kind] and "PERTURBED warning" in out[kind]
+    assert "123,456,789 [123,456,788-123,456,790]" in out["html"]  # the capacity table's GB/month
+    assert "PERTURBED finding" in out["html"] and "PERTURBED trace" in out["html"]
+    assert "fleet: 2 traces, 1,234 calls merged" in out["terminal"] and "differs: PERTURBED trace" in out["terminal"]
+    assert "9876.5" not in out["csv"]  # results.csv is the measured results, which did not change
+
+
+def test_run_and_report_print_one_terminal_text(suite: Suite, tmp_path: Path) -> None:
+    """``run_bench.py report`` prints terminal_text of the decision for its options, then the report's path."""
+    suite.save(str(tmp_path))
+    done = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "report", str(tmp_path), "--goal", "cpu"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "90"})
+    assert done.returncode == 0, done.stderr
+    expected = terminal_text(decide(load(str(tmp_path)), ReportOptions(goal="cpu")), 90)
+    assert done.stdout == f"{expected}\nreport: {tmp_path / 'report.html'}\n"
+
+
+def test_compare_reference_comes_from_the_one_chooser(suite: Suite, tmp_path: Path) -> None:
+    """compare's reference is the run's reference codec; its text and page print the Comparison's figures."""
+    comparison = compare(suite, suite, fail_above=5)
+    assert comparison.reference == decide(suite).reference == "json" and comparison.violations == ()
+    change = comparison.codecs[0]
+    assert change.bytes is not None
+    moved = dataclasses.replace(comparison, codecs=(dataclasses.replace(change, bytes=Shift(100.0, 150.0)),
+                                                    *comparison.codecs[1:]))
+    runs = Runs("OLD", "NEW", suite, suite)
+    for text in (format_comparison(runs, moved), render_compare_html(runs, moved)):
+        assert "+50.0%" in text and "150.0" in text and "larger" in text
+        assert f"{comparison.codecs[1].bytes.new:.1f}" in text  # type: ignore[union-attr]

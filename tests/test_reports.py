@@ -24,7 +24,7 @@ import pytest
 
 from markupsafe import escape
 
-from rpcbench.reports import analysis, build
+from rpcbench.reports import analysis, build, decide
 from rpcbench.reports.charts import render_charts
 from rpcbench.reports.html import PARTS, write_report
 from rpcbench.reports.formatting import fmt_us
@@ -177,8 +177,8 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def report(report_dir: Path, suite: Suite) -> Tuple[str, Dict[str, str]]:
     """report.html's text and the charts inline in it (built once: drawing takes a second)."""
-    charts = render_charts(suite)
-    path = write_report(suite, str(report_dir), charts)
+    charts = render_charts(decide(suite))
+    path = write_report(decide(suite), str(report_dir), charts)
     assert path == str(report_dir / "report.html")
     return Path(path).read_text(encoding="utf-8"), charts
 
@@ -215,7 +215,7 @@ def parse(text: str) -> PageParser:
 def test_charts_are_inline_svg_with_ids_of_their_own(suite: Suite) -> None:
     import matplotlib.pyplot as plt
 
-    charts = render_charts(suite)
+    charts = render_charts(decide(suite))
     assert set(charts) == CHART_NAMES
     ids: List[str] = []
     for name, svg in charts.items():
@@ -232,7 +232,7 @@ def test_charts_are_inline_svg_with_ids_of_their_own(suite: Suite) -> None:
 
 
 def test_levels_chart_skipped_without_zlib_levels() -> None:
-    charts = render_charts(make_suite(zlib_levels=False))
+    charts = render_charts(decide(make_suite(zlib_levels=False)))
     assert set(charts) == CHART_NAMES - {"levels"}
 
 
@@ -274,7 +274,7 @@ def test_report_is_one_self_contained_file(report: Tuple[str, Dict[str, str]], r
 def test_table_of_contents_and_sections_come_from_one_list(report: Tuple[str, Dict[str, str]], suite: Suite) -> None:
     text, _ = report
     toc = text[text.index("<nav class='toc'"):text.index("</nav>")]
-    shown = [p for p in PARTS if p.applies(suite)]
+    shown = [p for p in PARTS if p.applies(decide(suite))]
     assert re.findall(r"<a href='#([^']+)'>([^<]+)</a>", toc) == [(p.id, escaped(p.title)) for p in shown]
     for part in shown:
         assert f"<section id='{part.id}' class='{part.id}'><h2>{escaped(part.title)}</h2>" in text
@@ -313,7 +313,7 @@ def test_report_escapes_trace_and_codec_strings(report: Tuple[str, Dict[str, str
 
 
 def test_summary_is_computed_from_the_data(tmp_path: Path, suite: Suite) -> None:
-    text = Path(write_report(suite, str(tmp_path), {})).read_text(encoding="utf-8")
+    text = Path(write_report(decide(suite), str(tmp_path), {})).read_text(encoding="utf-8")
     assert "<b>Smallest:</b> <b>json+zlibstream-6</b>, 61.7 B/call" in text
     # ujson encodes fastest (2.21 µs) but garbled 41 calls undeclared: never named best, and said why
     assert "<b>Fastest encode:</b> <b>ujson</b>" not in text and "<b>Fastest encode:</b> <b>" in text
@@ -323,7 +323,7 @@ def test_summary_is_computed_from_the_data(tmp_path: Path, suite: Suite) -> None
     # make bson the smallest and the summary must follow
     smaller = dataclasses.replace(suite.result("bson"), sizes=Sizes(1000, 50.0, 40, 90, 20, 120))
     changed = dataclasses.replace(suite, results=tuple(smaller if r.codec == "bson" else r for r in suite.results))
-    text = Path(write_report(changed, str(tmp_path), {})).read_text(encoding="utf-8")
+    text = Path(write_report(decide(changed), str(tmp_path), {})).read_text(encoding="utf-8")
     assert "<b>Smallest:</b> <b>bson</b>, 50.0 B/call" in text
 
 
@@ -331,7 +331,7 @@ def test_codec_with_error_and_no_figures_renders(report: Tuple[str, Dict[str, st
     text, _ = report
     error = suite.result("protobuf").error
     assert escaped(error) in text
-    line = next(row for row in format_table(suite).splitlines() if row.startswith("protobuf "))
+    line = next(row for row in format_table(decide(suite)).splitlines() if row.startswith("protobuf "))
     assert line.count(" - ") >= 8 and line.endswith("error") and "20,000 UNDECLARED" in line
 
 
@@ -339,7 +339,7 @@ def test_suite_where_nothing_was_measured_still_reports(tmp_path: Path, suite: S
     empty = dataclasses.replace(suite, results=tuple(
         dataclasses.replace(r, sizes=None, encode=None, decode=None, error="boom", stages={}, latency={}, memory={})
         for r in suite.results))
-    path = build(empty, str(tmp_path / "out"))
+    path = build(decide(empty), str(tmp_path / "out"))
     assert sorted(os.listdir(tmp_path / "out")) == ["report.html", "report.md"]
     text = Path(path).read_text(encoding="utf-8")
     assert "No chart had data to draw." in text
@@ -347,7 +347,7 @@ def test_suite_where_nothing_was_measured_still_reports(tmp_path: Path, suite: S
 
 
 def test_format_table_lists_every_codec_in_order(suite: Suite) -> None:
-    lines = format_table(suite).splitlines()
+    lines = format_table(decide(suite)).splitlines()
     header = lines[0].split()
     assert header[:4] == ["codec", "calls", "failures", "mismatches"] and "x" in header and "json" in header
     rows = [line.split()[0] for line in lines[2:2 + len(suite.results)]]
@@ -362,8 +362,8 @@ def test_format_table_lists_every_codec_in_order(suite: Suite) -> None:
 
 def test_format_table_without_json_has_no_ratio_column(suite: Suite) -> None:
     no_json = dataclasses.replace(suite, results=tuple(r for r in suite.results if r.codec != "json"))
-    assert "x json" not in format_table(no_json)
-    assert "x json" in format_table(suite)
+    assert "x json" not in format_table(decide(no_json))
+    assert "x json" in format_table(decide(suite))
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -478,17 +478,17 @@ def test_missing_tails_memory_and_stages_render_and_load(tmp_path: Path, suite: 
     del data["settings"]["sample_by_method"]
     (tmp_path / "results.json").write_text(json.dumps(data), encoding="utf-8")
     assert load(str(tmp_path)) == bare  # older results.json files still load
-    text = Path(build(bare, str(tmp_path / "out"))).read_text(encoding="utf-8")
+    text = Path(build(decide(bare), str(tmp_path / "out"))).read_text(encoding="utf-8")
     assert "<svg" not in section(text, "Latency tails") and "<svg" not in section(text, "Where the time goes")
     assert "Not measured for json, ujson" in section(text, "Latency tails")
     assert "Not measured for json, ujson" in section(text, "Allocations")
     assert "(not measured)" in section(text, "Where the time goes")
     assert "sample's methods were not recorded (not measured)" in text
-    assert "Tails and allocations" not in format_table(bare)
+    assert "Tails and allocations" not in format_table(decide(bare))
 
 
 def test_format_table_adds_tails_and_allocations(suite: Suite) -> None:
-    lines = format_table(suite).splitlines()
+    lines = format_table(decide(suite)).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Tails and allocations"))
     assert lines[start + 1].split()[:5] == ["codec", "enc", "p50", "enc", "p99"]
     bson = next(line for line in lines[start:] if line.startswith("bson "))
@@ -529,7 +529,7 @@ def test_the_table_warns_when_ratios_differ_between_speed_states():
                                    results=(json, dataclasses.replace(json, codec="msgpack", encode=msgpack_timing)))
 
     def state_notes(suite: Suite) -> list:
-        return [n for n in footnotes(suite) if n.startswith("speed states:")]
+        return [n for n in footnotes(decide(suite)) if n.startswith("speed states:")]
 
     [note] = state_notes(suite_of(*two_state_timings(0.147, 0.176)))
     assert "20 of 40 json encode rounds ran over 1.25x slower" in note
@@ -546,27 +546,38 @@ def all_timings(suite: Suite) -> List[Timing]:
     return [t for r in suite.results for t in (r.encode, r.decode) if t]
 
 
+def unstable_timing(t: Timing) -> bool:
+    """The stability rule's verdict on one timing."""
+    return analysis.stability(t).unstable
+
+
+def low_confidence(t: Timing) -> bool:
+    """Too few rounds for a 95 % interval, by the stability rule."""
+    return analysis.stability(t).low_confidence
+
+
 def test_stability_rule_flags_noise_not_an_ordinary_run() -> None:
     quiet, loaded = load(str(RUNS / "quiet.json")), load(str(RUNS / "two-busy-loops.json"))
-    assert len(all_timings(quiet)) == 42 and not any(map(analysis.timing_unstable, all_timings(quiet)))
-    assert not any(analysis.unstable(r) for r in quiet.results) and analysis.unstable_summary(quiet) is None
+    assert len(all_timings(quiet)) == 42 and not any(map(unstable_timing, all_timings(quiet)))
+    assert not any(analysis.unstable(r) for r in quiet.results)
+    assert analysis.unstable_summary(quiet, quiet.find("json")) is None
     # the old rule (stdev over 10 % of the mean) flagged most of this quiet run
     assert sum(t.stdev_pct > 10 for t in all_timings(quiet)) > 30
     # next to two busy loops nearly everything is noisy, and is flagged
-    assert sum(map(analysis.timing_unstable, all_timings(loaded))) >= 35
+    assert sum(map(unstable_timing, all_timings(loaded))) >= 35
     # a synthetic timing: 40 tight rounds, then the same with every other round 1.5x slower
     tight = Timing(tuple(5_000.0 * (1 + (i % 5) / 200) for i in range(40)), calls=1000, loops=3)
     noisy = Timing(tuple(x * (1.5 if i % 2 else 1.0) for i, x in enumerate(tight.rounds_ns)), calls=1000, loops=3)
-    assert not analysis.timing_unstable(tight) and analysis.timing_unstable(noisy)
+    assert not unstable_timing(tight) and unstable_timing(noisy)
     assert analysis.ci_half_pct(tight) < 2 < analysis.UNSTABLE_CI_PCT < analysis.ci_half_pct(noisy)
 
 
 def test_ci_column_says_when_there_are_too_few_rounds_for_95() -> None:
     quiet = load(str(RUNS / "quiet.json"))
-    assert not any(map(analysis.low_confidence, all_timings(quiet)))  # 40 rounds: 96.2 % coverage
-    assert "†" not in format_table(quiet)
+    assert not any(map(low_confidence, all_timings(quiet)))  # 40 rounds: 96.2 % coverage
+    assert "†" not in format_table(decide(quiet))
     five = Timing((5000.0, 5100.0, 4900.0, 5050.0, 5200.0), calls=1000, loops=1)
-    assert analysis.low_confidence(five) and five.ci_us[2] == pytest.approx(1 - 2 / 32)
+    assert low_confidence(five) and five.ci_us[2] == pytest.approx(1 - 2 / 32)
     assert analysis.ci_half_pct(five) == pytest.approx((5200 - 4900) / 2 / 5050 * 100)
 
 
@@ -574,9 +585,9 @@ def test_report_md_is_written_and_escapes_markdown(tmp_path: Path) -> None:
     piped = "battle.hit|crit"
     suite = make_suite(hostile=True)
     trace = {**suite.trace, "methods": {**suite.trace["methods"], piped: 9_000, "*bold* _it_ `code`": 8_000}}
-    path = Path(build(dataclasses.replace(suite, trace=trace), str(tmp_path)))
+    path = Path(build(decide(dataclasses.replace(suite, trace=trace)), str(tmp_path)))
     text = (path.parent / "report.md").read_text(encoding="utf-8")
-    assert text == render_markdown(dataclasses.replace(suite, trace=trace))
+    assert text == render_markdown(decide(dataclasses.replace(suite, trace=trace)))
     assert "| battle.hit\\|crit | 9,000 |" in text and piped not in text
     assert "\\*bold\\* \\_it\\_ \\`code\\`" in text
     assert "\\<script>alert(1)\\</script>" in text and not re.search(r"(?<!\\)<", text), "no unescaped <"
@@ -599,7 +610,7 @@ def test_codec_names_are_escaped_in_charts_and_table(tmp_path: Path) -> None:
     hostile = "<script>alert(2)</script>"
     suite = make_suite()
     results = tuple(dataclasses.replace(r, codec=hostile) if r.codec == "bson" else r for r in suite.results)
-    text = Path(build(dataclasses.replace(suite, results=results), str(tmp_path))).read_text(encoding="utf-8")
+    text = Path(build(decide(dataclasses.replace(suite, results=results)), str(tmp_path))).read_text(encoding="utf-8")
     assert "<script>alert(2)" not in text and "&lt;script&gt;alert(2)&lt;/script&gt;" in text
     assert text.count("<script>") == 1  # the page's own sorting script, nothing else
     assert all(u[2].startswith(("#", "data:")) for u in parse(text).urls)

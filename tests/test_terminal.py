@@ -18,6 +18,7 @@ from typing import Any, Dict, Tuple
 import pytest
 
 from rpcbench.commands.progress import ProgressDisplay, eta_of
+from rpcbench.reports import decide
 from rpcbench.reports.table import format_table
 from rpcbench.results import load
 
@@ -49,7 +50,7 @@ def test_piped_output_fits_100_columns_and_says_what_it_left_out(piped_run: Any)
     left = [i for i, line in enumerate(lines) if line.startswith("Left out to fit 100 columns: ")]
     said = " ".join(line.strip() for line in lines[left[0]:left[0] + 2]) if left else ""
     assert "results.json and results.csv have every column" in said and "10k conns" in said
-    wide = format_table(load(str(out)))  # no width: every column, as before
+    wide = format_table(decide(load(str(out))))  # no width: every column, as before
     assert max(map(len, wide.splitlines())) > 100 and "Left out" not in wide
     for title in ("bytes mean", "x json", "encode µs", "enc/json", "decode µs", "dec/json"):
         assert title in done.stdout  # the figures that decide stay
@@ -57,16 +58,16 @@ def test_piped_output_fits_100_columns_and_says_what_it_left_out(piped_run: Any)
 
 @pytest.mark.parametrize("width", [40, 60, 80, 100, 120, 160])
 def test_every_line_fits_the_width(piped_run: Any, width: int) -> None:
-    suite = load(str(piped_run[1]))
-    text = format_table(suite, width)
+    decided = decide(load(str(piped_run[1])))
+    text = format_table(decided, width)
     assert max(map(len, text.splitlines())) <= width
-    for r in suite.results:  # every codec keeps its row, first column whole
+    for r in decided.suite.results:  # every codec keeps its row, first column whole
         assert re.search(rf"^{re.escape(r.codec)}\s", text, re.M)
 
 
 def test_a_wide_terminal_gets_the_one_table(piped_run: Any) -> None:
-    suite = load(str(piped_run[1]))
-    assert format_table(suite, 1000) == format_table(suite)
+    decided = decide(load(str(piped_run[1])))
+    assert format_table(decided, 1000) == format_table(decided)
 
 
 def test_progress_lines_without_a_terminal_name_each_phase(piped_run: Any) -> None:

@@ -1,0 +1,34 @@
+"""What ``run_bench.py`` and ``run_bench.py report`` print: the results table, a fleet's spread and the verdict,
+all from the run's :class:`~reports.decision.Decision`. One function for both commands, so they print the same."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .decision import Decision
+from .table import fit_lines, format_table
+
+SPREADS_SHOWN = 5  #: the widest spreads between a fleet's traces printed
+
+
+def terminal_text(d: Decision, width: Optional[int] = None, full: str = "report.html") -> str:
+    """The table (fitted to ``width``; ``full`` names the file with every column), the fleet lines, then the
+    verdict: the lines a run or a rebuilt report ends with."""
+    return "\n".join([format_table(d, width, full), *fleet_lines(d), "", *fit_lines(d.verdict.lines(), width)])
+
+
+def fleet_lines(d: Decision) -> List[str]:
+    """The terminal's lines on a fleet: traces merged, the widest spreads, the traces that differ, estimates."""
+    f = d.fleet
+    lines = []
+    if f.traces:
+        lines.append(f"fleet: {f.traces} traces, {f.calls:,} calls merged "
+                     "(results.csv: one row per codec per trace, trace * = merged)")
+        for s in f.spreads[:SPREADS_SHOWN]:
+            lines.append(f"  {s.codec}: {s.merged:.1f} B/call over the fleet; traces {s.low:.1f} ({s.low_trace}) "
+                         f"to {s.high:.1f} ({s.high_trace}), spread {s.pct:.0f} %")
+        lines.extend(f"  differs: {note}" for note in f.odd)
+    for codec, mean, total, _ in f.estimates:
+        if mean:
+            lines.append(f"  sampled size pass: {codec}: {mean}; total {total}")
+    return lines
