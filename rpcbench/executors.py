@@ -14,11 +14,13 @@ run asks for it (``--dask``).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import mmap
 import os
 import pickle
 import select
+import signal
 import threading
 import time
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
@@ -148,12 +150,14 @@ class Watch:
         self.beat[0] = self.beat[1] = -1
         self.seen, self.since = (-1, -1), time.monotonic()
         self.fd, write_fd = os.pipe()
+        parent = os.getpid()
         self.pid = os.fork()
         if self.pid:
             os.close(write_fd)
             return
         try:  # whatever happens, the child never returns into the parent's code
             os.close(self.fd)
+            _die_with(parent)
             silence_stdout()
             logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once
             _answer(write_fd, self.task, self.beat)
@@ -203,6 +207,17 @@ class Watch:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def _die_with(parent: int) -> None:
+    """In a task's process: be killed when ``parent``, which watches it, dies (Linux), so that no orphan
+    runs on (a hanging codec on a Dask worker that was killed)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before that
+        os._exit(1)
 
 
 def _answer(fd: int, task: Task, beat: Any) -> None:

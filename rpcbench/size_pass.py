@@ -659,13 +659,12 @@ class SizePass:
 
     def row(self, result: CodecResult, trace: Optional[TracePass] = None) -> CodecResult:
         """A codec's row (merged, or of one ``trace``) with what the pass adds: the trace of each problem's
-        example (merged rows) and, after a sampled size pass, the estimates with their intervals."""
+        example and, after a sampled size pass, the estimates with their intervals."""
         scope = trace or self
         tally = next(t for t in scope.tallies if t.codec.name == result.codec)
         estimate = sampled_estimate(tally, scope.measured, scope.stats.calls) if self.sampled else None
-        problems = result.problems if trace else tuple(
-            dataclasses.replace(p, example_trace=self.example_trace.get((result.codec, (p.kind, p.feature))))
-            for p in result.problems)
+        problems = tuple(dataclasses.replace(p, example_trace=trace.path if trace else self.example_trace.get(
+            (result.codec, (p.kind, p.feature)))) for p in result.problems)
         return dataclasses.replace(result, problems=problems, estimate=estimate)
 
     @property

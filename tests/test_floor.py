@@ -47,7 +47,7 @@ def test_floor_keeps_bounded_memory_and_says_what_it_covered():
     result = floor_figures([floor.totals()])
     assert result["of_calls"] == 3000 and 0 < result["calls"] < 3000
     assert result["bytes_per_call"] == pytest.approx(independent_floor(SAMPLE[:result["calls"]]))
-    assert Floor(Registry.default().create("json")).result() is None
+    assert Floor(Registry.default().create("json")).totals() is None
 
 
 def test_every_codec_carries_its_floor_ratio_in_results_json_and_csv(tmp_path):
