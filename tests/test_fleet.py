@@ -302,3 +302,82 @@ def test_results_json_keeps_per_trace_results(fleet_dir, tmp_path):
     assert [t["trace"]["calls"] for t in data["traces"]] == [2500, 3100]
     assert data["trace"]["calls"] == 5600 and data["trace"]["traces"] == 2
     assert data["results"][0]["sizes"]["total"] == sum(t["results"][0]["sizes"]["total"] for t in data["traces"])
+
+
+ENGINE_CODECS = ("json", "msgpack", "json+zlib-1", "json+zstdstream-3", "json+zstddict-3")
+
+
+def _states(tallies) -> list:
+    """The tallies' figures without their clock."""
+    return [{k: v for k, v in t.export().items() if k != "ns"} for t in tallies]
+
+
+def _figures(size_pass: SizePass) -> dict:
+    """Everything the size pass gives but its clock: tallies, statistics, floor, the timing sample."""
+    tallies = _states(size_pass.tallies)
+    floor = {k: v for k, v in (size_pass.floor or {}).items() if k != "seconds"}
+    return {"tallies": tallies, "stats": size_pass.stats.summary(), "floor": floor, "sample": size_pass.sample(),
+            "held": size_pass.plan.held, "measured": size_pass.measured}
+
+
+@pytest.mark.parametrize("run", [dict(jobs=0), dict(jobs=2), dict(jobs=1, chunk_calls=1000),
+                                 dict(dask="local:2", chunk_calls=3000)])
+def test_one_trace_gives_the_same_figures_sample_floor_and_dictionaries_on_every_executor(run, tmp_path):
+    """A single trace is a fleet of one: here, in watched forks or on Dask, whole or in chunks, the same bytes,
+    the same timing sample, the same floor and the same trained dictionaries; and the figures are those of
+    every call after the held-out first 20 % through each codec in turn."""
+    from rpcbench.pipeline import _size_phase
+
+    base = RunConfig(codecs=ENGINE_CODECS, sample=300, jobs=0)
+    _, training, codecs, reference = _size_phase(base, base.registry(), quiet)
+    config = dataclasses.replace(base, **run)
+    _, other_training, _, size_pass = _size_phase(config, config.registry(), quiet)
+    assert _figures(size_pass) == _figures(reference)
+    assert training and other_training and training.dictionaries == other_training.dictionaries
+    assert training.held == (4000,) and training.source == "the first 20% of the trace (4,000 calls)"
+    registry = base.registry()
+    registry.dictionaries.update(training.dictionaries)
+    alone = [CodecTally(registry.create(c.name)) for c in codecs]
+    for index, call in enumerate(TraceReader(base.trace)):
+        if index >= 4000:
+            check_call(alone, index, call)
+    for tally in alone:
+        tally.measure_state()
+    assert _states(reference.traces[0].tallies) == _states(alone)
+    assert len(_figures(reference)["sample"]) == 300
+
+
+def test_a_fleet_floor_is_its_traces_floors_summed(fleet_dir):
+    traces = tuple(resolve_traces([str(fleet_dir / "a.rpct"), str(fleet_dir / "b.rpct")]))
+    config = RunConfig(trace=traces[0], traces=traces, codecs=("json",), jobs=0)
+    fleet = make_pass(config)
+    run_pass(fleet)
+    alone = []
+    for trace in traces:
+        one = make_pass(dataclasses.replace(config, trace=trace, traces=()))
+        run_pass(one)
+        alone.append(one.floor)
+    assert fleet.floor["calls"] == sum(f["calls"] for f in alone) == 5600
+    best = sum(f["bytes_per_call"] * f["calls"] for f in alone) / 5600
+    assert fleet.floor["bytes_per_call"] == pytest.approx(best, rel=1e-12)
+    assert [t.entry()["floor"]["bytes_per_call"] for t in fleet.traces] == [f["bytes_per_call"] for f in alone]
+
+
+def test_sizes_only_with_and_without_dask_write_the_same_figures(tmp_path):
+    """The command line, one trace: watched forks and a Dask cluster of two give the same results.json figures."""
+    runs = {}
+    for name, extra in (("forks", []), ("dask", ["--dask", "local:2"])):
+        out = tmp_path / name
+        done = run_bench("--sizes-only", "--out", out, "--no-report", "--quiet", *extra)
+        assert done.returncode == 0, done.stderr
+        runs[name] = json.loads((out / "results.json").read_text())
+    forks, dask = runs["forks"], runs["dask"]
+    drop = ("size_pass_s", "timing_s", "dask")
+    assert {k: v for k, v in forks["settings"].items() if k not in drop} == \
+        {k: v for k, v in dask["settings"].items() if k not in drop}
+    forks["trace"]["floor"].pop("seconds"), dask["trace"]["floor"].pop("seconds")
+    assert forks["trace"] == dask["trace"] and forks["traces"] == dask["traces"] == []
+    for run in (forks, dask):
+        for row in run["results"]:
+            (row["dictionary"] or {}).pop("train_s", None)  # a clock reading
+    assert forks["results"] == dask["results"]
