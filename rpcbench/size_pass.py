@@ -392,27 +392,32 @@ class Piece:
 
 
 def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int) -> List[Piece]:
-    """The tasks of a run: each trace by chunk through its stateless codecs and whole through its codecs
-    with per-connection state (a chunk would cut their streams). With fewer chunks than ``slots``, the
-    codecs are shared among tasks as well, so every slot has work. Whole traces first: they take longest."""
-    chunks = sum(max(1, len(t.cuts) - 1) for t in traces)
-    groups = -(-slots // chunks)
-    stateless = split_codecs([c for c in codecs if not c.per_connection], groups)
-    stateful = split_codecs([c for c in codecs if c.per_connection], groups)
-    pieces = [p for number, t in enumerate(traces) for p in _trace_pieces(number, t, stateless, stateful)]
+    """The tasks of a run: a trace split in chunks goes through its stateless codecs chunk by chunk and
+    whole through its codecs with per-connection state (a chunk would cut their streams); a trace not
+    split goes whole through all. With fewer such parts than ``slots``, the codecs are shared among
+    tasks as well, so every slot has work. Whole traces first: they take longest."""
+    parts = sum(max(1, len(t.cuts)) for t in traces)
+    groups = -(-slots // parts)
+    pieces = [p for number, t in enumerate(traces) for p in _trace_pieces(number, t, codecs, groups)]
     return sorted(pieces, key=lambda p: p.start is not None)
 
 
-def _trace_pieces(number: int, trace: TraceIndex, stateless: List[List[Codec]],
-                  stateful: List[List[Codec]]) -> List[Piece]:
-    """One trace's pieces: a chunk times a group of stateless codecs each (the first group counts the
-    calls), and one whole-trace piece per group of stateful codecs."""
-    cuts = list(trace.cuts) if len(trace.cuts) >= 2 else [(None, 0)]
-    ranges = list(zip(cuts, [*cuts[1:], (None, 0)]))
-    pieces = [Piece(number, trace.path, tuple(c.name for c in group), start, stop, before, count=g == 0)
-              for (start, before), (stop, _) in ranges for g, group in enumerate(stateless)]
-    return pieces + [Piece(number, trace.path, tuple(c.name for c in group), count=not pieces and g == 0)
-                     for g, group in enumerate(stateful)]
+def _trace_pieces(number: int, trace: TraceIndex, codecs: Sequence[Codec], groups: int) -> List[Piece]:
+    """One trace's pieces; in each chunk (or the whole trace) the first group of codecs counts the calls."""
+    if len(trace.cuts) < 2:
+        return [Piece(number, trace.path, _names(group), count=g == 0)
+                for g, group in enumerate(split_codecs(codecs, groups))]
+    cuts = list(trace.cuts)
+    stateless = split_codecs([c for c in codecs if not c.per_connection], groups)
+    pieces = [Piece(number, trace.path, _names(group), start, stop, before, count=g == 0)
+              for (start, before), (stop, _) in zip(cuts, [*cuts[1:], (None, 0)])
+              for g, group in enumerate(stateless)]
+    return pieces + [Piece(number, trace.path, _names(group), count=not pieces and g == 0)
+                     for g, group in enumerate(split_codecs([c for c in codecs if c.per_connection], groups))]
+
+
+def _names(codecs: Sequence[Codec]) -> Tuple[str, ...]:
+    return tuple(c.name for c in codecs)
 
 
 @dataclass(frozen=True)
