@@ -29,7 +29,7 @@ from .floor import floor_figures
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
-from .size_pass import CodecTally, SizePass, index_traces
+from .size_pass import CodecTally, SizePass, TracePass, index_traces
 from .timing import TimingAnswer, TimingJob, run_jobs
 from .training import Training, train_dictionaries, wanted
 
@@ -72,18 +72,15 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
                                                   untimed(config)))
                       for t in size_pass.tallies),
         partial="interrupted (Ctrl-C) during timing" if interrupted else None,
-        traces=tuple(TraceResults(t.entry(), tuple(size_pass.row(_codec_result(
-            tally, {}, registry, floor=floor_figures([t.floor]),
-            not_timed="timed on the fleet's sample (the merged row)"), t) for tally in t.tallies))
-            for t in size_pass.per_trace),
+        traces=tuple(_per_trace(size_pass, trace, registry) for trace in size_pass.per_trace),
     )
 
 
 def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tuple[
         RunConfig, Optional[Training], List[Codec], SizePass]:
     """Index the traces, train the dictionaries, make the codecs and run the size pass on the run's
-    executor (a Dask cluster starts meanwhile, and is closed before timing starts): the config with the
-    dictionaries, the training, the codecs and the merged pass."""
+    executor (a Dask cluster is closed before timing starts): the config with the dictionaries, the
+    training, the codecs and the merged pass."""
     with open_executor(config.dask, config.jobs, config.codec_timeout, progress) as executor:
         progress("size pass", "indexing the traces")
         index = index_traces(config, count=config.sample_calls is not None or bool(wanted(config, registry)))
@@ -97,6 +94,14 @@ def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tu
         size_pass = SizePass(config, codecs, index, training.held if training else ())
         size_pass.run(executor)
     return config, training, codecs, size_pass
+
+
+def _per_trace(size_pass: SizePass, trace: TracePass, registry: Registry) -> TraceResults:
+    """One trace's own figures (no timing: the run's sample is timed once, in the merged rows)."""
+    return TraceResults(trace.entry(), tuple(
+        size_pass.row(_codec_result(tally, {}, registry, floor=floor_figures([trace.floor]),
+                                    not_timed="timed on the fleet's sample (the merged row)"), trace)
+        for tally in trace.tallies))
 
 
 def _dictionary(tally: CodecTally, registry: Registry, training: Optional[Training],
