@@ -129,8 +129,9 @@ def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = No
 
 
 def watched(task: Task, timeout: float) -> Any:
-    """Run on a Dask worker: one task in a watched forked process (so a codec cannot take the worker)."""
-    return run_watched([task], 1, timeout)[0]
+    """Run on a Dask worker: one task in a watched forked process (so a codec cannot take the worker);
+    on a worker without ``fork``, in the worker itself."""
+    return run_watched([task], 1, timeout)[0] if hasattr(os, "fork") else task.run(None)
 
 
 class Watch:
