@@ -613,7 +613,7 @@ class SizePass:
         floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
                               for i, t in enumerate(self.index)] if self.config.floor else []
         answers = executor.run_all([*floors, *(PieceTask(self.config, p, self.plan) for p in pieces)],
-                                   "size and fidelity pass")
+                                   "size pass: reading")
         self.dask = executor.info
         for trace, totals in zip(self.traces, answers[:len(floors)]):
             trace.floor = totals
