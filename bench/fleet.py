@@ -1,36 +1,44 @@
-"""Fleet scaling: the size and fidelity pass of a simulated fleet on 1, 2 and 4 local Dask workers.
+"""Fleet scaling: the size pass of a simulated fleet on the executors, side by side in one run.
 
-    python bench/fleet.py [--traces 20] [--calls 250000] [--workers 1,2,4] [--codecs LIST]
-                          [--chunk-calls 50000] [--cache DIR]
+    python bench/fleet.py [--traces 4] [--calls 20500] [--big-calls 125000] [--codecs LIST]
+                          [--rounds 3] [--chunk-calls 50000] [--cache DIR]
 
-The fleet is ``--traces`` simulated battles (``run_bench.py simulate --seed 1..N``) of
-``--calls`` calls each, cached in ``--cache`` (default /tmp/rpcbench-fleet/). For each worker
-count a fresh ``LocalCluster`` (one thread per worker process) runs the size pass of
-``run_bench.py --trace FOLDER --dask local:N --sizes-only`` through the library
-(``rpcbench.fleet.FleetPass``). Printed per worker count: wall time of the pass, calls per
-second, the peak RSS of each worker process (``ru_maxrss``, read in the worker after the
-run), the workers' CPU seconds together (the work itself; on a shared machine the wall time
-also holds the waits for a CPU), the machine's load, the speed-up over one worker, and
-whether the merged figures are identical to the first run's (they must be).
+The fleets are ``--traces`` simulated battles (``run_bench.py simulate --seed 1..N``), cached in
+``--cache`` (default /tmp/rpcbench-fleet/). Two figures, each from interleaved rounds (A, B, A,
+B...), so that a shared machine's drift hits both sides alike; the median round of each counts:
+
+1. **Dask against watched forks**: ``run_bench.py --trace FLEET --sizes-only`` (``--calls`` calls
+   per trace) through the library, with ``--jobs 2`` and with ``--dask local:2`` (the cluster's
+   start included, as a user waits for it): wall time of each and their ratio.
+2. **Dask scaling**: the size pass of a bigger fleet (``--big-calls`` per trace) on a running
+   LocalCluster of 1 and of 2 workers (one thread each): wall time, calls per second, the
+   speed-up, the CPU seconds the workers and their task processes spent (the work itself: on a
+   shared machine the wall time also holds the waits for a CPU), and whether the figures are
+   identical (they must be).
+
+Also printed: the machine's 1-minute load average after each side (other processes compete for
+the same CPUs; the figures mean most on a quiet machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import _common
 from rpcbench.config import RunConfig
-from rpcbench.fleet import Executor, FleetPass, resolve_traces
+from rpcbench.executors import connect, open_executor
+from rpcbench.pipeline import run_benchmark
 from rpcbench.progress import quiet
+from rpcbench.size_pass import SizePass, index_traces, resolve_traces
 
 
 def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:
@@ -46,58 +54,100 @@ def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:
     return resolve_traces([str(folder)])
 
 
-def worker_usage() -> tuple:
-    """(peak resident set MB, CPU seconds) of this process (run inside each worker)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+def whole_run(config: RunConfig) -> Tuple[float, Any]:
+    """Wall seconds of a --sizes-only run, and its byte figures."""
+    started = time.perf_counter()
+    suite = run_benchmark(config)
+    return time.perf_counter() - started, [(r.codec, r.sizes, r.failures) for r in suite.results]
 
 
-def run_on(workers: int, config: RunConfig, traces: List[str]) -> Dict[str, Any]:
-    """One size pass on a fresh LocalCluster of ``workers`` processes: wall s, peak RSS per worker, figures."""
-    from dask.distributed import Client, LocalCluster
+def cpu_seconds() -> float:
+    """CPU seconds of this process and the task processes it forked and reaped (run on each worker)."""
+    mine, theirs = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + theirs.ru_utime + theirs.ru_stime
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-        codecs, _ = config.create_codecs(config.registry())
-        fleet = FleetPass(dataclasses.replace(config, dask=cluster.scheduler_address), codecs, traces)
-        started = time.perf_counter()
-        with Executor(fleet.config.dask, quiet) as executor:
-            fleet.run(executor)
-        wall = time.perf_counter() - started
-        usage = list(client.run(worker_usage).values())
-    figures = [(t.codec.name, sorted(t.sizes.items()), t.failures, t.mismatches) for t in fleet.tallies]
-    return {"wall": wall, "rss": sorted(mb for mb, _ in usage), "cpu": sum(s for _, s in usage),
-            "figures": figures, "calls": fleet.stats.calls, "load": os.getloadavg()[0]}
+
+def size_pass(config: RunConfig) -> Tuple[float, Any]:
+    """Wall seconds of the index and size pass on the config's Dask cluster; the figures and the CPU
+    seconds its workers spent."""
+    codecs, _ = config.create_codecs(config.registry())
+    started = time.perf_counter()
+    with open_executor(config.dask, config.jobs, config.codec_timeout, quiet) as executor:
+        cpu = sum(executor.client.run(cpu_seconds).values())
+        run = SizePass(config, codecs, index_traces(config, False))
+        run.run(executor)
+        cpu = sum(executor.client.run(cpu_seconds).values()) - cpu
+    return time.perf_counter() - started, ([(t.codec.name, sorted(t.sizes.items()), t.failures) for t in run.tallies],
+                                           cpu)
+
+
+def side_by_side(sides: Dict[str, Callable[[], Tuple[float, Any]]], rounds: int) -> Dict[str, Dict[str, Any]]:
+    """Each side once per round, in turn: median wall seconds, the load after it, and the figures."""
+    walls: Dict[str, List[float]] = {name: [] for name in sides}
+    loads: Dict[str, List[float]] = {name: [] for name in sides}
+    figures: Dict[str, Any] = {}
+    for n in range(rounds):
+        for name, run in sides.items():
+            wall, figures[name] = run()
+            walls[name].append(wall)
+            loads[name].append(os.getloadavg()[0])
+            print(f"  round {n + 1}: {name}: {wall:.2f} s", flush=True)
+    return {name: {"wall": statistics.median(walls[name]), "load": statistics.median(loads[name]),
+                   "figures": figures[name]} for name in sides}
+
+
+def dask_against_forks(traces: List[str], args: argparse.Namespace) -> None:
+    """Figure 1: a --sizes-only run with --jobs 2 and with --dask local:2."""
+    config = RunConfig(trace=traces[0], traces=tuple(traces), codecs=tuple(args.codecs.split(",")), sizes_only=True,
+                       jobs=2, chunk_calls=args.chunk_calls)
+    got = side_by_side({"forks --jobs 2": lambda: whole_run(config),
+                        "dask local:2": lambda: whole_run(dataclasses.replace(config, dask="local:2"))}, args.rounds)
+    forks, dask = got["forks --jobs 2"], got["dask local:2"]
+    print(_common.table(["executor", "wall s (median)", "load", "identical figures"],
+                        [[name, f"{g['wall']:.2f}", f"{g['load']:.1f}", "yes" if g["figures"] == forks["figures"]
+                          else "NO"] for name, g in got.items()]))
+    print(f"dask local:2 / forks --jobs 2: {dask['wall'] / forks['wall']:.2f}x (target: at most 1.10x)\n")
+
+
+def dask_scaling(traces: List[str], args: argparse.Namespace) -> None:
+    """Figure 2: the size pass on running clusters of 1 and 2 workers."""
+    config = RunConfig(trace=traces[0], traces=tuple(traces), codecs=tuple(args.codecs.split(",")), sizes_only=True,
+                       chunk_calls=args.chunk_calls)
+    calls = sum(t.calls for t in index_traces(config, True))
+    clusters = [connect(f"local:{n}") for n in (1, 2)]  # as --dask local:N starts them
+    try:
+        got = side_by_side({f"{n} worker(s)": (lambda c=cluster: size_pass(dataclasses.replace(
+            config, dask=c.scheduler_address))) for n, (_, cluster) in zip((1, 2), clusters)}, args.rounds)
+    finally:
+        for client, cluster in clusters:
+            client.close()
+            cluster.close()
+    one, two = got["1 worker(s)"], got["2 worker(s)"]
+    print(_common.table(["workers", "wall s (median)", "calls/s", "workers' CPU s (last)", "load",
+                         "identical figures"],
+                        [[name, f"{g['wall']:.2f}", f"{calls / g['wall']:,.0f}", f"{g['figures'][1]:.1f}",
+                          f"{g['load']:.1f}", "yes" if g["figures"][0] == one["figures"][0] else "NO"]
+                         for name, g in got.items()]))
+    print(f"1 -> 2 dask workers: {one['wall'] / two['wall']:.2f}x speed-up on {calls:,} calls (target: at least 1.8x)")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--traces", type=int, default=20)
-    p.add_argument("--calls", type=int, default=250_000)
-    p.add_argument("--workers", default="1,2,4")
-    p.add_argument("--codecs", default="json,msgpack,json+zlib-1,json+zstd-3,json+zlibstream-1")
+    p.add_argument("--traces", type=int, default=4)
+    p.add_argument("--calls", type=int, default=20_500, help="calls per trace of figure 1's fleet")
+    p.add_argument("--big-calls", type=int, default=125_000, help="calls per trace of figure 2's fleet")
+    p.add_argument("--codecs", default="json,msgpack,json+zlib-1,json+zlibstream-1")
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--chunk-calls", type=int, default=50_000)
     p.add_argument("--cache", default="/tmp/rpcbench-fleet")
     args = p.parse_args()
-    t0 = time.perf_counter()
-    traces = make_fleet(Path(args.cache) / f"{args.traces}x{args.calls}", args.traces, args.calls)
-    print(f"fleet: {len(traces)} traces of {args.calls:,} calls ({time.perf_counter() - t0:.0f} s to make or find)")
-    config = RunConfig(trace=traces[0], traces=tuple(traces), codecs=tuple(args.codecs.split(",")),
-                       sizes_only=True, chunk_calls=args.chunk_calls)
-    rows, first = [], None
-    for n in (int(w) for w in args.workers.split(",")):
-        run = run_on(n, config, traces)
-        first = first or run
-        speedup = first["wall"] / run["wall"]
-        rows.append([n, f"{run['wall']:.1f}", f"{run['calls'] / run['wall']:,.0f}",
-                     " ".join(f"{mb:.0f}" for mb in run["rss"]), f"{run['cpu']:.0f}", f"{run['load']:.1f}",
-                     f"{speedup:.2f}x", "yes" if run["figures"] == first["figures"] else "NO"])
-        print(f"  {n} worker(s): {run['wall']:.1f} s", flush=True)
-    print(f"codecs: {args.codecs}; chunks of {args.chunk_calls:,} calls; {first['calls']:,} calls in all")
-    print(f"machine: {os.cpu_count()} CPUs; load = 1-minute load average at the end of the run (other "
-          "processes on the machine compete for the same CPUs)")
-    print(_common.table(["workers", "wall s", "calls/s", "peak RSS MB per worker", "workers' CPU s", "load",
-                         "speed-up vs 1", "identical figures"], rows))
+    small = make_fleet(Path(args.cache) / f"{args.traces}x{args.calls}", args.traces, args.calls)
+    big = make_fleet(Path(args.cache) / f"{args.traces}x{args.big_calls}", args.traces, args.big_calls)
+    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start; codecs: {args.codecs}\n")
+    print(f"1. {len(small)} traces of {args.calls:,} calls, --sizes-only, whole runs")
+    dask_against_forks(small, args)
+    print(f"2. {len(big)} traces of {args.big_calls:,} calls, the size pass on running clusters")
+    dask_scaling(big, args)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ long: the table says which. Each run is ``run_bench.py --trace T --codecs C --no
 plus OPTIONS, under ``/usr/bin/time -v`` when present. Printed per size:
 
 * wall s: the whole run; size pass s: from start to the progress line that starts the
-  phase after the size and fidelity pass (the floor or the timing sample: a phase's first
-  line prints at once; results.json records size_pass_s too, floor included), and its
-  calls/s; timing s: the rest;
+  phase after the size and fidelity pass (the timing sample: a phase's first line prints
+  at once; the floor is a task of the size pass; results.json records size_pass_s too),
+  and its calls/s; timing s: the rest;
 * max RSS MB: the largest single process of the tree (``time -v``; wait4 folds waited-for
   children in as a max, not a sum; fallback: ``RUSAGE_CHILDREN``);
 * tree PSS MB: the peak of the summed proportional set size of every live process of
@@ -99,7 +99,7 @@ def run_one(trace: Path, codecs: str, extra: list, out: str) -> dict:
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     max_rss = int(m.group(1)) if m else (after if after > before else float("nan"))
-    size_end = next((t for t, line in lines if line.startswith(("floor:", "timing", "warning: --budget"))),
+    size_end = next((t for t, line in lines if line.startswith(("timing", "warning: --budget"))),
                     float("nan"))
     return {"wall": wall, "size_s": size_end, "max_rss_mb": max_rss / 1024, "pss_mb": peak_pss / 1024}
 

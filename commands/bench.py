@@ -17,7 +17,7 @@ from rpcbench.reports import Decision, ReportOptions, build, decide, terminal_te
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
-from rpcbench.fleet import resolve_traces
+from rpcbench.size_pass import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry, split_codec_list
@@ -67,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
                    "round; N sets run one after another and their rounds are pooled. 0 times every codec in this "
                    "process instead (default: 1)")
-    p.add_argument("--jobs", type=whole_number(1, MAX_JOBS), default=min(2, os.cpu_count() or 1), metavar="N",
-                   help="processes sharing the size and fidelity pass over the whole trace (default: %(default)s)")
+    p.add_argument("--jobs", type=whole_number(0, MAX_JOBS), default=min(2, os.cpu_count() or 1), metavar="N",
+                   help="watched processes sharing the size and fidelity pass (a codec that hangs or crashes fails "
+                   "alone); 0 runs it in this process, unwatched (default: %(default)s)")
     p.add_argument("--gc", choices=("off", "on"), default="off",
                    help="garbage collector inside timed loops: off (default, as timeit: one codec's garbage is not "
                    "collected on another's clock) or on (as in production)")
@@ -115,7 +116,7 @@ def _add_fleet_options(p: argparse.ArgumentParser) -> None:
                    help="run the size and fidelity pass on Dask: a LocalCluster of N worker processes, or the "
                    "cluster of that scheduler (the traces must be readable from the workers); timing stays here")
     p.add_argument("--chunk-calls", type=whole_number(1000, 10**9), default=50_000, metavar="N",
-                   help="split a fleet's plain binary traces into tasks of about N calls (codecs with per-connection "
+                   help="split plain binary traces into tasks of about N calls (codecs with per-connection "
                    "state still take a trace whole; default: %(default)s)")
     p.add_argument("--sizes-only", action="store_true", help="bytes and fidelity only: skip timing")
     p.add_argument("--sample-calls", type=whole_number(2, 10**12), metavar="N",

@@ -62,7 +62,7 @@ def fraction(text: str) -> float:
 
 def dask_address(text: str) -> str:
     """An argparse ``type`` for ``--dask``: ``local``, ``local:N`` or a scheduler address."""
-    from rpcbench.fleet import parse_dask
+    from rpcbench.executors import parse_dask
 
     try:
         return parse_dask(text)

@@ -44,7 +44,7 @@ class RunConfig:
     warmup: int = 1
     min_time: float = 0.01  #: seconds a timed batch lasts at least
     processes: int = 1  #: process sets (0: time in this process)
-    jobs: int = 2  #: processes sharing the size and fidelity pass
+    jobs: int = 2  #: watched processes sharing the size and fidelity pass (0: in this process, unwatched)
     gc: bool = False  #: keep the garbage collector on inside timed loops
     budget: Optional[float] = None  #: seconds the whole run may take
     codec_timeout: float = DEFAULT_CODEC_TIMEOUT
@@ -65,12 +65,7 @@ class RunConfig:
     dask: Optional[str] = None  #: run the size pass on Dask: ``local``, ``local:N`` or a scheduler address
     sizes_only: bool = False  #: bytes and fidelity only, no timing
     sample_calls: Optional[int] = None  #: the size pass measures a seeded sample of this many calls
-    chunk_calls: int = 50_000  #: a fleet's large traces split into tasks of about this many calls
-
-    @property
-    def fleet(self) -> bool:
-        """Does the size pass run the fleet way (rpcbench/fleet.py): several traces, Dask, or sampled?"""
-        return len(self.traces) > 1 or self.dask is not None or self.sample_calls is not None
+    chunk_calls: int = 50_000  #: large traces split into tasks of about this many calls
 
     @property
     def trace_files(self) -> Tuple[str, ...]:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import lzma
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import zstandard
 
 from rpc_capture import Call
 
 from .codec import Codec, stream_key
-from .progress import Progress, quiet
 
 FLOOR_MAX_BYTES = 64 << 20  #: JSON bytes kept for the floor (about 370,000 calls of the bundled kind)
 ZSTD_LEVEL = 19
@@ -29,7 +28,7 @@ XZ_PRESET = 9
 
 
 class Floor:
-    """Collects each stream's compact-JSON calls during the size pass; :meth:`result` compresses them."""
+    """Collects each stream's compact-JSON calls of one trace; :meth:`totals` compresses them."""
 
     def __init__(self, codec: Codec, max_bytes: int = FLOOR_MAX_BYTES) -> None:
         self._encode = codec.encode
@@ -53,8 +52,9 @@ class Floor:
         self.calls += 1
         self._bytes += len(data)
 
-    def result(self, progress: Progress = quiet) -> Optional[Dict[str, Any]]:
-        """Bytes per call of the best whole-stream compression, each compressor's, and what it covered."""
+    def totals(self) -> Optional[Dict[str, Any]]:
+        """The floor's sums over this trace's streams (None without calls): :func:`floor_figures` turns
+        them into bytes per call, and the sums of several traces add up to the floor of them together."""
         if not self.calls:
             return None
         started = time.perf_counter()
@@ -62,12 +62,24 @@ class Floor:
                                                                 window_log=ZSTD_WINDOW_LOG)
         zstd = zstandard.ZstdCompressor(compression_params=params)
         zstd_total = xz_total = best = 0
-        for done, parts in enumerate(self._streams.values()):
-            progress("floor", f"stream {done + 1:,} of {len(self._streams):,}", done, len(self._streams))
+        for parts in self._streams.values():
             stream = b"".join(parts)
             by_zstd, by_xz = len(zstd.compress(stream)), len(lzma.compress(stream, preset=XZ_PRESET))
             zstd_total, xz_total, best = zstd_total + by_zstd, xz_total + by_xz, best + min(by_zstd, by_xz)
-        return {"bytes_per_call": best / self.calls, "zstd19_long_bytes_per_call": zstd_total / self.calls,
-                "xz9_bytes_per_call": xz_total / self.calls, "json_bytes_per_call": self._bytes / self.calls,
-                "codec": self.codec, "streams": len(self._streams), "calls": self.calls, "of_calls": self.seen,
-                "seconds": round(time.perf_counter() - started, 2)}
+        return {"best": best, "zstd": zstd_total, "xz": xz_total, "json": self._bytes, "streams": len(self._streams),
+                "calls": self.calls, "of_calls": self.seen, "seconds": time.perf_counter() - started,
+                "codec": self.codec}
+
+
+def floor_figures(totals: Sequence[Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+    """The floor of one trace or of several together, from their :meth:`Floor.totals`: bytes per call of the
+    best whole-stream compression, each compressor's, and what it covered (None without any)."""
+    parts = [t for t in totals if t]
+    if not parts:
+        return None
+    sums = {key: sum(p[key] for p in parts) for key in parts[0] if key != "codec"}
+    calls = sums["calls"]
+    return {"bytes_per_call": sums["best"] / calls, "zstd19_long_bytes_per_call": sums["zstd"] / calls,
+            "xz9_bytes_per_call": sums["xz"] / calls, "json_bytes_per_call": sums["json"] / calls,
+            "codec": parts[0]["codec"], "streams": sums["streams"], "calls": calls, "of_calls": sums["of_calls"],
+            "seconds": round(sums["seconds"], 2)}

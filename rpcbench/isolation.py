@@ -1,7 +1,7 @@
 """Containing codec plugins: what the processes that run codecs share.
 
-A codec runs in a forked process (timing: :mod:`rpcbench.worker`; size pass:
-:mod:`rpcbench.size_pass`), so a hang, an abort, a segfault or ``sys.exit`` ends that
+A codec runs in a forked process (timing: :mod:`rpcbench.worker`; size pass, here or on a
+Dask worker: :mod:`rpcbench.executors`), so a hang, an abort, a segfault or ``sys.exit`` ends that
 process only; the process that started it reads its answers from a pipe of its own
 (never stdout, which codec output could corrupt) with a time limit, and turns a death
 or silence into one line of that codec's error.

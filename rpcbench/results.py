@@ -18,11 +18,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BenchError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
 #: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``),
-#: per-trace results of a fleet (``traces``), estimates or example traces
-READABLE_VERSIONS = (1, 2, 3, 4)
+#: per-trace results of a fleet (``traces``), estimates or example traces; 1 to 4 hold the dictionaries' calls out
+#: of a fleet by a seeded share and have no fleet floor (the one size pass of version 5: docs/results-format.md)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 #: A round more than this factor above the fastest round of its timing ran while the machine
 #: was in a slow state. Shared VMs switch between a fast and a slow state for a second or

@@ -1,36 +1,50 @@
-"""The size and fidelity pass: every call of the trace through every codec, streaming.
+"""The size and fidelity pass: every call of a run's traces (one or many) through every codec.
 
-:class:`SizePass` reads the trace once. Each call goes through each codec: exact
-``len()`` of the bytes, decode, compare with the original (fidelity). Memory stays
-bounded (sizes are a histogram, the timing sample a fixed-size reservoir), so any
-trace length works. Timing happens afterwards, on the sample (:mod:`rpcbench.timing`).
+Each call goes through each codec: exact ``len()`` of the bytes, decode, compare with the
+original (fidelity). A :class:`CodecTally` keeps one codec's figures; memory stays bounded
+(sizes are a histogram, the timing sample a fixed number of candidate indices), so any
+trace length works. :class:`SizePass` splits the run into tasks (a trace's byte range
+through some codecs, and a floor task per trace), runs them on an executor
+(:mod:`rpcbench.executors`: here, watched forked processes, or Dask workers) and merges
+their summaries exactly. A single trace is a fleet of one: the same tasks, sampler,
+hold-out and floor. Timing happens afterwards, on the sample (:mod:`rpcbench.timing`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import glob
+import heapq
 import logging
 import math
-import mmap
 import os
-import pickle
-import random
-import select
+import statistics
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, TypeVar
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
 
-from rpc_capture import C2S, Call
-from rpc_capture.stats import TraceStats
+from rpc_capture import C2S, Call, TraceReader, damage_note, open_trace
 
 from .codec import Codec, Compressed, received_call, stream_key
+from .config import RunConfig
+from .environment import file_sha256
 from .errors import BenchError
+from .executors import Executor, Task
 from .fidelity import OTHER, Limit, compare, features_of
-from .floor import Floor
-from .isolation import reap, silence_stdout
-from .progress import Progress, quiet
-from .results import Problem, Sizes
+from .floor import Floor, floor_figures
+from .registry import Registry
+from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
+from rpc_capture.stats import TraceStats
 
-Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method) in a fleet
+log = logging.getLogger("rpcbench")
+
+Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method)
+TRACE_SUFFIXES = (".rpct", ".rpct.gz", ".jsonl", ".jsonl.gz", ".gz")  #: files a folder's traces are told by
+CONFIDENCE = 0.95  #: of the intervals on the figures of a sampled size pass
+_TIMING_SALT, _SIZE_SALT = 1, 2  #: keep the samples (timing, size pass) independent
+_MASK = (1 << 64) - 1
 
 
 class Outcome(NamedTuple):
@@ -263,125 +277,23 @@ def _error_text(e: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class SizePass:
-    """The streaming pass: tallies per codec, trace statistics and the timing sample.
+def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None) -> None:
+    """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work.
 
-    The sample is stratified by method: each method gets its share of ``sample_size``
-    (largest-remainder rounding, at least one call each while room allows), and within
-    a method calls are drawn uniformly (seeded). During the pass only call *indices* are
-    kept (one reservoir per method), so memory does not grow with the trace; the chosen
-    calls are fetched afterwards in a second, decode-only-what's-needed read.
+    ``sys.exit`` in a codec stops that codec only.
     """
-
-    def __init__(self, codecs: List[Codec], sample_size: int, seed: int, floor: Optional[Floor] = None) -> None:
-        self.tallies = [CodecTally(c) for c in codecs]
-        self.floor = floor  #: collects the streams for the floor, in the process that reads the trace
-        self.sample_size = sample_size
-        self.seed = seed
-        self.stats = TraceStats()
-        self._first: List[Call] = []  # kept while the trace is no larger than the sample
-        self._strata: Dict[str, List[int]] = {}
-        self._rng = random.Random(seed)
-
-    @property
-    def measured(self) -> int:
-        """Calls the codecs went through (every call of the trace)."""
-        return self.stats.calls
-
-    def run(self, calls: Iterable[Call], progress: Progress = quiet, every: int = 2000,
-            tallies: Optional[List[CodecTally]] = None) -> None:
-        """Consume the calls (any iterable, e.g. a streaming trace reader) through ``tallies`` (default all)."""
-        tallies = self.tallies if tallies is None else tallies
-        stats = self.stats
-        methods = stats.methods
-        for index, call in enumerate(calls):
-            stats.add(call)
-            if self.floor is not None:
-                self.floor.add(call)
-            self._offer_sample(index, call, methods[call.method])
-            check_call(tallies, index, call)
-            if index % every == every - 1:
-                progress("size pass: reading", f"{index + 1:,} calls", *_read_so_far(calls, index + 1))
-        for tally in tallies:
-            tally.measure_state()
-
-    def run_split(self, reader: Any, reopen: Callable[[], Iterable[Call]], processes: int,
-                  progress: Progress = quiet, codec_timeout: float = 120.0) -> None:
-        """:meth:`run` with the codecs in ``processes`` forked processes (each reads the trace).
-
-        No codec runs in this process: it reads the trace for the statistics and the
-        sample while the codec processes work, then watches them. A codec that stalls on
-        one call for ``codec_timeout`` seconds, or kills its process (abort, segfault,
-        ``os._exit``), is failed with the reason, and its process mates start over without it.
-        """
-        if not hasattr(os, "fork"):
-            self.run(reader, progress)
-            return
-        workers = [_TallyProcess(reopen, group) for group in split_tallies(self.tallies, max(1, processes))]
+    if beat is not None:
+        beat[0] = index
+    shared: Dict[str, Outcome] = {}
+    for position, tally in enumerate(tallies):
+        if tally.error:
+            continue
+        if beat is not None:
+            beat[1] = position
         try:
-            self.run(reader, progress, tallies=[])
-            calls = self.stats.calls
-
-            def codecs_at() -> None:
-                at = min(w.at() for w in workers)
-                progress("size pass: codecs", f"{at:,} of {calls:,} calls", at, calls)
-
-            for w in workers:
-                w.finish(codec_timeout, codecs_at)
-        finally:
-            for w in workers:
-                w.stop()
-
-    def _offer_sample(self, index: int, call: Call, seen: int) -> None:
-        """Keep the first calls, and a reservoir of indices per method (algorithm R)."""
-        if index < self.sample_size:
-            self._first.append(call)
-        elif self._first:
-            self._first = []  # the trace is larger than the sample: fetched later by index
-        stratum = self._strata.setdefault(call.method, [])
-        if len(stratum) < self.sample_size:
-            stratum.append(index)
-        else:
-            j = self._rng.randrange(seen)
-            if j < self.sample_size:
-                stratum[j] = index
-
-    def sample_indices(self) -> Set[int]:
-        """Positions of the sampled calls: each method's quota drawn from its reservoir."""
-        rng = random.Random(self.seed + 1)
-        wanted: Set[int] = set()
-        for method, quota in proportional_quotas(self.stats.methods, self.sample_size).items():
-            wanted.update(rng.sample(self._strata[method], quota))
-        return wanted
-
-    def sample(self, reopen: Callable[[], Any]) -> List[Call]:
-        """The sampled calls in trace order (every call when the trace is no larger than the sample)."""
-        if self.stats.calls <= self.sample_size:
-            return list(self._first)
-        return list(reopen().calls(self.sample_indices()))
-
-
-def split_tallies(tallies: List[CodecTally], parts: int) -> List[List[CodecTally]]:
-    """Share tallies among processes, lightest share first, keeping codecs on one inner codec together.
-
-    Weights: a codec that encodes, decodes and compares counts 3, a compressor over a shared
-    inner codec 1; families go largest first to the least loaded process.
-    """
-    families: Dict[str, List[CodecTally]] = {}
-    for tally in tallies:
-        families.setdefault(tally.codec.base.name, []).append(tally)
-
-    def weight(family: List[CodecTally]) -> int:
-        return 2 + len(family)
-
-    groups: List[List[CodecTally]] = [[] for _ in range(parts)]
-    loads = [0] * parts
-    for family in sorted(families.values(), key=weight, reverse=True):
-        i = loads.index(min(loads))
-        groups[i].extend(family)
-        loads[i] += weight(family)
-    order = sorted(range(parts), key=loads.__getitem__)  # lightest first: the caller's own share
-    return [groups[i] for i in order if groups[i]]
+            tally.check(index, call, shared)
+        except (Exception, SystemExit) as e:
+            tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
 
 
 def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, int]:
@@ -402,126 +314,471 @@ def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, 
     return {m: q for m, q in quotas.items() if q}
 
 
-def _read_so_far(calls: Iterable[Call], count: int) -> Tuple[float, float]:
-    """(done, total) of a read: the share of the trace file read when the reader tells, else calls of unknown."""
-    fraction = getattr(calls, "fraction_read", None)
-    return (fraction(), 1.0) if fraction is not None else (count, 0)
+def split_codecs(codecs: Sequence[Codec], parts: int) -> List[List[Codec]]:
+    """Share codecs among ``parts`` tasks, lightest share first, keeping codecs on one inner codec together
+    (they encode, decode and compare a call once between them).
 
-
-def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None) -> None:
-    """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work.
-
-    ``sys.exit`` in a codec stops that codec only.
+    Weights: a family of codecs on one inner codec counts 2 plus one per codec; families go largest
+    first to the least loaded share.
     """
-    if beat is not None:
-        beat[0] = index
-    shared: Dict[str, Outcome] = {}
-    for position, tally in enumerate(tallies):
-        if tally.error:
-            continue
+    families: Dict[str, List[Codec]] = {}
+    for codec in codecs:
+        families.setdefault(codec.base.name, []).append(codec)
+    groups: List[List[Codec]] = [[] for _ in range(max(1, parts))]
+    loads = [0] * len(groups)
+    for family in sorted(families.values(), key=len, reverse=True):
+        i = loads.index(min(loads))
+        groups[i].extend(family)
+        loads[i] += 2 + len(family)
+    order = sorted(range(len(groups)), key=loads.__getitem__)  # lightest first: it also counts the trace
+    return [groups[i] for i in order if groups[i]]
+
+
+def priority(seed: int, trace: int, index: int, salt: int) -> float:
+    """A seeded pseudo-random number in [0, 1) for one call (splitmix64): the same for a call
+    whichever task, chunk or worker sees it, so samples drawn by it merge exactly."""
+    z = (seed * 0x9E3779B97F4A7C15 + trace * 0xD1B54A32D192ED03 + index * 0xBF58476D1CE4E5B9 + salt) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (z ^ (z >> 31)) / 2.0 ** 64
+
+
+@dataclass(frozen=True)
+class TraceIndex:
+    """Where a trace can be split: ``(byte offset, calls before)`` of a batch record every ``chunk_calls``
+    calls (empty when it cannot be split: gzip, JSON Lines, ``--salvage``), and its number of calls
+    (-1 when not counted)."""
+
+    path: str
+    cuts: Tuple[Tuple[int, int], ...]
+    calls: int
+
+
+def index_trace(path: str, salvage: bool, chunk_calls: int, count: bool) -> TraceIndex:
+    """The :class:`TraceIndex` of one trace: record headers and checksums only, no call decoded (a trace
+    that cannot be split is read whole to count its calls, and only if ``count``)."""
+    reader = open_trace(path, salvage)
+    if not isinstance(reader, TraceReader) or salvage or not reader.seekable:
+        counted = (sum(1 for _ in reader) if not isinstance(reader, TraceReader) else reader.count_calls()) \
+            if count else -1
+        reader.close()
+        return TraceIndex(path, (), counted)
+    cuts: List[Tuple[int, int]] = []
+    for offset, before in reader.batch_starts():
+        if not cuts or before - cuts[-1][1] >= chunk_calls:
+            cuts.append((offset, before))
+    return TraceIndex(path, tuple(cuts), reader.calls_read)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Calls of one trace (a byte range starting at a batch record, or the whole file) through some of
+    the run's codecs."""
+
+    trace: int  #: position of the trace in the run's list
+    path: str
+    codecs: Tuple[str, ...]
+    start: Optional[int] = None  #: byte offset of the first batch record (None: the file's start)
+    stop: Optional[int] = None  #: byte offset where the next piece starts (None: the file's end)
+    first_call: int = 0  #: index of the piece's first call in its trace
+    count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
+    failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
+
+    @property
+    def live(self) -> Tuple[str, ...]:
+        """The codecs it still runs."""
+        failed = dict(self.failed)
+        return tuple(name for name in self.codecs if name not in failed)
+
+
+def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int) -> List[Piece]:
+    """The tasks of a run: a trace split in chunks goes through its stateless codecs chunk by chunk and
+    whole through its codecs with per-connection state (a chunk would cut their streams); a trace not
+    split goes whole through all. With fewer such parts than ``slots``, the codecs are shared among
+    tasks as well, so every slot has work. Whole traces first: they take longest."""
+    parts = sum(max(1, len(t.cuts)) for t in traces)
+    groups = -(-slots // parts)
+    pieces = [p for number, t in enumerate(traces) for p in _trace_pieces(number, t, codecs, groups)]
+    return sorted(pieces, key=lambda p: p.start is not None)
+
+
+def _trace_pieces(number: int, trace: TraceIndex, codecs: Sequence[Codec], groups: int) -> List[Piece]:
+    """One trace's pieces; in each chunk (or the whole trace) the first group of codecs counts the calls."""
+    if len(trace.cuts) < 2:
+        return [Piece(number, trace.path, _names(group), count=g == 0)
+                for g, group in enumerate(split_codecs(codecs, groups))]
+    cuts = list(trace.cuts)
+    stateless = split_codecs([c for c in codecs if not c.per_connection], groups)
+    pieces = [Piece(number, trace.path, _names(group), start, stop, before, count=g == 0)
+              for (start, before), (stop, _) in zip(cuts, [*cuts[1:], (None, 0)])
+              for g, group in enumerate(stateless)]
+    return pieces + [Piece(number, trace.path, _names(group), count=not pieces and g == 0)
+                     for g, group in enumerate(split_codecs([c for c in codecs if c.per_connection], groups))]
+
+
+def _names(codecs: Sequence[Codec]) -> Tuple[str, ...]:
+    return tuple(c.name for c in codecs)
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """How a piece samples: the timing sample's candidates kept per method, the share of calls the size
+    pass measures (1.0: every call), and the calls held out at the start of each trace (trained on)."""
+
+    seed: int
+    timing_calls: int
+    size_fraction: float = 1.0
+    held: Tuple[int, ...] = ()  #: per trace: its first calls, which trained the dictionaries (never measured)
+
+    def held_out(self, trace: int, index: int) -> bool:
+        """Is this call one the dictionaries are trained on (so no codec is measured on it)?"""
+        return trace < len(self.held) and index < self.held[trace]
+
+
+@lru_cache(maxsize=4)
+def _registry(config: RunConfig) -> Registry:
+    """The run's registry, built once per process that forks tasks (plugins loaded, schemas compiled)."""
+    return config.registry()
+
+
+class _Candidates:
+    """The ``keep`` calls with the smallest priority per method: a bottom-k sample, mergeable exactly."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.heaps: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (-priority, index) max-heap
+
+    def offer(self, method: str, rank: float, index: int) -> None:
+        heap = self.heaps.setdefault(method, [])
+        if len(heap) < self.keep:
+            heapq.heappush(heap, (-rank, index))
+        elif rank < -heap[0][0]:
+            heapq.heapreplace(heap, (-rank, index))
+
+    def export(self) -> Dict[str, List[Tuple[float, int]]]:
+        return {m: sorted((-r, i) for r, i in heap) for m, heap in self.heaps.items()}
+
+
+@dataclass(frozen=True)
+class PieceTask:
+    """A piece as an executor's task (:class:`rpcbench.executors.Task`)."""
+
+    config: RunConfig
+    piece: Piece
+    plan: SamplePlan
+
+    @property
+    def codecs(self) -> Tuple[str, ...]:
+        return self.piece.live
+
+    def prepare(self) -> None:
+        _registry(self.config)
+
+    def run(self, beat: Any) -> Dict[str, Any]:
+        return tally_piece(self.config, self.piece, self.plan, beat)
+
+    def blame(self, position: int, reason: str) -> "PieceTask":
+        failed = (*self.piece.failed, (self.piece.live[position], reason))
+        return dataclasses.replace(self, piece=dataclasses.replace(self.piece, failed=failed))
+
+
+def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = None) -> Dict[str, Any]:
+    """One piece's calls through its live codecs: a summary that :class:`SizePass` merges."""
+    registry = _registry(config)
+    tallies = []
+    for position, name in enumerate(piece.live):
         if beat is not None:
             beat[1] = position
-        try:
-            tally.check(index, call, shared)
-        except (Exception, SystemExit) as e:
-            tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
-
-
-def _answer(fd: int, reopen: Callable[[], Iterable[Call]], tallies: List[CodecTally], beat: Any) -> None:
-    """In a forked process: run ``tallies`` over the trace; their figures (or the error) pickled to ``fd``."""
-    try:
-        for index, call in enumerate(reopen()):
-            check_call(tallies, index, call, beat)
-        for tally in tallies:
+        tallies.append(CodecTally(registry.create(name)))
+    reader = open_trace(piece.path, config.salvage)
+    if piece.start is not None and isinstance(reader, TraceReader):
+        reader.seek(piece.start, piece.first_call)
+    stats, candidates, measured = TraceStats(), _Candidates(plan.timing_calls), 0
+    calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
+    for index, call in enumerate(calls, piece.first_call):
+        if plan.held_out(piece.trace, index):
+            continue
+        if piece.count:
+            stats.add(call)
+            candidates.offer(call.method, priority(plan.seed, piece.trace, index, _TIMING_SALT), index)
+        if plan.size_fraction < 1 and priority(plan.seed, piece.trace, index, _SIZE_SALT) >= plan.size_fraction:
+            continue
+        measured += 1
+        check_call(tallies, index, call, beat)
+    for position, tally in enumerate(tallies):
+        if beat is not None:
+            beat[1] = position
+        if not tally.error:
             tally.measure_state()
-        answer: Any = [tally.export() for tally in tallies]
-    except BaseException as e:
-        answer = f"{type(e).__name__}: {e}"
-    with os.fdopen(fd, "wb") as out:
-        pickle.dump(answer, out)
+    states = {t.codec.name: t.export() for t in tallies}
+    failed = dict(piece.failed)
+    return {"piece": piece, "tallies": [states.get(name) or {"error": failed[name]} for name in piece.codecs],
+            "measured": measured, "stats": stats if piece.count else None,
+            "candidates": candidates.export() if piece.count else None,
+            "reader": _reader_info(reader) if piece.stop is None else None}
 
 
-class _TallyProcess:
-    """A forked process running a group of tallies over its own read of the trace, watched.
+@dataclass(frozen=True)
+class FloorTask:
+    """One trace's floor (:mod:`rpcbench.floor`) as an executor's task: it reads the whole trace."""
 
-    It writes which call and which codec it is at into shared memory; :meth:`finish`
-    fails the codec it was at when it stalls or dies, and starts over without that codec.
+    config: RunConfig
+    trace: int
+    path: str
+    plan: SamplePlan
+    codecs: Tuple[str, ...] = ()  #: none of the run's codecs: compact JSON and zstd / xz only
+
+    def prepare(self) -> None:
+        _registry(self.config)
+
+    def run(self, beat: Any) -> Optional[Dict[str, Any]]:
+        floor = Floor(_registry(self.config).create("json"))
+        for index, call in enumerate(open_trace(self.path, self.config.salvage)):
+            if not self.plan.held_out(self.trace, index):
+                floor.add(call)
+        return floor.totals()
+
+    def blame(self, position: int, reason: str) -> "FloorTask":
+        return self
+
+
+def _reader_info(reader: Any) -> Dict[str, Any]:
+    """What results.json records of a trace file that only the reader of its end knows."""
+    return {"format": "jsonl" if reader.version is None else f"rpctrace v{reader.version}",
+            "metadata": reader.metadata, "truncated_bytes": reader.truncated_bytes,
+            "salvaged": damage_note(reader), "recorder": reader.end or reader.stats}
+
+
+@dataclass
+class TracePass:
+    """One trace's merged figures."""
+
+    path: str
+    tallies: List[CodecTally]
+    keep: int  #: sample candidates kept per method
+    stats: TraceStats = field(default_factory=TraceStats)
+    measured: int = 0  #: calls the size pass measured (all, unless --sample-calls)
+    candidates: Dict[str, List[Tuple[float, int]]] = field(default_factory=dict)
+    reader: Dict[str, Any] = field(default_factory=dict)
+    floor: Optional[Dict[str, Any]] = None  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
+
+    def absorb(self, summary: Dict[str, Any]) -> None:
+        """Add one piece's summary (pieces of a trace arrive here in call order)."""
+        piece: Piece = summary["piece"]
+        by_name = {t.codec.name: t for t in self.tallies}
+        for name, state in zip(piece.codecs, summary["tallies"]):
+            by_name[name].merge(state)
+        if summary["stats"] is not None:
+            self.stats.merge(summary["stats"])
+            self.measured += summary["measured"]
+            for method, ranked in summary["candidates"].items():
+                self.candidates[method] = heapq.nsmallest(self.keep, [*self.candidates.get(method, []), *ranked])
+        self.reader.update(summary["reader"] or {})
+
+    def entry(self) -> Dict[str, Any]:
+        """What results.json records of this trace."""
+        return {"path": self.path, "format": self.reader.get("format"), "sha256": file_sha256(self.path),
+                "file_bytes": _file_bytes(self.path), "metadata": self.reader.get("metadata"),
+                **self.stats.summary(), "truncated_bytes": self.reader.get("truncated_bytes"),
+                "salvaged": self.reader.get("salvaged"), "recorder": self.reader.get("recorder"),
+                "measured_calls": self.measured, "floor": floor_figures([self.floor])}
+
+
+class SizePass:
+    """The size and fidelity pass over a run's traces (one or many): per trace and merged, with the
+    trace record, the floor and the timing sample.
+
+    The pass is split into tasks (:func:`plan_pieces`; one floor task per trace) that run on an
+    executor (:mod:`rpcbench.executors`: here, watched forks or Dask); each returns a summary that
+    adds up exactly (size histogram, counts, problem groups with their earliest example, trace
+    statistics, bottom-k sample candidates), merged in trace and call order: the figures are those
+    of one process reading every trace in turn, whatever the executor, chunks or workers.
     """
 
-    def __init__(self, reopen: Callable[[], Iterable[Call]], group: List[CodecTally]) -> None:
-        self.reopen, self.group = reopen, group
-        self.pid, self.fd = 0, -1
-        self._start()
+    def __init__(self, config: RunConfig, codecs: List[Codec], index: Sequence[TraceIndex],
+                 held: Tuple[int, ...] = ()) -> None:
+        self.config, self.codecs, self.index = config, codecs, list(index)
+        self.sample_size = config.sample
+        self.traces = [TracePass(t.path, [CodecTally(c) for c in codecs], config.sample) for t in self.index]
+        self.tallies = [CodecTally(c) for c in codecs]
+        self.stats = TraceStats()
+        self.example_trace: Dict[Tuple[str, Tuple[str, str]], str] = {}  #: (codec, problem) -> trace of its example
+        self.plan = _plan(config, self.index, held)
+        self.floor: Optional[Dict[str, Any]] = None  #: the floor of every trace together (None: --no-floor)
+        self.dask: Optional[Dict[str, Any]] = None  #: the cluster the pass ran on
 
-    def _start(self) -> None:
-        self.live = [t for t in self.group if not t.error]
-        self.beat = memoryview(mmap.mmap(-1, 16)).cast("q")  # shared with the child: [call, codec position]
-        self.beat[0] = self.beat[1] = -1
-        self.fd, write_fd = os.pipe()
-        self.pid = os.fork()
-        if self.pid:
-            os.close(write_fd)
-            return
-        try:  # whatever happens, the child never returns into the parent's code
-            os.close(self.fd)
-            silence_stdout()
-            logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once
-            _answer(write_fd, self.reopen, self.live, self.beat)
-        finally:
-            os._exit(0)
+    def run(self, executor: Executor) -> None:
+        """Run every task on ``executor`` and merge the summaries."""
+        pieces = plan_pieces(self.index, self.codecs, executor.slots)
+        floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
+                              for i, t in enumerate(self.index)] if self.config.floor else []
+        answers = executor.run_all([*floors, *(PieceTask(self.config, p, self.plan) for p in pieces)],
+                                   "size pass: reading")
+        self.dask = executor.info
+        for trace, totals in zip(self.traces, answers[:len(floors)]):
+            trace.floor = totals
+        for summary in sorted(answers[len(floors):], key=lambda s: (s["piece"].trace, s["piece"].first_call)):
+            self.traces[summary["piece"].trace].absorb(summary)
+        self._merge_traces()
+        self.floor = floor_figures([t.floor for t in self.traces])
 
-    def at(self) -> int:
-        """Calls it has finished (all of them once it answered)."""
-        return max(self.beat[0], 0) if self.pid else 1 << 62
+    def _merge_traces(self) -> None:
+        for number, trace in enumerate(self.traces):
+            if trace.reader.get("salvaged"):
+                log.warning("%s", trace.reader["salvaged"])
+            if trace.reader.get("truncated_bytes"):
+                log.warning("%s: file ends inside a record: dropped %d bytes of an incomplete final record; "
+                            "all complete calls were read", trace.path, trace.reader["truncated_bytes"])
+            self.stats.merge(dataclasses.replace(  # connection 7 of two servers is two connections
+                trace.stats, connections=Counter(_by_trace(number, trace.stats.connections)),
+                spans=_by_trace(number, trace.stats.spans)))
+            for into, tally in zip(self.tallies, trace.tallies):
+                state = tally.export()
+                for key in into.merge({**state, "by_connection": _by_trace(number, state["by_connection"])}):
+                    self.example_trace[(into.codec.name, key)] = trace.path
+        if not self.stats.calls:
+            raise BenchError(f"{self.traces[0].path}: the trace holds no calls" if len(self.traces) == 1
+                             else "the traces hold no calls")
 
-    def finish(self, timeout: float, tick: Callable[[], None] = lambda: None) -> None:
-        """Wait for the answer, failing and replacing what stalls or dies; absorb the figures.
-        ``tick`` is called about once a second while waiting (progress)."""
-        while True:
-            answer = self._wait(timeout, tick)
-            if isinstance(answer, str):
-                raise BenchError(f"size pass worker failed: {answer}")
-            if answer is not None:
-                for tally, state in zip(self.live, answer):
-                    tally.absorb(state)
-                return
-            if all(t.error for t in self.live):
-                return
-            self._start()
+    @property
+    def measured(self) -> int:
+        """Calls the size pass measured, over all traces."""
+        return sum(t.measured for t in self.traces)
 
-    def _wait(self, timeout: float, tick: Callable[[], None]) -> Any:
-        """The process's answer; None if it stalled or died (the codec at work is failed)."""
-        seen, since = (self.beat[0], self.beat[1]), time.monotonic()
-        while not select.select([self.fd], [], [], min(1.0, timeout))[0]:
-            tick()
-            now = (self.beat[0], self.beat[1])
-            if now != seen:
-                seen, since = now, time.monotonic()
-            elif time.monotonic() - since >= timeout:
-                self._blame(f"timed out: no progress on call {seen[0]} within {timeout:g} s (--codec-timeout)", True)
-                return None
-        with os.fdopen(self.fd, "rb") as inp:
-            data = inp.read()
-        self.fd = -1
-        if not data:
-            self._blame(f"size pass stopped at call {self.beat[0]}: ", False)
+    @property
+    def sampled(self) -> bool:
+        """Did the size pass measure a sample of the calls (``--sample-calls``) rather than all?"""
+        return self.plan.size_fraction < 1
+
+    def sample(self) -> List[Call]:
+        """The timing sample: ``sample_size`` calls stratified by trace and method (each stratum its
+        share, the calls of smallest seeded priority), fetched from the traces, in trace order."""
+        counts = {(i, m): n for i, t in enumerate(self.traces) for m, n in t.stats.methods.items()}
+        wanted: Dict[int, Set[int]] = {}
+        for (i, method), quota in proportional_quotas(counts, self.sample_size).items():
+            wanted.setdefault(i, set()).update(index for _, index in self.traces[i].candidates[method][:quota])
+        calls: List[Call] = []
+        for i, indices in sorted(wanted.items()):
+            calls.extend(open_trace(self.traces[i].path, self.config.salvage).calls(indices))
+        return calls
+
+    def row(self, result: CodecResult, trace: Optional[TracePass] = None) -> CodecResult:
+        """A codec's row (merged, or of one ``trace``) with what the pass adds: the trace of each problem's
+        example and, after a sampled size pass, the estimates with their intervals."""
+        scope = trace or self
+        tally = next(t for t in scope.tallies if t.codec.name == result.codec)
+        estimate = sampled_estimate(tally, scope.measured, scope.stats.calls) if self.sampled else None
+        problems = tuple(dataclasses.replace(p, example_trace=trace.path if trace else self.example_trace.get(
+            (result.codec, (p.kind, p.feature)))) for p in result.problems)
+        return dataclasses.replace(result, problems=problems, estimate=estimate)
+
+    @property
+    def per_trace(self) -> List[TracePass]:
+        """The traces whose own figures results.json keeps beside the merged ones (none for one trace)."""
+        return self.traces if len(self.traces) > 1 else []
+
+    def settings(self) -> Dict[str, Any]:
+        """What results.json records of how the size pass ran."""
+        return {"sizes_only": self.config.sizes_only, "dask": self.dask, "traces": len(self.traces),
+                "size_pass_calls": self.measured,
+                "size_pass_method": "seeded sample, uniform over calls" if self.sampled else "every call"}
+
+    def record(self, training: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        """What results.json records under ``trace``: the trace, or the traces together (``training``:
+        the dictionaries' summary)."""
+        entries = [t.entry() for t in self.traces]
+        reference = next((c.name for c in self.codecs if c.name == "json"), self.codecs[0].name)
+        return {**(entries[0] if len(entries) == 1 else self._together(entries)), "traces": len(entries),
+                "bytes_reference": reference, "training": training, "floor": self.floor,
+                "per_connection": self._per_connection(reference)}
+
+    def _together(self, entries: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """The record of several traces: sums, merged statistics, each trace's damage notes."""
+        notes = [e["salvaged"] for e in entries if e["salvaged"]]
+        return {"path": f"{len(entries)} traces", "format": "fleet", "sha256": None,
+                "file_bytes": sum(e["file_bytes"] for e in entries), "metadata": {}, **self.stats.summary(),
+                "truncated_bytes": sum(e["truncated_bytes"] or 0 for e in entries),
+                "salvaged": "; ".join(notes) or None, "recorder": None, "measured_calls": self.measured}
+
+    def _per_connection(self, reference: str) -> Optional[Dict[str, Any]]:
+        """Each connection's time span, calls and ``reference``'s bytes per direction, as columns: the
+        capacity planner's confidence intervals come from their spread (None if the reference has no figures)."""
+        tally = next(t for t in self.tallies if t.codec.name == reference)
+        if tally.error:
             return None
-        reap(self.pid)
-        self.pid = 0
-        return pickle.loads(data)
+        rows = [((last - first) // 1_000_000, c2s, s2c, *tally.by_connection.get(conn, (0, 0)))
+                for conn, (first, last, c2s, s2c) in self.stats.spans.items()]
+        return {"codec": reference, **{name: [row[i] for row in rows] for i, name in enumerate(PER_CONNECTION_COLUMNS)}}
 
-    def _blame(self, reason: str, kill: bool) -> None:
-        """Fail the codec the process was at, with how the process ended (killed first if ``kill``)."""
-        how = reap(self.pid, kill=kill)
-        self.pid = 0
-        self.stop()
-        self.live[max(self.beat[1], 0)].fail(reason if kill else reason + how)
 
-    def stop(self) -> None:
-        """Kill and reap the process if it is still there; close its pipe."""
-        if self.pid:
-            reap(self.pid, kill=True)
-            self.pid = 0
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+def index_traces(config: RunConfig, count: bool) -> List[TraceIndex]:
+    """The index pass over every trace of the run, here (see :func:`index_trace`)."""
+    return [index_trace(p, config.salvage, config.chunk_calls, count) for p in config.trace_files]
+
+
+def _plan(config: RunConfig, index: Sequence[TraceIndex], held: Tuple[int, ...]) -> SamplePlan:
+    """How pieces sample, given the run's number of calls (counted when ``--sample-calls`` asks)."""
+    total = sum(t.calls for t in index) - sum(held)
+    size_fraction = 1.0
+    if config.sample_calls is not None and total > 0:
+        size_fraction = min(1.0, config.sample_calls / total)
+    return SamplePlan(config.seed, config.sample, size_fraction, held)
+
+
+def _by_trace(number: int, by_connection: Dict[Any, Any]) -> Dict[Any, Any]:
+    """A trace's per-connection figures keyed by (trace number, connection), apart from other traces'."""
+    return {(number, conn): value for conn, value in by_connection.items()}
+
+
+def _file_bytes(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def sampled_estimate(tally: CodecTally, measured: int, total: int) -> Optional[Dict[str, Any]]:
+    """Byte total, bytes per call and failures estimated from a uniform sample of ``measured`` of
+    ``total`` calls, each with a normal-approximation interval at CONFIDENCE (finite population
+    correction included). Calls that failed to encode count 0 bytes in the total."""
+    sizes = tally.sizes
+    encoded = sum(sizes.values())
+    if measured < 2 or not encoded:
+        return None
+    z = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
+    fpc = math.sqrt(max(0.0, 1 - measured / total))
+    sum1 = sum(n * k for n, k in sizes.items())
+    sum2 = sum(n * n * k for n, k in sizes.items())
+
+    def interval(mean: float, var: float, n: int, scale: float) -> List[float]:
+        half = z * math.sqrt(max(var, 0.0) / n) * fpc
+        return [(mean - half) * scale, mean * scale, (mean + half) * scale]
+
+    per_call = sum1 / measured  # failed calls as 0 bytes: the total's estimator
+    per_encoded = sum1 / encoded
+    fail_rate = tally.failures / measured
+    return {
+        "measured_calls": measured, "of_calls": total, "confidence": CONFIDENCE,
+        "bytes_total": interval(per_call, (sum2 - measured * per_call ** 2) / (measured - 1), measured, total),
+        "bytes_mean": interval(per_encoded, (sum2 - encoded * per_encoded ** 2) / max(encoded - 1, 1), encoded, 1),
+        "failures": interval(fail_rate, fail_rate * (1 - fail_rate) * measured / (measured - 1), measured, total),
+    }
+
+
+def resolve_traces(specs: Sequence[str]) -> List[str]:
+    """The trace files that files, folders (their trace files, sorted) and glob patterns name, in order."""
+    found: List[str] = []
+    for spec in specs:
+        if os.path.isdir(spec):
+            names = sorted(n for n in os.listdir(spec) if n.endswith(TRACE_SUFFIXES) and not n.startswith("."))
+            paths = [os.path.join(spec, n) for n in names]
+            what = f"{spec}: no trace files (*.rpct, *.jsonl, .gz) in the folder"
+        elif glob.has_magic(spec) and not os.path.exists(spec):
+            paths = sorted(p for p in glob.glob(spec) if os.path.isfile(p))
+            what = f"{spec}: no file matches the pattern"
+        else:
+            paths, what = [spec], ""
+        if not paths:
+            raise BenchError(what)
+        found.extend(p for p in paths if p not in found)
+    return found

@@ -1,11 +1,12 @@
 """Dictionaries for ``trained`` compressors (``X+zstddict-N``), made before the size pass.
 
 A dictionary is trained on calls the run never measures: the first ``--train-fraction``
-of the trace (traces are in time order, as the recorder writes them), which the size
-pass and the timing sample then skip for every codec alike, or all calls of a separate
-``--train-trace``. One dictionary per inner codec (``json``, ``msgpack``...), trained on
-that codec's bytes: it is what a server would build from its own traffic and ship once
-to each client.
+of each trace (traces are in time order, as the recorder writes them: the dictionary is
+made from earlier traffic and measured on later traffic), lowered so that about
+``TRAIN_CALLS`` calls at most are trained on, which the size pass and the timing sample
+then skip for every codec alike; or all calls of a separate ``--train-trace``. One
+dictionary per inner codec (``json``, ``msgpack``...), trained on that codec's bytes: it
+is what a server would build from its own traffic and ship once to each client.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Type
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from rpc_capture import Call, open_trace
 
@@ -28,12 +29,17 @@ from .progress import Progress, quiet
 class Training:
     """The trained dictionaries of a run and where their calls came from."""
 
-    held_out: int  #: calls at the start of the trace used for training and not measured
+    held: Tuple[int, ...]  #: per trace of the run: its first calls, used for training and not measured
     source: str  #: what the dictionaries were trained on, in words
     calls: int  #: calls trained on
     dictionaries: Dict[str, bytes] = field(default_factory=dict)  #: inner codec id -> dictionary
     seconds: Dict[str, float] = field(default_factory=dict)  #: inner codec id -> training time
     compressors: Dict[str, Type[Compressor]] = field(default_factory=dict)  #: inner codec id -> who trained it
+
+    @property
+    def held_out(self) -> int:
+        """Calls held out of the measured ones, over every trace."""
+        return sum(self.held)
 
     def summary(self) -> Dict[str, Any]:
         """What results.json keeps under ``trace.training``."""
@@ -47,25 +53,31 @@ class Training:
                 "ship_bytes": ship, "ship_bytes_per_call": ship * connections / max(calls, 1)}
 
 
-CallSource = Callable[[], Tuple[List[Call], int, str]]  #: -> calls to train on, calls held out, source in words
+TRAIN_CALLS = 20_000  #: about how many calls, at most, dictionaries are trained on
 
 
-def train_dictionaries(config: RunConfig, registry: Registry, progress: Progress = quiet,
-                       source: Optional[CallSource] = None) -> Optional[Training]:
-    """Train one dictionary per inner codec the run's trained codecs need (None if none does), on the
-    calls ``source`` gives (default: the trace's first ``train_fraction``, or ``--train-trace``)."""
-    wanted: Dict[str, Type[Compressor]] = {}
+def wanted(config: RunConfig, registry: Registry) -> Dict[str, Type[Compressor]]:
+    """The inner codecs the run's trained codecs need a dictionary for, and the compressor that trains each."""
+    found: Dict[str, Type[Compressor]] = {}
     for codec_id in registry.expand(config.codecs):
-        found = registry.trained_compressor(codec_id)
-        if found and found[0].split("+")[0] in registry.codecs:
-            wanted.setdefault(*found)
-    if not wanted:
+        trained = registry.trained_compressor(codec_id)
+        if trained and trained[0].split("+")[0] in registry.codecs:
+            found.setdefault(*trained)
+    return found
+
+
+def train_dictionaries(config: RunConfig, registry: Registry, counts: Sequence[int],
+                       progress: Progress = quiet) -> Optional[Training]:
+    """Train one dictionary per inner codec the run's trained codecs need (None if none does), on the
+    first calls of each trace (``counts``: calls per trace) or on ``--train-trace``."""
+    needed = wanted(config, registry)
+    if not needed:
         return None
     progress("training", "reading the training calls")
-    calls, held_out, where = (source or (lambda: _training_calls(config)))()
-    training = Training(held_out, where, len(calls))
-    for done, (inner_id, compressor) in enumerate(wanted.items()):
-        progress("training", f"dictionary for {inner_id}", done, len(wanted))
+    calls, held, where = _training_calls(config, counts)
+    training = Training(held, where, len(calls))
+    for done, (inner_id, compressor) in enumerate(needed.items()):
+        progress("training", f"dictionary for {inner_id}", done, len(needed))
         codec = registry.create(inner_id)
         inner = codec.name  # what the registry looks the dictionary up by
         samples = _encoded(codec, calls)
@@ -80,20 +92,24 @@ def train_dictionaries(config: RunConfig, registry: Registry, progress: Progress
     return training
 
 
-def _training_calls(config: RunConfig) -> Tuple[List[Call], int, str]:
-    """The calls to train on, how many calls of the trace they hold out, and their source in words."""
+def _training_calls(config: RunConfig, counts: Sequence[int]) -> Tuple[List[Call], Tuple[int, ...], str]:
+    """The calls to train on, how many calls of each trace they hold out, and their source in words."""
     if config.train_trace:
         calls = list(open_trace(config.train_trace, config.salvage))
         if not calls:
             raise BenchError(f"{config.train_trace}: the training trace holds no calls")
-        return calls, 0, f"all {len(calls):,} calls of {config.train_trace}"
-    total = sum(1 for _ in open_trace(config.trace, config.salvage))
-    count = int(total * config.train_fraction)
+        return calls, (), f"all {len(calls):,} calls of {config.train_trace}"
+    total = sum(counts)
+    share = min(config.train_fraction, TRAIN_CALLS / total) if total > 0 else config.train_fraction
+    held = tuple(int(n * share) for n in counts)
+    count = sum(held)
     if count < 1 or count >= total:
         raise BenchError(f"--train-fraction {config.train_fraction:g} of {total:,} calls leaves "
                          f"{'nothing to train on' if count < 1 else 'nothing to measure'}")
-    calls = list(itertools.islice(open_trace(config.trace, config.salvage), count))
-    return calls, count, f"the first {config.train_fraction:.0%} of the trace ({count:,} calls)"
+    calls = [call for path, n in zip(config.trace_files, held)
+             for call in itertools.islice(open_trace(path, config.salvage), n)]
+    where = "the trace" if len(counts) == 1 else f"each of {len(counts)} traces"
+    return calls, held, f"the first {share:.2%} of {where} ({count:,} calls)".replace(".00%", "%")
 
 
 def _encoded(codec: Codec, calls: Iterable[Call]) -> List[bytes]:
@@ -108,26 +124,3 @@ def _encoded(codec: Codec, calls: Iterable[Call]) -> List[bytes]:
         except Exception:
             continue  # the size pass reports what the codec cannot encode
     return out
-
-
-class HeldOut:
-    """A trace reader without its first ``skip`` calls (the ones dictionaries were trained on).
-
-    Iterates like the reader, maps ``calls(wanted)`` positions past the skipped calls, and
-    passes every other attribute (metadata, damage counters) through.
-    """
-
-    def __init__(self, reader: Any, skip: int) -> None:
-        self._reader = reader
-        self.skip = skip
-
-    def __iter__(self) -> Iterator[Call]:
-        return itertools.islice(iter(self._reader), self.skip, None)
-
-    def calls(self, wanted: Iterable[int]) -> Iterator[Call]:
-        """The calls at these positions of the measured part, in trace order."""
-        shifted = {index + self.skip for index in wanted}
-        return self._reader.calls(shifted)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._reader, name)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rpc_capture import Call, TraceWriter
-from rpcbench.results import load
+from rpcbench.results import SCHEMA_VERSION, load
 
 REPO = Path(__file__).resolve().parent.parent
 CALLS = 60
@@ -182,9 +182,30 @@ def test_version_1_results_still_load_as_complete(tmp_path):
     result = bench(tmp_path, 10**9, "json")
     assert result.returncode == 0, result.stderr
     data = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert data["schema_version"] == 4 and data["partial"] is None
+    assert data["schema_version"] == SCHEMA_VERSION and data["partial"] is None
     del data["partial"]
     data["schema_version"] = 1
     (tmp_path / "v1.json").write_text(json.dumps(data))
     suite = load(str(tmp_path / "v1.json"))
     assert suite.partial is None and suite.result("json").calls == CALLS
+
+
+def test_misbehaving_codecs_fail_alone_on_dask(tmp_path):
+    """On a Dask cluster each task runs its codecs in a watched process too: a codec that hangs, aborts the
+    process or calls sys.exit fails with the reason; the workers, the run and the other codecs carry on."""
+    runs = {}
+    for name, codecs in (("bad", "hang,json,abort,exit0,msgpack"), ("good", "json,msgpack")):
+        (tmp_path / name).mkdir()
+        result = bench(tmp_path / name, 5, codecs, "--codec-timeout", "2", "--dask", "local:2", "--sizes-only")
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        runs[name] = results(tmp_path / name)
+    bad, good = runs["bad"], runs["good"]
+    for codec, reason in {"hang": "timed out: no progress on call 5 within 2 s",
+                          "abort": "size pass stopped at call 5: its process was killed by SIGABRT",
+                          "exit0": "size pass stopped at call 5: SystemExit: 0"}.items():
+        assert bad[codec]["error"].startswith(reason), bad[codec]["error"]
+        assert bad[codec]["calls"] == 0 and bad[codec]["sizes"] is None
+    for codec in ("json", "msgpack"):
+        figures = ("calls", "failures", "mismatches", "sizes", "by_method", "by_direction", "problems")
+        assert {k: bad[codec][k] for k in figures} == {k: good[codec][k] for k in figures}
+        assert bad[codec]["calls"] == CALLS

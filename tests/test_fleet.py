@@ -18,10 +18,11 @@ from test_cli import FAST, run_bench
 from rpc_capture import Call, TraceReader, TraceWriter
 from rpcbench import results
 from rpcbench.config import RunConfig
-from rpcbench.fleet import Executor, FleetPass, resolve_traces
+from rpcbench.executors import InProcess, open_executor
 from rpcbench.progress import quiet
 from rpcbench.simulate import simulate
-from rpcbench.size_pass import SizePass
+from rpc_capture.stats import TraceStats
+from rpcbench.size_pass import CodecTally, SizePass, check_call, index_traces, resolve_traces
 
 CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1,msgpack+delta"
 SLOW_CODEC = '''
@@ -71,10 +72,17 @@ def fleet_dir(tmp_path_factory) -> Path:
     return folder
 
 
-def run_pass(fleet: FleetPass) -> None:
-    """The fleet's size pass on its config's executor (Dask when ``dask`` is set, else here)."""
-    with Executor(fleet.config.dask, quiet) as executor:
-        fleet.run(executor)
+def make_pass(config: RunConfig, codecs=None) -> SizePass:
+    """The size pass of ``config`` (its codecs unless ``codecs``), not run yet."""
+    registry = config.registry()
+    return SizePass(config, codecs or config.create_codecs(registry)[0], index_traces(config, True))
+
+
+def run_pass(fleet: SizePass, executor=None) -> None:
+    """The size pass on ``executor`` (default: its config's: Dask when ``dask`` is set, else watched forks)."""
+    config = fleet.config
+    with executor or open_executor(config.dask, config.jobs, config.codec_timeout, quiet) as running:
+        fleet.run(running)
 
 
 def csv_rows(folder: Path) -> list:
@@ -123,27 +131,33 @@ def test_chunks_merge_to_the_one_process_figures(fleet_dir, chunk_calls):
     """One trace cut into tasks (stateful codecs whole) gives what one pass over it gives."""
     trace = str(fleet_dir / "b.rpct")
     config = RunConfig(trace=trace, codecs=tuple(CODECS.split(",")) + ("protobuf",), sample_calls=None,
-                       chunk_calls=chunk_calls, dask=None, traces=(trace, trace))  # a fleet of the trace twice
+                       chunk_calls=chunk_calls, floor=False)
     registry = config.registry()
-    codecs, _ = config.create_codecs(registry)
-    fleet = FleetPass(config, codecs, [trace])
+    fleet = make_pass(config)
     run_pass(fleet)
-    one = SizePass([registry.create(c) for c in config.codecs], config.sample, config.seed)
-    one.run(TraceReader(trace))
-    for mine, theirs in zip(fleet.traces[0].tallies, one.tallies):
+    one = [CodecTally(registry.create(c)) for c in config.codecs]
+    for index, call in enumerate(TraceReader(trace)):
+        check_call(one, index, call)
+    for tally in one:
+        tally.measure_state()
+    for mine, theirs in zip(fleet.traces[0].tallies, one):
         mine_state, their_state = mine.export(), theirs.export()
         for key in ("ns",):
             mine_state.pop(key), their_state.pop(key)
         assert mine_state == their_state, mine.codec.name
-    assert fleet.traces[0].stats == one.stats
+    stats = TraceStats()
+    for call in TraceReader(trace):
+        stats.add(call)
+    assert fleet.traces[0].stats == stats
 
 
 def test_timing_sample_is_stratified_and_independent_of_chunking(fleet_dir):
     traces = tuple(resolve_traces([str(fleet_dir)]))
     samples = []
     for chunk in (1000, 10**6):
-        config = RunConfig(trace=traces[0], traces=traces, codecs=("json",), sample=300, chunk_calls=chunk)
-        fleet = FleetPass(config, [config.registry().create("json")], traces)
+        config = RunConfig(trace=traces[0], traces=traces, codecs=("json",), sample=300, chunk_calls=chunk,
+                           floor=False)
+        fleet = make_pass(config)
         run_pass(fleet)
         samples.append(fleet.sample())
     assert samples[0] == samples[1]
@@ -218,7 +232,7 @@ def _busy_worker(client) -> tuple:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         for address, (pid, keys) in client.run(executing).items():
-            if any("tally_piece" in k for k in keys):
+            if any("watched" in k for k in keys):
                 return address, pid
         time.sleep(0.05)
     raise AssertionError("no worker started a size-pass task within 120 s")
@@ -235,7 +249,7 @@ def test_a_worker_killed_mid_run_still_counts_every_call_once(fleet_dir, tmp_pat
                       silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
         config = RunConfig(trace=traces[0], traces=traces, codecs=("slowjson",), codec_files=(str(plugin),),
                            dask=cluster.scheduler_address, sizes_only=True, chunk_calls=1000)
-        fleet = FleetPass(config, [config.registry().create("slowjson")], traces)
+        fleet = make_pass(config)
         errors: list = []
         runner = threading.Thread(target=lambda: _run_catching(fleet, errors))
         runner.start()
@@ -245,8 +259,8 @@ def test_a_worker_killed_mid_run_still_counts_every_call_once(fleet_dir, tmp_pat
         assert not runner.is_alive() and not errors, errors
         assert pid not in client.run(os.getpid).values()  # the worker really died (its nanny started another)
     monkeypatch.setenv("SLOW_CODEC_S", "0")
-    reference = FleetPass(dataclasses.replace(config, dask=None), [config.registry().create("slowjson")], traces)
-    run_pass(reference)
+    reference = make_pass(dataclasses.replace(config, dask=None))
+    run_pass(reference, InProcess(quiet))
     for got, want in zip([*fleet.traces, fleet], [*reference.traces, reference]):
         mine, theirs = got.tallies[0].export(), want.tallies[0].export()
         mine.pop("ns"), theirs.pop("ns")
@@ -254,7 +268,7 @@ def test_a_worker_killed_mid_run_still_counts_every_call_once(fleet_dir, tmp_pat
     assert sum(fleet.tallies[0].sizes.values()) + fleet.tallies[0].failures == 7300
 
 
-def _run_catching(fleet: FleetPass, errors: list) -> None:
+def _run_catching(fleet: SizePass, errors: list) -> None:
     try:
         run_pass(fleet)
     except BaseException as e:  # reported by the test thread
@@ -271,7 +285,7 @@ def test_dictionaries_train_on_a_sample_across_the_traces(fleet_dir, tmp_path):
         runs[name] = json.loads((out / "results.json").read_text())
     here, dask = runs["here"], runs["dask"]
     training = here["trace"]["training"]
-    assert "across 3 traces" in training["source"]
+    assert training["source"] == "the first 20% of each of 3 traces (1,460 calls)"
     assert 0 < training["held_out_calls"] and here["trace"]["calls"] + training["held_out_calls"] == 7300
     assert here["trace"]["connections"] == 10 + 10 + 4  # connection ids repeat across servers: still distinct
     assert [r["sizes"] for r in here["results"]] == [r["sizes"] for r in dask["results"]]
@@ -284,7 +298,86 @@ def test_results_json_keeps_per_trace_results(fleet_dir, tmp_path):
     assert run_bench("--trace", f"{fleet_dir}/[ab].rpct", "--codecs", "json", "--sizes-only", "--out", out,
                      "--no-report", "--quiet").returncode == 0
     data = json.loads((out / "results.json").read_text())
-    assert data["schema_version"] == 4
+    assert data["schema_version"] == results.SCHEMA_VERSION == 5
     assert [t["trace"]["calls"] for t in data["traces"]] == [2500, 3100]
     assert data["trace"]["calls"] == 5600 and data["trace"]["traces"] == 2
     assert data["results"][0]["sizes"]["total"] == sum(t["results"][0]["sizes"]["total"] for t in data["traces"])
+
+
+ENGINE_CODECS = ("json", "msgpack", "json+zlib-1", "json+zstdstream-3", "json+zstddict-3")
+
+
+def _states(tallies) -> list:
+    """The tallies' figures without their clock."""
+    return [{k: v for k, v in t.export().items() if k != "ns"} for t in tallies]
+
+
+def _figures(size_pass: SizePass) -> dict:
+    """Everything the size pass gives but its clock: tallies, statistics, floor, the timing sample."""
+    tallies = _states(size_pass.tallies)
+    floor = {k: v for k, v in (size_pass.floor or {}).items() if k != "seconds"}
+    return {"tallies": tallies, "stats": size_pass.stats.summary(), "floor": floor, "sample": size_pass.sample(),
+            "held": size_pass.plan.held, "measured": size_pass.measured}
+
+
+@pytest.mark.parametrize("run", [dict(jobs=0), dict(jobs=2), dict(jobs=1, chunk_calls=1000),
+                                 dict(dask="local:2", chunk_calls=3000)])
+def test_one_trace_gives_the_same_figures_sample_floor_and_dictionaries_on_every_executor(run, tmp_path):
+    """A single trace is a fleet of one: here, in watched forks or on Dask, whole or in chunks, the same bytes,
+    the same timing sample, the same floor and the same trained dictionaries; and the figures are those of
+    every call after the held-out first 20 % through each codec in turn."""
+    from rpcbench.pipeline import _size_phase
+
+    base = RunConfig(codecs=ENGINE_CODECS, sample=300, jobs=0)
+    _, training, codecs, reference = _size_phase(base, base.registry(), quiet)
+    config = dataclasses.replace(base, **run)
+    _, other_training, _, size_pass = _size_phase(config, config.registry(), quiet)
+    assert _figures(size_pass) == _figures(reference)
+    assert training and other_training and training.dictionaries == other_training.dictionaries
+    assert training.held == (4000,) and training.source == "the first 20% of the trace (4,000 calls)"
+    registry = base.registry()
+    registry.dictionaries.update(training.dictionaries)
+    alone = [CodecTally(registry.create(c.name)) for c in codecs]
+    for index, call in enumerate(TraceReader(base.trace)):
+        if index >= 4000:
+            check_call(alone, index, call)
+    for tally in alone:
+        tally.measure_state()
+    assert _states(reference.traces[0].tallies) == _states(alone)
+    assert len(_figures(reference)["sample"]) == 300
+
+
+def test_a_fleet_floor_is_its_traces_floors_summed(fleet_dir):
+    traces = tuple(resolve_traces([str(fleet_dir / "a.rpct"), str(fleet_dir / "b.rpct")]))
+    config = RunConfig(trace=traces[0], traces=traces, codecs=("json",), jobs=0)
+    fleet = make_pass(config)
+    run_pass(fleet)
+    alone = []
+    for trace in traces:
+        one = make_pass(dataclasses.replace(config, trace=trace, traces=()))
+        run_pass(one)
+        alone.append(one.floor)
+    assert fleet.floor["calls"] == sum(f["calls"] for f in alone) == 5600
+    best = sum(f["bytes_per_call"] * f["calls"] for f in alone) / 5600
+    assert fleet.floor["bytes_per_call"] == pytest.approx(best, rel=1e-12)
+    assert [t.entry()["floor"]["bytes_per_call"] for t in fleet.traces] == [f["bytes_per_call"] for f in alone]
+
+
+def test_sizes_only_with_and_without_dask_write_the_same_figures(tmp_path):
+    """The command line, one trace: watched forks and a Dask cluster of two give the same results.json figures."""
+    runs = {}
+    for name, extra in (("forks", []), ("dask", ["--dask", "local:2"])):
+        out = tmp_path / name
+        done = run_bench("--sizes-only", "--out", out, "--no-report", "--quiet", *extra)
+        assert done.returncode == 0, done.stderr
+        runs[name] = json.loads((out / "results.json").read_text())
+    forks, dask = runs["forks"], runs["dask"]
+    drop = ("size_pass_s", "timing_s", "dask")
+    assert {k: v for k, v in forks["settings"].items() if k not in drop} == \
+        {k: v for k, v in dask["settings"].items() if k not in drop}
+    forks["trace"]["floor"].pop("seconds"), dask["trace"]["floor"].pop("seconds")
+    assert forks["trace"] == dask["trace"] and forks["traces"] == dask["traces"] == []
+    for run in (forks, dask):
+        for row in run["results"]:
+            (row["dictionary"] or {}).pop("train_s", None)  # a clock reading
+    assert forks["results"] == dask["results"]

@@ -11,7 +11,7 @@ import zstandard
 from rpc_capture import open_trace
 from rpcbench.codec import stream_key
 from rpcbench.config import DEFAULT_TRACE, RunConfig
-from rpcbench.floor import Floor
+from rpcbench.floor import Floor, floor_figures
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry
 from rpcbench.results import load
@@ -34,7 +34,7 @@ def test_floor_is_the_best_whole_stream_compression_per_connection_and_direction
     floor = Floor(Registry.default().create("json"))
     for call in SAMPLE:
         floor.add(call)
-    result = floor.result()
+    result = floor_figures([floor.totals()])
     assert result["bytes_per_call"] == pytest.approx(independent_floor(SAMPLE))
     assert result["bytes_per_call"] <= min(result["zstd19_long_bytes_per_call"], result["xz9_bytes_per_call"])
     assert result["streams"] == len({stream_key(c) for c in SAMPLE}) and result["calls"] == result["of_calls"] == 3000
@@ -44,10 +44,10 @@ def test_floor_keeps_bounded_memory_and_says_what_it_covered():
     floor = Floor(Registry.default().create("json"), max_bytes=50_000)
     for call in SAMPLE:
         floor.add(call)
-    result = floor.result()
+    result = floor_figures([floor.totals()])
     assert result["of_calls"] == 3000 and 0 < result["calls"] < 3000
     assert result["bytes_per_call"] == pytest.approx(independent_floor(SAMPLE[:result["calls"]]))
-    assert Floor(Registry.default().create("json")).result() is None
+    assert Floor(Registry.default().create("json")).totals() is None
 
 
 def test_every_codec_carries_its_floor_ratio_in_results_json_and_csv(tmp_path):

@@ -1,0 +1,331 @@
+"""Where the size pass's tasks run: here, in watched forked processes, or on a Dask cluster.
+
+Every executor offers ``run_all(tasks, what)``: each task's ``run`` result, in order. A task
+(:class:`Task`) names the codecs it runs; while it runs it writes into a shared ``beat``
+which call and which codec it is at. The forks executor runs ``--jobs`` tasks at a time,
+each in a forked process watched by :class:`Watch`; the Dask executor runs each task on a
+worker, where the same :class:`Watch` forks and watches it. So on either, a codec that
+hangs (no progress for ``--codec-timeout`` seconds), aborts, segfaults or ``os._exit``\\ s
+fails alone, with the reason, and its task starts over without it; the other codecs, the
+worker and the run carry on. The in-process executor (``--jobs 0``, tests, no ``fork``)
+runs tasks one after another in this process, with no watch. dask is imported only when a
+run asks for it (``--dask``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import mmap
+import os
+import pickle
+import select
+import signal
+import time
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
+
+from .errors import BenchError
+from .isolation import reap, silence_stdout
+from .progress import Progress
+
+log = logging.getLogger("rpcbench")
+
+
+class Task(Protocol):
+    """One unit of the size pass, runnable in any process."""
+
+    @property
+    def codecs(self) -> Tuple[str, ...]:
+        """The codecs it runs, by their position in ``beat[1]`` (empty: nothing to watch for)."""
+
+    def prepare(self) -> None:
+        """In the process that forks: build what every task's process shares (the registry)."""
+
+    def run(self, beat: Any) -> Any:
+        """Do the work; ``beat`` (a shared ``[call, codec position]`` array, or None) shows progress."""
+
+    def blame(self, position: int, reason: str) -> "Task":
+        """The same task with the codec at ``position`` failed for ``reason`` (it then skips it)."""
+
+
+class Executor(Protocol):
+    """Runs tasks; ``slots`` of them at a time; ``info`` says where (results.json's ``settings.dask``)."""
+
+    info: Optional[Dict[str, Any]]
+
+    @property
+    def slots(self) -> int:
+        """How many tasks run at the same time."""
+
+    def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
+        """Each task's result, in order; ``what`` names them in progress."""
+
+    def __enter__(self) -> "Executor": ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+
+class InProcess:
+    """Tasks one after another in this process, unwatched (``--jobs 0``, tests, a system without fork)."""
+
+    info: Optional[Dict[str, Any]] = None
+    slots = 1
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+
+    def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
+        out = []
+        for n, task in enumerate(tasks, 1):
+            out.append(task.run(None))
+            self.progress(what, f"{n} of {len(tasks)} tasks", n, len(tasks))
+        return out
+
+    def __enter__(self) -> "InProcess":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class Forks(InProcess):
+    """``jobs`` tasks at a time, each in a forked process of this machine, watched."""
+
+    def __init__(self, jobs: int, timeout: float, progress: Progress) -> None:
+        super().__init__(progress)
+        self.slots, self.timeout = jobs, timeout
+
+    def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
+        def tick(done: int) -> None:
+            self.progress(what, f"{done} of {len(tasks)} tasks", done, len(tasks))
+
+        return run_watched(tasks, self.slots, self.timeout, tick)
+
+
+def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = None) -> List[Any]:
+    """Each task's result, ``jobs`` of them at a time in watched forked processes; ``tick(done)``
+    about once a second (progress)."""
+    for task in tasks:
+        task.prepare()
+    waiting = list(enumerate(tasks))
+    running: Dict[int, Watch] = {}
+    out: List[Any] = [None] * len(tasks)
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                i, task = waiting.pop(0)
+                running[i] = Watch(task, timeout)
+            select.select([w.fd for w in running.values()], [], [], 1.0)
+            for i, watch in list(running.items()):
+                if watch.check():
+                    out[i] = watch.answer
+                    del running[i]
+            if tick is not None:
+                tick(len(tasks) - len(waiting) - len(running))
+    finally:
+        for watch in running.values():
+            watch.stop()
+    return out
+
+
+def watched(task: Task, timeout: float) -> Any:
+    """Run on a Dask worker: one task in a watched forked process (so a codec cannot take the worker);
+    on a worker without ``fork``, in the worker itself."""
+    return run_watched([task], 1, timeout)[0] if hasattr(os, "fork") else task.run(None)
+
+
+class Watch:
+    """A task in a forked process, watched through its beat: a codec that makes no progress for
+    ``timeout`` seconds, or that ends the process, is failed with the reason, and the task starts
+    over in a new process without it. :meth:`check` says when the answer is in ``answer``."""
+
+    def __init__(self, task: Task, timeout: float) -> None:
+        self.task, self.timeout = task, timeout
+        self.pid, self.fd = 0, -1
+        self.answer: Any = None
+        self._start()
+
+    def _start(self) -> None:
+        self.beat = memoryview(mmap.mmap(-1, 16)).cast("q")  # shared with the child: [call, codec position]
+        self.beat[0] = self.beat[1] = -1
+        self.seen, self.since = (-1, -1), time.monotonic()
+        self.fd, write_fd = os.pipe()
+        parent = os.getpid()
+        self.pid = os.fork()
+        if self.pid:
+            os.close(write_fd)
+            return
+        try:  # whatever happens, the child never returns into the parent's code
+            os.close(self.fd)
+            _die_with(parent)
+            silence_stdout()
+            logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once
+            _answer(write_fd, self.task, self.beat)
+        finally:
+            os._exit(0)
+
+    def check(self) -> bool:
+        """Is the answer in? Fails the codec at work (and starts over) when it stalled or ended the process."""
+        if select.select([self.fd], [], [], 0)[0]:
+            return self._read()
+        now = (self.beat[0], self.beat[1])
+        if now != self.seen:
+            self.seen, self.since = now, time.monotonic()
+        elif self.task.codecs and time.monotonic() - self.since >= self.timeout:
+            reap(self.pid, kill=True)
+            self.pid = 0
+            self._blame(f"timed out: no progress on call {now[0]} within {self.timeout:g} s (--codec-timeout)")
+        return False
+
+    def _read(self) -> bool:
+        with os.fdopen(self.fd, "rb") as inp:
+            data = inp.read()
+        self.fd = -1
+        how = reap(self.pid)
+        self.pid = 0
+        if not data:
+            if not self.task.codecs:
+                raise BenchError(f"a size pass task died: {how}")
+            self._blame(f"size pass stopped at call {self.beat[0]}: {how}")
+            return False
+        ok, self.answer = pickle.loads(data)
+        if not ok:
+            raise self.answer
+        return True
+
+    def _blame(self, reason: str) -> None:
+        """Fail the codec the process was at, and start the task over without it."""
+        self.stop()
+        self.task = self.task.blame(max(self.beat[1], 0), reason)
+        self._start()
+
+    def stop(self) -> None:
+        """Kill and reap the process if it is still there; close its pipe."""
+        if self.pid:
+            reap(self.pid, kill=True)
+            self.pid = 0
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _die_with(parent: int) -> None:
+    """In a task's process: be killed when ``parent``, which watches it, dies (Linux), so that no orphan
+    runs on (a hanging codec on a Dask worker that was killed)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before that
+        os._exit(1)
+
+
+def _answer(fd: int, task: Task, beat: Any) -> None:
+    """In a forked process: run the task; ``(True, result)`` or ``(False, the exception)`` pickled to ``fd``."""
+    try:
+        answer: Tuple[bool, Any] = (True, task.run(beat))
+    except BaseException as e:
+        answer = (False, e)
+    with os.fdopen(fd, "wb") as out:
+        try:
+            pickle.dump(answer, out)
+        except Exception as e:  # an exception that does not pickle
+            pickle.dump((False, BenchError(f"{type(answer[1]).__name__}: {e}")), out)
+
+
+class OnDask:
+    """Tasks on a Dask cluster (``local[:N]`` starts a LocalCluster, else the scheduler's address), each
+    watched on its worker."""
+
+    def __init__(self, spec: str, timeout: float, progress: Progress) -> None:
+        self.spec, self.timeout, self.progress = spec, timeout, progress
+        self.client: Any = None
+        self.cluster: Any = None
+        self.info: Optional[Dict[str, Any]] = None  #: the cluster: scheduler, workers, dashboard
+
+    def __enter__(self) -> "OnDask":
+        self.client, self.cluster = connect(self.spec)
+        workers = len(self.client.scheduler_info().get("workers", {}))
+        self.info = {"scheduler": self.client.scheduler.address, "workers": workers,
+                     "dashboard": self.client.dashboard_link}
+        log.info("dask: %d workers, scheduler %s, dashboard %s", workers, self.client.scheduler.address,
+                 self.client.dashboard_link)
+        return self
+
+    @property
+    def slots(self) -> int:
+        return max(1, (self.info or {}).get("workers", 1))
+
+    def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
+        from dask.distributed import as_completed
+
+        futures = [self.client.submit(watched, task, self.timeout, pure=False, retries=1, priority=-i)
+                   for i, task in enumerate(tasks)]
+        position = {f.key: i for i, f in enumerate(futures)}
+        out: List[Any] = [None] * len(futures)
+        for n, future in enumerate(as_completed(futures), 1):
+            out[position[future.key]] = _result(future)
+            self.progress(what, f"{n} of {len(tasks)} tasks on dask", n, len(tasks))
+        return out
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def _result(future: Any) -> Any:
+    """A task's result; a task that killed worker after worker as a BenchError (a trace that cannot be
+    read raises its TraceError, as in a run without Dask)."""
+    from dask.distributed import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker as e:
+        raise BenchError(f"dask: {e}") from None
+
+
+def connect(spec: str) -> Tuple[Any, Any]:
+    """A Dask client (and the LocalCluster it started, if any) for ``--dask``: ``local``, ``local:N``
+    (N worker processes of one thread each) or a scheduler address such as ``tcp://host:8786``."""
+    try:
+        import dask
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise BenchError("--dask needs the dask[distributed] package (in a clone: pip install -r requirements.txt; "
+                         "else: pip install 'rpcbench[dask]')") from None
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # its start-up chatter is not the run's news
+    if spec == "local" or spec.startswith("local:"):
+        workers = int(spec.partition(":")[2] or os.cpu_count() or 1)
+        with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):  # 0.3 s to start, not 1.6
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                   silence_logs=logging.ERROR)
+        return Client(cluster), cluster
+    try:
+        return Client(spec, timeout="20s"), None
+    except (OSError, TimeoutError) as e:
+        raise BenchError(f"--dask {spec}: cannot reach the scheduler ({e})") from None
+
+
+def parse_dask(spec: str) -> str:
+    """Check a ``--dask`` value: ``local``, ``local:N`` with 1 <= N <= 256, or ``scheme://host:port``."""
+    if spec == "local":
+        return spec
+    if spec.startswith("local:"):
+        n = spec.partition(":")[2]
+        if n.isdigit() and 1 <= int(n) <= 256:
+            return spec
+        raise ValueError(f"local:N needs 1 <= N <= 256, got {n!r}")
+    if "://" in spec and spec.rpartition(":")[2].isdigit():
+        return spec
+    raise ValueError(f"expected local, local:N or a scheduler address such as tcp://host:8786, got {spec!r}")
+
+
+def open_executor(dask: Optional[str], jobs: int, timeout: float, progress: Progress) -> Executor:
+    """The executor a run asks for: Dask with ``dask``, else ``jobs`` watched forks (0, or no fork: here)."""
+    if dask is not None:
+        return OnDask(dask, timeout, progress)
+    if jobs > 0 and hasattr(os, "fork"):
+        return Forks(jobs, timeout, progress)
+    return InProcess(progress)
