@@ -70,7 +70,7 @@ def columns(d: Decision) -> List[Column]:
         cols.append(figure_column(d.ratio_title("x "), lambda r: d.figures[r.codec].bytes_ratio, fmt_ratio,
                                   key="x ref"))
     if any(r.floor_ratio for r in suite.results):
-        cols.append(figure_column("x floor", lambda r: r.floor_ratio or None, fmt_ratio))
+        cols.append(figure_column("x floor", lambda r: d.figures[r.codec].floor_ratio or None, fmt_ratio))
     for op in OPS:
         cols += _timing_columns(op, d)
     cols += [figure_column("state/conn", lambda r: r.state_bytes_per_conn or 0, lambda v: fmt_bytes(v) if v else "0"),
@@ -88,6 +88,12 @@ def footnotes(d: Decision) -> List[str]:
         notes.append("declared: the codec documents this difference (a property of the format, e.g. bytes -> "
                      "base64 str); UNDECLARED: a call failed or came back different without the codec saying so.")
     notes += [f"{name}: {text}" for name, text in d.timing_notes]
+    partial = [f.codec for f in d.figures.values() if f.same_calls]
+    if partial:
+        notes.append(f"partial: {', '.join(partial)} cannot send every call; bytes mean is over the calls it "
+                     f"carries, and its {d.ratio_title('x ')}, enc/ and dec/ ratios are on those calls beside "
+                     f"{d.reference} on the same calls (no x floor: the floor is over every call). Not compared "
+                     "with the others: see the verdict.")
     floor = suite.trace.get("floor")
     if floor:
         notes.append(f"x floor: bytes per call over the trace's floor, {floor['bytes_per_call']:.1f} B/call: each "
@@ -312,5 +318,6 @@ def _fidelity(total: int, bad: int) -> str:
 def _note(r: CodecResult, d: Decision) -> str:
     shaky = d.figures[r.codec].unstable
     flags = (["error"] if r.error else []) + (["ordered"] if r.ordered_delivery else [])
+    flags += ["partial"] if d.figures[r.codec].same_calls else []
     flags += [f"unstable ({', '.join(k[:3] for k in shaky)})"] if shaky else []
     return ", ".join(flags)
