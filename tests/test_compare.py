@@ -144,6 +144,24 @@ def test_scaled_rounds_fail_by_exactly_their_factor(runs, tmp_path):
     assert itself.returncode == 0 and "FAILED" not in itself.stdout
 
 
+def test_one_slow_process_is_not_a_change(runs, tmp_path):
+    """The process set is the unit: one of NEW's three msgpack processes 1.2x slower (a process's speed mode, for
+    its whole life) is noise between processes, not a change; every process 1.2x slower is a change."""
+    base = steady_copy(runs["a"], tmp_path / "base")
+    data = json.loads((base / "results.json").read_text(encoding="utf-8"))
+    repeat = data["settings"]["repeat"]
+    msgpack = next(r for r in data["results"] if r["codec"] == "msgpack")
+    msgpack["encode"]["rounds_ns"][:repeat] = [x * 1.2 for x in msgpack["encode"]["rounds_ns"][:repeat]]
+    one = _write(data, tmp_path / "one")
+
+    def verdict(new: Path) -> str:
+        change = next(c for c in compare(load(str(base)), load(str(new))).codecs if c.codec == "msgpack")
+        return next(t for t in change.cpu if t.op == "encode").verdict
+
+    assert verdict(one) == "n.s."
+    assert verdict(scaled_copy(base, tmp_path / "every", "msgpack", 1.2)) == "slower"
+
+
 def test_reference_absent_falls_back_and_says_so(runs, tmp_path):
     done = compare_cli(str(runs["a"]), str(runs["b"]), "--reference", "bson", "--out", str(tmp_path))
     assert done.returncode == 0
