@@ -7,7 +7,7 @@ import msgspec
 from rpc_capture import Call
 from rpcbench import protobuf
 from rpcbench.codec import Codec, Received
-from rpcbench.fidelity import BIG_INTS, INT_AS_FLOAT, METHOD, SURROGATES, TUPLES, Limit
+from rpcbench.fidelity import BIG_INTS, INT_AS_FLOAT, METHOD, SURROGATES, TUPLES, unknown_method
 
 _UNSET = msgspec.UNSET
 _SCALARS = {"double": float, "float": float, "bool": bool, "string": str, "bytes": bytes}
@@ -149,7 +149,7 @@ class MsgspecStruct(Codec):
     def encode(self, call: Call) -> bytes:
         entry = self._by_method.get(call.method)
         if entry is None:
-            raise Limit(METHOD, "method", f"no message for method {call.method!r} in the schemas")
+            raise unknown_method(call.method, ", ".join(self.schemas))
         prefix, build = entry
         return prefix + self._encode(build(call.args))
 

@@ -12,7 +12,7 @@ from google.protobuf.internal import api_implementation
 from rpc_capture import Call
 from rpcbench.codec import Codec, Received, Stage
 from rpcbench.fidelity import (BIG_INTS, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOWN, FLOAT32, FLOAT_IN_INT, INT_AS_FLOAT,
-                               INT_KEYS, INT_RANGE, NON_FINITE, NULLS, SURROGATES, TUPLES)
+                               INT_KEYS, INT_RANGE, METHOD, NON_FINITE, NULLS, SURROGATES, TUPLES)
 from rpcbench.protobuf import Settings, jsonlike, load, read_field, value_kwargs, value_to_python, varint
 
 
@@ -42,6 +42,7 @@ class Protobuf(Codec):
         INT_RANGE: "an int beyond its field's type (over 2**31 in int32, negative in uint64...) fails to encode",
         FLOAT_IN_INT: "a float in an integer or enum field fails to encode",
         NON_FINITE: "NaN or infinity in an integer or enum field fails to encode (double/float fields carry them)",
+        METHOD: "a method the schemas do not define fails to encode",
     }
 
     def __init__(self, settings: Settings = DEFAULT_SETTINGS) -> None:

@@ -60,6 +60,17 @@ def fraction(text: str) -> float:
     return value
 
 
+def coverage_percent(text: str) -> float:
+    """An argparse ``type`` for ``--min-coverage``: a percentage from 0 to 100, returned as a share (0 to 1)."""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not 0 <= value <= 100:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a percentage from 0 to 100, not {text[:40]}")
+    return value / 100
+
+
 def dask_address(text: str) -> str:
     """An argparse ``type`` for ``--dask``: ``local``, ``local:N`` or a scheduler address."""
     from rpcbench.executors import parse_dask
@@ -99,9 +110,13 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
                    help="per-message headers added to the bytes: none, tcp (40 B), websocket (TCP + 2-10 B frame "
                    "header, +4 B client mask) or udp (28 B; stream codecs needing ordered delivery are not "
                    "recommended) (default: none)")
+    g.add_argument("--min-coverage", type=coverage_percent, default=1.0, metavar="PCT",
+                   help="share of the trace's calls a codec must be able to send to be recommended or ranked "
+                   "(declared value changes such as tuple -> list do not count against it; calls it fails to "
+                   "encode do, declared or not) (default: 100)")
 
 
 def report_options(args: argparse.Namespace) -> ReportOptions:
     """The verdict's and planner's options as parsed by :func:`add_report_options`."""
     return ReportOptions(goal=args.goal, baseline=args.baseline, ccu=args.ccu, egress_price=args.egress_price,
-                         transport=args.transport)
+                         transport=args.transport, min_coverage=args.min_coverage)

@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
+from .coverage import SameCalls
 from .formatting import fmt_ratio, fmt_us, latency_us
 
 #: a timing is unstable when its median's 95 % confidence interval is wider than this, half-width as % of the
@@ -122,6 +123,11 @@ class CodecFigures:
     cpu_us: Optional[float]  #: encode + decode medians
     undeclared_failures: int
     undeclared_mismatches: int
+    #: a codec that does not carry every call: its ratios are on the calls it carries, beside the reference's on
+    #: the same calls (reports/coverage.py); None for a codec that carries every call
+    same_calls: Optional[SameCalls] = None
+    floor_ratio: Optional[float] = None  #: bytes over the trace's floor (None for a partial codec: the floor is
+    #: over every call)
 
     def op(self, name: str) -> Optional[OpFigures]:
         """The ``encode`` or ``decode`` figures."""
@@ -138,19 +144,23 @@ def timed_both(r: Optional[CodecResult]) -> bool:
     return r is not None and r.encode is not None and r.decode is not None
 
 
-def codec_figures(r: CodecResult, ref: Optional[CodecResult]) -> CodecFigures:
-    """``r``'s figures, ratios to ``ref`` (bytes when it has them; CPU when both its operations were timed)."""
+def codec_figures(r: CodecResult, ref: Optional[CodecResult], same: Optional[SameCalls] = None) -> CodecFigures:
+    """``r``'s figures, ratios to ``ref`` (bytes when it has them; CPU when both its operations were timed); with
+    ``same`` (a codec that does not carry every call), the ratios on the calls it carries, beside ``ref``'s on the
+    same calls (CPU ratios None when those could not be compared)."""
     timed_ref = ref if timed_both(ref) else None
 
     def op(name: str) -> Optional[OpFigures]:
         t = timing_of(r, name)
         if t is None:
             return None
-        return OpFigures(t.median_us, t.ci_us, stability(t), cpu_ratio(r, timed_ref, name) if timed_ref else None)
+        ratio = same.cpu_ratio(name) if same else cpu_ratio(r, timed_ref, name) if timed_ref else None
+        return OpFigures(t.median_us, t.ci_us, stability(t), ratio)
 
     ratio = r.sizes.mean / ref.sizes.mean if r.sizes and ref is not None and ref.sizes and ref.sizes.mean else None
-    return CodecFigures(r.codec, r.sizes.mean if r.sizes else None, ratio, op("encode"), op("decode"), cpu_us(r),
-                        undeclared(r, "failures"), undeclared(r, "mismatches"))
+    return CodecFigures(r.codec, r.sizes.mean if r.sizes else None, same.bytes_ratio if same else ratio, op("encode"),
+                        op("decode"), cpu_us(r), undeclared(r, "failures"), undeclared(r, "mismatches"), same,
+                        None if same else r.floor_ratio)
 
 
 def rankings(suite: Suite) -> Dict[str, List[Tuple[float, CodecResult]]]:

@@ -61,6 +61,9 @@ class StageSplit:
     stages: Tuple[Tuple[str, float, float], ...]  #: (stage, median µs, share of the stages' sum)
     total_us: float  #: the stages' medians added up
     whole_us: Optional[float]  #: the whole operation's median, timed separately
+    #: (stage, the codec of that name timed alone: its median µs over the same turns), for a stage that is a codec
+    #: of the run (json in json+zlib-1): what the stage compares with (see :func:`alone_on_same_turns`)
+    alone: Tuple[Tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,7 @@ def sample_shares(suite: Suite) -> Tuple[str, Tuple[SampleShare, ...], float]:
 
 
 def stage_splits(suite: Suite) -> Tuple[StageSplit, ...]:
-    """Every codec operation timed stage by stage."""
+    """Every codec operation timed stage by stage, with the codec alone on the same turns for a stage that is one."""
     out = []
     for r in suite.results:
         for op in OPS:
@@ -163,10 +166,27 @@ def stage_splits(suite: Suite) -> Tuple[StageSplit, ...]:
             if stages:
                 total = sum(t.median_us for t in stages.values())
                 whole = timing_of(r, op)
+                alone = tuple((name, us) for name, t in stages.items()
+                              if name != r.codec and (found := suite.find(name)) is not None
+                              and (us := alone_on_same_turns(suite, found, op, len(t.rounds_ns))) is not None)
                 out.append(StageSplit(r.codec, op, tuple((name, t.median_us, t.median_us / (total or 1))
                                                          for name, t in stages.items()),
-                                      total, whole.median_us if whole else None))
+                                      total, whole.median_us if whole else None, alone))
     return tuple(out)
+
+
+def alone_on_same_turns(suite: Suite, codec: CodecResult, op: str, stage_rounds: int) -> Optional[float]:
+    """``codec``'s median µs over the turns in which the stages were timed: the first rounds of each process set
+    (the worker times stages in each set's first rounds, ``stage_rounds`` in all), so that a stage inside a
+    composite and the codec alone are compared over the same moments of the run. None when the run does not say
+    how its rounds fall into sets, or the codec was not timed."""
+    t = timing_of(codec, op)
+    repeat, sets = suite.settings.get("repeat"), suite.settings.get("processes") or 1
+    if t is None or not isinstance(repeat, int) or repeat < 1 or stage_rounds % sets:
+        return None
+    turns = [t.rounds_ns[p * repeat + i] for p in range(sets) for i in range(stage_rounds // sets)
+             if p * repeat + i < len(t.rounds_ns)]
+    return statistics.median(turns) / 1000 if turns else None
 
 
 def method_tails(suite: Suite, op: str) -> Optional[MethodTails]:

@@ -77,6 +77,7 @@ class ReportOptions:
     ccu: int = DEFAULT_CCU
     egress_price: float = DEFAULT_EGRESS_PRICE
     transport: str = "none"
+    min_coverage: float = 1.0  #: share of the calls a codec must send to be compared (reports/coverage.py)
 
 
 DEFAULT_OPTIONS = ReportOptions()

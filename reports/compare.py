@@ -4,10 +4,13 @@ whether a CPU change is significant, and whether a change breaks a ``--fail-abov
 Bytes are exact (``len()`` of every encoded call), so any change in them is real. CPU times
 are not: on a shared host the machine's speed drifts between runs, so each codec's time is
 judged as its ratio to a reference codec measured in the same run (the drift cancels in the
-ratio), and the two runs' ratio distributions are compared with a Mann-Whitney U test on the
-rounds. Rounds crowded out by other work are set aside first (:func:`kept_rounds`), and the
-figure compared is the 10th percentile of the rest (:func:`_shift` says why). The absolute times
-get the same treatment, for information: they move with the machine.
+ratio). Rounds share their process's speed state, so the unit of the test is the *process set*,
+not the round: each process set gives one ratio (:func:`set_ratios`), and the two runs' sets are
+compared with a pooled two-sample t-test on their logarithms, whose variance is the between-process
+noise the runs themselves show (:func:`_shift`). Rounds crowded out by other work are set aside
+first (:func:`kept_rounds`). A change is called only when the test shows it exceeds ``min_effect``
+percent. The absolute times get the same treatment, for information: they move
+with the machine.
 """
 
 from __future__ import annotations
@@ -17,30 +20,38 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence, Tuple
 
-from scipy.stats import mannwhitneyu
+from scipy.stats import t as student_t
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
 from .analysis import MIN_KEPT_SHARE, OPS, Stability, stability, timed_both
 from .reference import DEFAULT_REFERENCE, choose_reference
 
-TEST = "Mann-Whitney U, two-sided"  #: the significance test on the rounds, as it is named in the output
+#: the significance test, as it is named in the output
+TEST = "two-sample t-test on the process sets' log ratios (pooled variance, two-sided)"
 ALPHA = 0.01  #: a CPU change is significant when the test's p-value is below this
+MIN_EFFECT_PCT = 1.0  #: default ``--min-effect``: a change is called when the test shows it is larger than this
 #: process sets a run needs before per-process speed modes stop deciding a comparison (docs/compare.md)
 MIN_PROCESSES = 3
-__all__ = ["ALPHA", "DEFAULT_REFERENCE", "MIN_KEPT_SHARE", "TEST", "Comparison", "CpuChange", "Shift", "Violation",
-           "compare", "gate"]
-#: the percentile of the kept rounds compared (the median follows per-process speed modes; see _shift)
+MIN_SETS = 2  #: process sets each run needs for the test: the between-process noise is measured from them
+MIN_SET_ROUNDS = 3  #: kept rounds (or round pairs) a process set needs to give a figure
+__all__ = ["ALPHA", "DEFAULT_REFERENCE", "MIN_EFFECT_PCT", "MIN_KEPT_SHARE", "TEST", "Comparison", "CpuChange",
+           "Shift", "Violation", "compare", "gate", "unseen"]
+#: the percentile of a process set's kept rounds taken as its absolute time (its fast end)
 FAST_END_PERCENTILE = 10
 
 
 @dataclass(frozen=True)
 class Shift:
-    """One figure in both runs and, for timings, the test's p-value (None: exact figure, not tested)."""
+    """One figure in both runs and, for timings, the test's p-value (None: exact figure, not tested), the
+    process sets each run gave, and the smallest change (%) the test could call significant with this noise
+    and these sets (None: not tested, or too few sets to test)."""
 
     old: float
     new: float
     p: Optional[float] = None
+    sets: Tuple[int, int] = (0, 0)
+    detectable_pct: Optional[float] = None
 
     @property
     def change_pct(self) -> float:
@@ -60,6 +71,7 @@ class CpuChange:
     stability: Tuple[Stability, Stability]  #: of the timing in OLD, NEW
     alpha: float
     reference: bool = False  #: this is the reference codec's own timing (its ratio is 1 by construction)
+    min_effect: float = MIN_EFFECT_PCT  #: percent; the change the test must show to be exceeded
 
     @property
     def rounds(self) -> Tuple[Tuple[int, int], ...]:
@@ -74,18 +86,27 @@ class CpuChange:
         return all(s.judged for s in self.stability)
 
     @property
+    def tested(self) -> bool:
+        """Both runs gave at least MIN_SETS process sets: the between-process noise could be measured."""
+        return self.ratio is not None and self.ratio.p is not None
+
+    @property
     def significant(self) -> bool:
-        """The ratio to the reference changed, by the test on the rounds at ``alpha``, in a judged timing."""
-        return self.judged and self.ratio is not None and self.ratio.p is not None and self.ratio.p < self.alpha
+        """The ratio to the reference changed by more than ``min_effect`` percent, by the test on the process
+        sets at ``alpha`` (:func:`_shift`), in a judged timing."""
+        r = self.ratio
+        return self.judged and r is not None and r.p is not None and r.p < self.alpha
 
     @property
     def verdict(self) -> str:
-        """``slower``, ``faster``, ``n.s.`` (not significant), ``noisy`` (not judged), ``reference`` or ``-``
-        (no reference)."""
+        """``slower``, ``faster``, ``n.s.`` (not shown to exceed ``min_effect``), ``noisy`` (not judged),
+        ``few sets`` (too few process sets to test), ``reference`` or ``-`` (no reference)."""
         if self.ratio is None:
             return "reference" if self.reference else "-"
         if not self.judged:
             return "noisy"
+        if not self.tested:
+            return "few sets"
         if not self.significant:
             return "n.s."
         return "slower" if self.ratio.new > self.ratio.old else "faster"
@@ -119,6 +140,7 @@ class Comparison:
     removed: Tuple[str, ...]  #: only in OLD
     warnings: Tuple[str, ...]
     alpha: float = ALPHA
+    min_effect: float = MIN_EFFECT_PCT  #: percent: the smallest change called slower or faster
     kept: Tuple[Tuple[int, int], ...] = ((0, 0), (0, 0))  #: (kept, all) rounds over every CPU change, in OLD, NEW
     fail_above: Optional[float] = None  #: the ``--fail-above`` gate, percent (None: no gate)
     violations: Tuple["Violation", ...] = ()  #: the changes that fail it
@@ -135,27 +157,45 @@ class Violation:
 
 
 def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: float = ALPHA,
-            fail_above: Optional[float] = None) -> Comparison:
+            fail_above: Optional[float] = None, min_effect: float = MIN_EFFECT_PCT) -> Comparison:
     """What changed from ``old`` to ``new``; CPU judged by each codec's ratio to ``reference``
     (or, when it is not timed in both runs, to the first codec of NEW that is, said in ``reference_note``);
-    with ``fail_above``, the changes that fail that gate (:func:`gate`)."""
+    a change is called when the test on the process sets shows, at ``alpha``, that it exceeds ``min_effect``
+    percent; with ``fail_above``, the changes that fail that gate (:func:`gate`)."""
     ref, note = _reference(old, new, reference)
     old_ref, new_ref = (old.find(ref), new.find(ref)) if ref else (None, None)
+    test = _Test(_repeat(old), _repeat(new), alpha, min_effect)
     changes = []
     for r_new in new.results:
         r_old = old.find(r_new.codec)
         if r_old is not None:
-            changes.append(_codec_change(r_old, r_new, old_ref, new_ref, alpha))
+            changes.append(_codec_change(r_old, r_new, old_ref, new_ref, test))
     old_ids, new_ids = {r.codec for r in old.results}, {r.codec for r in new.results}
     found = Comparison(
         reference=ref, reference_note=note, codecs=tuple(changes),
         added=tuple(r.codec for r in new.results if r.codec not in old_ids),
         removed=tuple(r.codec for r in old.results if r.codec not in new_ids),
-        warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha,
+        warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha, min_effect=min_effect,
         kept=_kept(changes))
     if fail_above is None:
         return found
     return replace(found, fail_above=fail_above, violations=tuple(gate(found, fail_above)))
+
+
+@dataclass(frozen=True)
+class _Test:
+    """What judging a timing needs besides its rounds: each run's rounds per process set, alpha, the effect."""
+
+    old_repeat: int
+    new_repeat: int
+    alpha: float
+    min_effect: float
+
+
+def _repeat(run: Suite) -> int:
+    """Rounds per process set in ``run`` (its ``--repeat``); 0 when the run does not say (one set then)."""
+    repeat = run.settings.get("repeat")
+    return repeat if isinstance(repeat, int) and repeat > 0 else 0
 
 
 def _kept(changes: Sequence[CodecChange]) -> Tuple[Tuple[int, int], ...]:
@@ -183,7 +223,7 @@ def _timed_in_both(old: Suite, new: Suite, codec: str) -> bool:
 
 
 def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecResult],
-                  new_ref: Optional[CodecResult], alpha: float) -> CodecChange:
+                  new_ref: Optional[CodecResult], test: _Test) -> CodecChange:
     """One codec's change; ratios only when both runs have the reference and this is not it."""
     sizes = Shift(old.sizes.mean, new.sizes.mean) if old.sizes and new.sizes else None
     cpu, missing = [], []
@@ -198,9 +238,12 @@ def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecRes
         is_reference = old_ref is not None and old.codec == old_ref.codec
         ratio = None
         if old_ref and new_ref and not is_reference:
-            ratio = _shift(ratio_rounds(t_old, getattr(old_ref, op)), ratio_rounds(t_new, getattr(new_ref, op)))
-        cpu.append(CpuChange(op, _shift(kept_rounds(t_old), kept_rounds(t_new), scale=1e-3), ratio,
-                             (stability(t_old), stability(t_new)), alpha, is_reference))
+            ratio = _shift(set_ratios(t_old, getattr(old_ref, op), test.old_repeat),
+                           set_ratios(t_new, getattr(new_ref, op), test.new_repeat), test.alpha, test.min_effect)
+        absolute = _shift(set_times(t_old, test.old_repeat), set_times(t_new, test.new_repeat), test.alpha,
+                          test.min_effect, 1e-3)
+        cpu.append(CpuChange(op, absolute, ratio, (stability(t_old), stability(t_new)), test.alpha, is_reference,
+                             test.min_effect))
     return CodecChange(new.codec, sizes, tuple(cpu), tuple(missing))
 
 
@@ -222,30 +265,68 @@ def fast_end(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[FAST_END_PERCENTILE - 1]
 
 
-def ratio_rounds(timing: Timing, reference: Timing) -> List[float]:
-    """Each kept round of ``timing`` over the fast end (:func:`fast_end`) of the reference's kept rounds,
-    timed in the same run: the machine's speed during that run cancels."""
-    ref_level = fast_end(kept_rounds(reference))
-    return [x / ref_level for x in kept_rounds(timing)]
+def process_sets(timing: Timing, repeat: int) -> List[range]:
+    """The indexes of ``timing``'s rounds per process set: the worker runs ``repeat`` rounds in each set, one set
+    after the other, and results.json keeps them in that order (``repeat`` 0: one set)."""
+    n = len(timing.rounds_ns)
+    size = repeat or n
+    return [range(start, min(start + size, n)) for start in range(0, n, size)]
 
 
-def _shift(old: Sequence[float], new: Sequence[float], scale: float = 1.0) -> Shift:
-    """The fast ends (:func:`fast_end`) of two samples of rounds (times ``scale``) and the two-sided
-    Mann-Whitney U p-value (1 when every round is the same value, which leaves the test undefined).
-
-    The fast end, not the median: on a shared host a process can run a codec up to 1.3x slower
-    than another process does, for its whole life (sub-µs codecs most), so a run of several process
-    sets mixes such speed modes in proportions that differ from run to run, and the median follows
-    the mixture. The fast end moves least with it (it needs one fast process of the run), and
-    fully with a real change."""
-    p = float(mannwhitneyu(old, new, alternative="two-sided").pvalue)
-    return Shift(fast_end(old) * scale, fast_end(new) * scale, p if math.isfinite(p) else 1.0)
+def set_times(timing: Timing, repeat: int) -> List[float]:
+    """Each process set's absolute figure: the fast end (:func:`fast_end`) of its kept rounds, ns per call."""
+    slow = timing.slow_rounds
+    out = []
+    for rounds in process_sets(timing, repeat):
+        kept = [timing.rounds_ns[i] for i in rounds if not slow[i]]
+        if len(kept) >= MIN_SET_ROUNDS:
+            out.append(fast_end(kept))
+    return out or [fast_end(kept_rounds(timing))]  # no set with enough kept rounds: one figure, untested
 
 
-def smallest_p(n_old: int, n_new: int) -> float:
-    """The smallest two-sided p-value the exact Mann-Whitney U test can give for these round counts
-    (the two samples completely apart): with too few rounds no change can be significant."""
-    return min(1.0, 2 / math.comb(n_old + n_new, n_old))
+def set_ratios(timing: Timing, reference: Timing, repeat: int) -> List[float]:
+    """Each process set's ratio to the reference timed in the same run: the median of the per-round ratios of
+    the set's turns where both rounds were kept (codecs take turns round by round, so a turn's two rounds ran
+    moments apart and the machine's drift cancels). Runs whose codecs have different round counts (an
+    interrupted timing) fall back to the ratio of the sets' fast ends."""
+    if len(timing.rounds_ns) != len(reference.rounds_ns):
+        mine, theirs = set_times(timing, repeat), set_times(reference, repeat)
+        return [a / b for a, b in zip(mine, theirs)]
+    slow, ref_slow = timing.slow_rounds, reference.slow_rounds
+    out = []
+    for rounds in process_sets(timing, repeat):
+        pairs = [timing.rounds_ns[i] / reference.rounds_ns[i] for i in rounds if not slow[i] and not ref_slow[i]]
+        if len(pairs) >= MIN_SET_ROUNDS:
+            out.append(statistics.median(pairs))
+    return out or [fast_end(kept_rounds(timing)) / fast_end(kept_rounds(reference))]  # one figure, untested
+
+
+def _shift(old: Sequence[float], new: Sequence[float], alpha: float, min_effect: float,
+           scale: float = 1.0) -> Shift:
+    """Two runs' process-set figures compared: each run's figure is the geometric mean of its sets (times
+    ``scale``); the test is a pooled two-sample t-test on the logarithms of the null hypothesis "the change is at
+    most ``min_effect`` percent either way" (with ``min_effect`` 0, the usual two-sided test of no change).
+
+    The process set is the unit because rounds are not independent: a process keeps its speed mode (up to
+    1.3x between processes on a shared host) for its whole life, so every round of a set moves together, and a
+    test on rounds mistakes one process's mode for a change. The pooled variance is the between-set spread
+    both runs show (assumed the same in both: runs meant for comparing share settings and machine). Fewer than
+    MIN_SETS sets in a run: no test (p None); every list holds at least one figure (:func:`set_ratios`)."""
+    logs = [[math.log(x) for x in side] for side in (old, new)]
+    means = [statistics.fmean(side) for side in logs]
+    figures = (math.exp(means[0]) * scale, math.exp(means[1]) * scale)
+    if min(len(old), len(new)) < MIN_SETS:
+        return Shift(*figures, None, (len(old), len(new)))
+    df = len(old) + len(new) - 2
+    pooled = sum((x - m) ** 2 for side, m in zip(logs, means) for x in side) / df
+    se = math.sqrt(pooled * (1 / len(old) + 1 / len(new)))
+    beyond = abs(means[1] - means[0]) - math.log1p(min_effect / 100)  # how far the change goes past min_effect
+    if se == 0:
+        p = 0.0 if beyond > 0 else 1.0
+    else:
+        p = min(1.0, float(2 * student_t.sf(beyond / se, df)))
+    detectable = math.expm1(math.log1p(min_effect / 100) + float(student_t.ppf(1 - alpha / 2, df)) * se) * 100
+    return Shift(*figures, p, (len(old), len(new)), detectable)
 
 
 def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], changes: Sequence[CodecChange],
@@ -268,12 +349,15 @@ def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], change
                      "shared host a codec can run up to 1.3x slower in one process than in the next for the "
                      "process's whole life, which no test on one process's rounds can see; runs meant for a "
                      f"gate want --processes {MIN_PROCESSES} or more")
-    too_few = [f"{c.codec} {t.op}" for c in changes for t in c.cpu
-               if smallest_p(t.rounds[0][0], t.rounds[1][0]) >= alpha]
-    if too_few:
-        notes.append(f"too few kept rounds for the test to reach p < {alpha:g} for {len(too_few)} timing(s) "
-                     f"({', '.join(too_few[:4])}{', ...' if len(too_few) > 4 else ''}): their CPU changes "
-                     "cannot be significant; run with more --repeat or --processes")
+    untested = [f"{c.codec} {t.op}" for c in changes for t in c.cpu if t.ratio and t.judged and not t.tested]
+    if untested:
+        notes.append(f"not tested (few sets): {len(untested)} timing(s) ({', '.join(untested[:4])}"
+                     f"{', ...' if len(untested) > 4 else ''}): a run gave fewer than {MIN_SETS} process sets with "
+                     f"{MIN_SET_ROUNDS} kept rounds, so the noise between processes, the test's yardstick, is "
+                     f"unknown; run with --processes {MIN_PROCESSES} or more")
+    sight = _sight(changes)
+    if sight:
+        notes.append(sight)
     noisy = [f"{c.codec} {t.op}" for c in changes for t in c.cpu if t.ratio and not t.judged]
     if noisy:
         notes.append(f"not judged (noisy): {', '.join(noisy)}: a run kept under {MIN_KEPT_SHARE:.0%} of the "
@@ -281,6 +365,26 @@ def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], change
                      "and no gate for them: rerun on a quieter machine")
     speed = machine_speed(old, new, reference)
     return notes + ([speed] if speed else [])
+
+
+def _sight(changes: Sequence[CodecChange]) -> Optional[str]:
+    """How small a change these runs can see: the median and the worst of the tested ratios' smallest
+    significant change (the test's critical value times its standard error, as a ratio change)."""
+    seen = sorted((t.ratio.detectable_pct, f"{c.codec} {t.op}") for c in changes for t in c.cpu
+                  if t.ratio and t.ratio.detectable_pct is not None)
+    if not seen:
+        return None
+    median = statistics.median(pct for pct, _ in seen)
+    return (f"with the noise between these runs' process sets, the test can call a ratio change of about "
+            f"{median:.1f}% or more (median over {len(seen)} timings; least sensitive: {seen[-1][1]}, "
+            f"{seen[-1][0]:.1f}%); smaller real changes go unseen: more --processes narrow it")
+
+
+def unseen(comparison: Comparison, pct: float) -> List[Tuple[str, float]]:
+    """The timings (``codec op``, smallest significant change %) for which a change of ``pct`` percent could not
+    be called significant with these runs' noise and process sets, untested ones included (inf)."""
+    return [(f"{c.codec} {t.op}", d) for c in comparison.codecs for t in c.cpu if t.ratio and t.judged
+            and (d := t.ratio.detectable_pct if t.ratio.detectable_pct is not None else math.inf) > pct]
 
 
 def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[str]:
@@ -301,7 +405,8 @@ def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[
 
 def gate(comparison: Comparison, fail_above_pct: float) -> List[Violation]:
     """The changes over ``fail_above_pct`` percent that fail a gate: any bytes increase (exact), and any
-    significant increase of a CPU ratio to the reference. Absolute CPU changes never fail it."""
+    significant increase (at least ``min_effect``) of a CPU ratio to the reference. Absolute CPU changes never
+    fail it."""
     found = []
     for c in comparison.codecs:
         if c.bytes and c.bytes.change_pct > fail_above_pct:

@@ -17,7 +17,7 @@ import jinja2
 from rpcbench.errors import BenchError
 from rpcbench.results import SLOW_STATE_FACTOR, Suite
 
-from .compare import FAST_END_PERCENTILE, MIN_KEPT_SHARE, TEST, Comparison, CpuChange, Shift
+from .compare import FAST_END_PERCENTILE, MIN_KEPT_SHARE, MIN_SETS, TEST, Comparison, CpuChange, Shift, unseen
 from .formatting import MISSING, fmt_us
 from .html import TEMPLATES, Table, plain_table
 
@@ -69,13 +69,16 @@ def explanation(comparison: Comparison) -> List[str]:
         f"Reference codec: {comparison.reference_note}.",
         "Bytes: mean bytes per call over every call of the trace; exact, so any change is real.",
         f"CPU: rounds over {SLOW_STATE_FACTOR:g}x their timing's fastest were crowded out by other work and are "
-        f"set aside ({kept_text(comparison)}). µs per call = {FAST_END_PERCENTILE}th percentile of the kept "
-        f"rounds; ratio = each kept round over the reference's {FAST_END_PERCENTILE}th percentile in the same "
-        f"run, which cancels the machine's speed between runs ({FAST_END_PERCENTILE}th percentile shown: "
-        "per-process speed modes move it least).",
-        f"p: {TEST} test on the rounds; a ratio change is significant when p < {comparison.alpha:g} "
-        f"(verdict slower/faster; n.s. = not significant; noisy = under {MIN_KEPT_SHARE:.0%} of a run's rounds "
-        "kept, not judged). Absolute µs are tested too, for information only.",
+        f"set aside ({kept_text(comparison)}). Each process set of a run gives one figure: its ratio = the median "
+        f"of its kept rounds over the reference's round of the same turn (the machine's speed cancels); its µs "
+        f"= the {FAST_END_PERCENTILE}th percentile of its kept rounds. A run's figure is the geometric mean of its "
+        "sets.",
+        f"p: {TEST}: rounds of one process share its speed, so the process set is the unit and the noise between "
+        f"sets is the yardstick (each run needs {MIN_SETS} sets or more). The null hypothesis is a ratio change "
+        f"of at most {comparison.min_effect:g}% (--min-effect): a change is called (slower/faster) when p < "
+        f"{comparison.alpha:g}, i.e. it is shown to exceed that; n.s. = not called; few sets = not testable; "
+        f"noisy = under {MIN_KEPT_SHARE:.0%} of a run's rounds kept, not judged. "
+        "Absolute µs are tested too, for information only.",
     ]
 
 
@@ -90,11 +93,16 @@ def gate_lines(comparison: Comparison) -> List[str]:
     violations, fail_above = comparison.violations, comparison.fail_above
     if fail_above is None:
         return []
+    blind = unseen(comparison, fail_above)
+    short = ([f"  these runs cannot see a CPU change of {fail_above:g}% in {len(blind)} timing(s) (smallest "
+              "significant change: " + ", ".join(f"{name} {'untested' if pct == float('inf') else f'{pct:.1f}%'}"
+                                                for name, pct in blind[:4]) + (", ..." if len(blind) > 4 else "")
+              + "): a pass says nothing about them; run longer (more --processes)"] if blind else [])
     if not violations:
         return [f"gate --fail-above {fail_above:g}: passed (no bytes increase and no significant CPU ratio "
-                f"increase over {fail_above:g}%)"]
+                f"increase over {fail_above:g}%)", *short]
     return [f"gate --fail-above {fail_above:g}: FAILED, {len(violations)} change(s) over {fail_above:g}%:",
-            *(f"  {v.text}" for v in violations)]
+            *(f"  {v.text}" for v in violations), *short]
 
 
 def format_comparison(runs: Runs, comparison: Comparison) -> str:

@@ -17,7 +17,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, capacity, fleet, reference, study
+from . import analysis, capacity, coverage, fleet, reference, study
 from .analysis import CodecFigures
 from .breakdown import Breakdown, MethodBytes, breakdown, method_bytes
 from .capacity import DEFAULT_OPTIONS, Plan, ReportOptions
@@ -91,27 +91,36 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     """The whole decision for ``options``; BenchError for a ``--baseline`` this run did not measure. Made once per
     run: the planner's bootstrap is not free, and every output must show the same answer."""
     ref, note = reference.baseline(suite, options.baseline)
-    figures = {r.codec: analysis.codec_figures(r, ref) for r in suite.results}
-    plan = capacity.plan(suite, options.transport)
-    front = analysis.pareto_front(suite)
+    figures = {r.codec: analysis.codec_figures(r, ref, _same_calls(r, ref)) for r in suite.results}
+    compared = coverage.comparable(suite, options.min_coverage)  # every comparison: codecs over the same calls
+    plan = capacity.plan(compared, options.transport)
+    front = analysis.pareto_front(compared)
     verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front])
-    ranked = analysis.rankings(suite)
+    ranked = analysis.rankings(compared)
     headlines = tuple(_headline(label, ranking[0]) for label, ranking in ranked.items() if ranking)
     notable = [*front, *(suite.result(h.codec) for h in headlines)]
-    studied = [r for name in study.FORMATS if (r := suite.find(name)) is not None]
-    lead, others = _capacity_rows(suite, plan, verdict, options)
+    studied = [r for name in study.FORMATS if (r := compared.find(name)) is not None]
+    lead, others = _capacity_rows(compared, plan, verdict, options)
     shown = tuple({r.codec: r for r in (verdict.baseline, verdict.pick) if r is not None}.values())
     return Decision(
         suite=suite, options=options, reference=ref.codec if ref else None, reference_note=note,
         timed_reference=analysis.timed_both(ref), figures=MappingProxyType(figures), headlines=headlines,
         rankings=MappingProxyType({label: tuple(r.codec for _, r in ranking) for label, ranking in ranked.items()}),
-        front=tuple(r.codec for r in front), dominated=MappingProxyType(analysis.dominated(suite)),
+        front=tuple(r.codec for r in front), dominated=MappingProxyType(analysis.dominated(compared)),
         comparisons=tuple(analysis.comparisons(notable, studied)), warnings=tuple(analysis.warnings(suite, ref)),
         timing_notes=tuple(analysis.timing_notes(suite, ref)), verdict=verdict, plan=plan,
         capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=MappingProxyType(_prices()),
         bytes_codecs=tuple(r.codec for r in shown), bytes_methods=method_bytes(shown, TOP_METHODS),
-        findings=tuple(study.retest(suite)),
+        findings=tuple(study.retest(compared)),
         fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref))
+
+
+def _same_calls(r: CodecResult, ref: Optional[CodecResult]) -> Optional[coverage.SameCalls]:
+    """For a codec that does not carry every call: its figures on its calls beside the reference's on the same
+    calls; None for one that does (its figures are over every call already), and for the reference itself."""
+    if ref is None or r.codec == ref.codec or coverage.coverage(r).full:
+        return None
+    return coverage.same_calls(r, ref)
 
 
 def _headline(label: str, best: Tuple[float, CodecResult]) -> Headline:

@@ -70,7 +70,7 @@ def columns(d: Decision) -> List[Column]:
         cols.append(figure_column(d.ratio_title("x "), lambda r: d.figures[r.codec].bytes_ratio, fmt_ratio,
                                   key="x ref"))
     if any(r.floor_ratio for r in suite.results):
-        cols.append(figure_column("x floor", lambda r: r.floor_ratio or None, fmt_ratio))
+        cols.append(figure_column("x floor", lambda r: d.figures[r.codec].floor_ratio or None, fmt_ratio))
     for op in OPS:
         cols += _timing_columns(op, d)
     cols += [figure_column("state/conn", lambda r: r.state_bytes_per_conn or 0, lambda v: fmt_bytes(v) if v else "0"),
@@ -88,6 +88,12 @@ def footnotes(d: Decision) -> List[str]:
         notes.append("declared: the codec documents this difference (a property of the format, e.g. bytes -> "
                      "base64 str); UNDECLARED: a call failed or came back different without the codec saying so.")
     notes += [f"{name}: {text}" for name, text in d.timing_notes]
+    partial = [f.codec for f in d.figures.values() if f.same_calls]
+    if partial:
+        notes.append(f"partial: {', '.join(partial)} cannot send every call; bytes mean is over the calls it "
+                     f"carries, and its {d.ratio_title('x ')}, enc/ and dec/ ratios are on those calls beside "
+                     f"{d.reference} on the same calls (no x floor: the floor is over every call). Not compared "
+                     "with the others: see the verdict.")
     floor = suite.trace.get("floor")
     if floor:
         notes.append(f"x floor: bytes per call over the trace's floor, {floor['bytes_per_call']:.1f} B/call: each "
@@ -106,6 +112,16 @@ def footnotes(d: Decision) -> List[str]:
                      "WebSocket, a reliable channel); one lost or reordered message breaks every later one of its "
                      "connection.")
     notes += [f"stages (medians, timed each on its own): {split}" for split in _stage_notes(d.breakdown.stages)]
+    if any(split.alone for split in d.breakdown.stages):
+        notes.append("a stage is timed in its codec's own process, in the first rounds of each process set, on the "
+                     "previous stage's outputs; the codec of the same name alone is set beside it over those same "
+                     "rounds (not its median over the run). A gap left is the process: the composite's process "
+                     "also runs the other stages (their caches and heap), so compare stages within a codec.")
+    if d.timed_reference:
+        notes.append(f"µs and enc/{d.reference} can order two codecs differently: µs is the median of a codec's "
+                     f"rounds, enc/{d.reference} the median of its round-by-round ratios to {d.reference}'s round of "
+                     "the same turn, which cancels the machine's drift that the µs keep; two codecs whose ±CI "
+                     "overlap are not ordered by this run either way.")
     notes += [f"dictionary: {_dictionary_text(r, suite)}" for r in suite.results if r.dictionary]
     return notes + _error_notes(suite)
 
@@ -121,12 +137,13 @@ def _error_notes(suite: Suite) -> List[str]:
 
 def _stage_notes(splits: Sequence[StageSplit]) -> List[str]:
     """``json+zlib-1: encode = serialize 0.86 + compress 2.63 µs; decode = ...``, per codec timed in several
-    stages."""
+    stages; a stage that is a codec of the run is set beside that codec alone over the same turns."""
     by_codec: Dict[str, List[str]] = {}
     for split in splits:
         if len(split.stages) > 1:
             steps = " + ".join(f"{name} {fmt_us(us)}" for name, us, _ in split.stages)
-            by_codec.setdefault(split.codec, []).append(f"{split.op} = {steps} µs")
+            beside = "".join(f" ({stage} alone on the same turns: {fmt_us(us)} µs)" for stage, us in split.alone)
+            by_codec.setdefault(split.codec, []).append(f"{split.op} = {steps} µs{beside}")
     return [f"{codec}: {'; '.join(ops)}" for codec, ops in by_codec.items()]
 
 
@@ -312,5 +329,6 @@ def _fidelity(total: int, bad: int) -> str:
 def _note(r: CodecResult, d: Decision) -> str:
     shaky = d.figures[r.codec].unstable
     flags = (["error"] if r.error else []) + (["ordered"] if r.ordered_delivery else [])
+    flags += ["partial"] if d.figures[r.codec].same_calls else []
     flags += [f"unstable ({', '.join(k[:3] for k in shaky)})"] if shaky else []
     return ", ".join(flags)

@@ -10,19 +10,22 @@ Goals (``--goal``):
   state memory of stream codecs at ``RAM_GB_MONTH_PRICE``. Bandwidth and CPU are priced in
   the same unit, so the trade-off is the user's prices, not a weight picked here.
 
-Only codecs whose every failure is declared, with bytes and both timings, compete; with
-``--transport udp`` a codec that needs ordered delivery does not. This module judges;
-templates and the terminal only print its sentences.
+Only codecs whose every failure is declared, that carry at least ``--min-coverage`` of the calls
+(:mod:`reports.coverage`), with bytes and both timings, compete; with ``--transport udp`` a codec that
+needs ordered delivery does not. When the best candidates' cost intervals overlap, the verdict says they
+are tied within this run's precision, names them and what would separate them (:func:`tie`). This module
+judges; templates and the terminal only print its sentences.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis
+from . import analysis, coverage
 from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Plan, ReportOptions, figures
 from .formatting import fmt_bytes, fmt_ratio
 
@@ -40,10 +43,13 @@ class Verdict:
     caveats: List[str] = field(default_factory=list)  #: ordered delivery and state memory, declared failures
     excluded: List[Tuple[str, str]] = field(default_factory=list)  #: (codec, why it may not be recommended)
     front: List[str] = field(default_factory=list)  #: the Pareto front, smallest first
+    tied: List[str] = field(default_factory=list)  #: the candidates tied with the pick (the pick first); [] if none
+    partial: List[Tuple[str, str]] = field(default_factory=list)  #: (codec, coverage and same-call figures)
 
     def lines(self) -> List[str]:
-        """The verdict for the terminal: rule, recommendation, caveats."""
-        return [f"verdict ({self.goal}: {self.rule})", f"  {self.sentence}", *(f"  {c}" for c in self.caveats)]
+        """The verdict for the terminal: rule, recommendation, caveats, codecs left out for their coverage."""
+        return [f"verdict ({self.goal}: {self.rule})", f"  {self.sentence}", *(f"  {c}" for c in self.caveats),
+                *(f"  not compared: {codec} {why}" for codec, why in self.partial)]
 
 
 def rule_text(goal: str, options: ReportOptions) -> str:
@@ -66,6 +72,8 @@ def excluded(suite: Suite, options: ReportOptions) -> List[Tuple[str, str]]:
         elif not r.sizes or (options.goal != "bandwidth" and (r.error or analysis.cpu_us(r) is None)):
             # bytes alone decide the bandwidth goal, so a run without timing (--sizes-only) can still answer it
             out.append((r.codec, "not fully measured" + (f" ({r.error})" if r.error else "")))
+        elif not coverage.meets(r, options.min_coverage):
+            out.append((r.codec, coverage.partial_text(r, None, options.min_coverage)))
         elif options.transport == "udp" and r.ordered_delivery:
             out.append((r.codec, "needs reliable, ordered delivery, which --transport udp does not give"))
     return out
@@ -94,7 +102,8 @@ def recommend(suite: Suite, options: ReportOptions, plan: Plan, reference: Tuple
               figures: Mapping[str, analysis.CodecFigures], front: Sequence[str]) -> Verdict:
     """The recommended codec for ``options.goal`` against the baseline (``reference``: the run's reference codec
     and where it came from, from :func:`reports.reference.baseline`), with the rule, caveats and exclusions;
-    ``figures`` holds each codec's ratios to that reference; ``front`` is the Pareto front, said with it."""
+    ``figures`` holds each codec's ratios to that reference; ``front`` is the Pareto front, said with it. When the
+    pick's cost interval overlaps another candidate's, the sentence says they are tied (:func:`tie`)."""
     baseline, where = reference
     barred = excluded(suite, options)
     front = list(front)
@@ -102,12 +111,79 @@ def recommend(suite: Suite, options: ReportOptions, plan: Plan, reference: Tuple
     score = _score(options.goal, options, plan)
     names = {name for name, _ in barred}
     pool = [r for r in suite.results if r.codec not in names]
+    partial = [(r.codec, coverage.partial_text(r, baseline, options.min_coverage)) for r in suite.results
+               if not coverage.meets(r, options.min_coverage) and not analysis.undeclared_calls(r)]
     if score is None or not pool:
         why = plan.missing if score is None else _nothing_to_pick(suite)
-        return Verdict(options.goal, rule, baseline, where, None, f"no recommendation: {why}", [], barred, front)
-    pick = min(pool, key=score)
-    return Verdict(options.goal, rule, baseline, where, pick, _sentence(figures[pick.codec], baseline, options, plan),
-                   _caveats(pick, options), barred, front)
+        return Verdict(options.goal, rule, baseline, where, None, f"no recommendation: {why}", [], barred, front,
+                       partial=partial)
+    ranked = sorted(pool, key=score)
+    pick = ranked[0]
+    sentence = _sentence(figures[pick.codec], baseline, options, plan)
+    tied = tie(ranked, _interval(options.goal, options, plan))
+    if tied:
+        sentence = f"{_tie_text(tied, options.goal)} Lowest point estimate: {sentence}"
+    return Verdict(options.goal, rule, baseline, where, pick, sentence, _caveats(pick, options), barred, front,
+                   [r.codec for r, _ in tied], partial)
+
+
+Interval = Callable[[CodecResult], Tuple[float, float, float]]  #: a candidate's cost: (low, point, high)
+
+
+def _interval(goal: str, options: ReportOptions, plan: Plan) -> Interval:
+    """The candidate's cost with its 95 % interval, in the goal's unit. Bytes are exact counts over the trace, and
+    the traffic's bootstrap interval is shared by every codec (they carry the same connections), so neither
+    separates codecs; the uncertain part is CPU: the timing medians' distribution-free intervals (``ci_us``)."""
+    def cpu(r: CodecResult) -> Tuple[float, float, float]:
+        assert r.encode and r.decode
+        (e_lo, e_hi, _), (d_lo, d_hi, _) = r.encode.ci_us, r.decode.ci_us
+        return e_lo + d_lo, r.encode.median_us + r.decode.median_us, e_hi + d_hi
+
+    if goal == "cpu":
+        return cpu
+    if goal == "bandwidth":
+        def wire(r: CodecResult) -> Tuple[float, float, float]:
+            row = plan.find(r.codec)
+            value = row.down.value + row.up.value if row else (r.sizes.mean if r.sizes else 0.0)
+            return value, value, value
+        return wire
+    rates = (plan.calls_per_s["s2c"].value, plan.calls_per_s["c2s"].value)
+
+    def cost(r: CodecResult) -> Tuple[float, float, float]:
+        if r.codec not in plan.rows or not (r.encode and r.decode):
+            return math.inf, math.inf, math.inf
+        point = plan.rows[r.codec].month_cost(options.ccu, options.egress_price)
+        (e_lo, e_hi, _), (d_lo, d_hi, _) = r.encode.ci_us, r.decode.ci_us
+        usd = options.ccu / 1e6 * CORE_MONTH_PRICE  # $ per month for one µs of serialization per second per player
+        mid = (r.encode.median_us * rates[0] + r.decode.median_us * rates[1]) * usd
+        return (point - mid + (e_lo * rates[0] + d_lo * rates[1]) * usd, point,
+                point - mid + (e_hi * rates[0] + d_hi * rates[1]) * usd)
+    return cost
+
+
+def tie(ranked: Sequence[CodecResult], interval: Interval) -> List[Tuple[CodecResult, Tuple[float, float, float]]]:
+    """The candidates whose cost interval overlaps the best one's (the best first), with their intervals; [] when
+    the best stands apart. ``ranked``: the candidates, best point estimate first."""
+    best = interval(ranked[0])
+    overlapping = [(r, iv) for r in ranked[1:] if (iv := interval(r))[0] <= best[2] and best[0] <= iv[2]]
+    return [(ranked[0], best), *overlapping] if overlapping else []
+
+
+def _tie_text(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]], goal: str) -> str:
+    """``tied within this run's precision: A $1,210/month (1,190-1,230), B ...: ... what would separate them``."""
+    def money(v: float) -> str:
+        return f"${v:,.0f}" if goal == "balanced" else f"{v:.2f}" if goal == "cpu" else f"{v:,.1f}"
+
+    unit = {"balanced": "/month", "cpu": " µs/call", "bandwidth": " B/s per player"}[goal]
+    named = ", ".join(f"{r.codec} {money(mid)}{unit} ({money(lo)} to {money(hi)})" for r, (lo, mid, hi) in tied)
+    return (f"tied within this run's precision: {named}: their 95% intervals overlap, so this run cannot rank "
+            f"them. What would separate them: narrower CPU intervals (more rounds: --repeat, --processes; an idle "
+            f"machine), or your own weight on what differs between them (bytes: exact, {_bytes_note(tied)}).")
+
+
+def _bytes_note(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]]) -> str:
+    """``json+zstddict-3 36.9 B/call, json+zlib-1 61.9``: the tied codecs' exact mean bytes per call."""
+    return ", ".join(f"{r.codec} {r.sizes.mean:.1f} B/call" for r, _ in tied if r.sizes)
 
 
 def _nothing_to_pick(suite: Suite) -> str:

@@ -48,6 +48,12 @@ class Limit(ValueError):
         self.feature, self.path = feature, path
 
 
+def unknown_method(method: str, schemas: str) -> Limit:
+    """The one failure every schema codec raises for a method its schemas do not define: a declarable ``METHOD``
+    limit (the call cannot be sent at all, so it counts against the codec's coverage either way)."""
+    return Limit(METHOD, "method", f"no message for method {method!r} in {schemas} (see docs/protobuf.md)")
+
+
 class Difference(NamedTuple):
     """The first difference found: its feature, where (``args.units[3].pos``) and what."""
 

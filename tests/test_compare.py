@@ -72,7 +72,7 @@ def test_same_build_twice_passes_the_gate(runs, tmp_path):
     done = compare_cli(str(runs["a"]), str(runs["b"]), "--fail-above", "10", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "gate --fail-above 10: passed" in done.stdout
-    assert "Mann-Whitney U, two-sided" in done.stdout and "p < 0.01" in done.stdout
+    assert "t-test on the process sets' log ratios" in done.stdout.replace("\n  ", " ") and "p < 0.01" in done.stdout
     assert "Reference codec: json (the default" in done.stdout
     assert re.search(r"^jsonbuild\s+encode\s", done.stdout, re.M)
     assert (tmp_path / "compare.html").is_file()
@@ -101,7 +101,7 @@ def test_more_bytes_fail_the_gate_and_unmatched_codecs_are_listed(runs):
     assert "removed (only in OLD): msgpack, json+zlib-1" in done.stdout
     assert (runs["wide"] / "compare.html").is_file()  # default: into NEW's folder
     itself = compare_cli(str(runs["wide"]), str(runs["wide"]), "--out", str(runs["wide"]))
-    assert "too few kept rounds for the test to reach p < 0.01" in itself.stdout.replace("\n  ", " ")  # 3 v 3
+    assert "not tested (few sets)" in itself.stdout.replace("\n  ", " ")  # one process set each
 
 
 def scaled_copy(folder: Path, dest: Path, codec: str, factor: float) -> Path:
@@ -142,6 +142,24 @@ def test_scaled_rounds_fail_by_exactly_their_factor(runs, tmp_path):
     assert compare_cli(str(base), str(within), "--fail-above", "10").returncode == 0
     itself = compare_cli(str(runs["a"]), str(runs["a"]), "--fail-above", "0", "--out", str(tmp_path))
     assert itself.returncode == 0 and "FAILED" not in itself.stdout
+
+
+def test_one_slow_process_is_not_a_change(runs, tmp_path):
+    """The process set is the unit: one of NEW's three msgpack processes 1.2x slower (a process's speed mode, for
+    its whole life) is noise between processes, not a change; every process 1.2x slower is a change."""
+    base = steady_copy(runs["a"], tmp_path / "base")
+    data = json.loads((base / "results.json").read_text(encoding="utf-8"))
+    repeat = data["settings"]["repeat"]
+    msgpack = next(r for r in data["results"] if r["codec"] == "msgpack")
+    msgpack["encode"]["rounds_ns"][:repeat] = [x * 1.2 for x in msgpack["encode"]["rounds_ns"][:repeat]]
+    one = _write(data, tmp_path / "one")
+
+    def verdict(new: Path) -> str:
+        change = next(c for c in compare(load(str(base)), load(str(new))).codecs if c.codec == "msgpack")
+        return next(t for t in change.cpu if t.op == "encode").verdict
+
+    assert verdict(one) == "n.s."
+    assert verdict(scaled_copy(base, tmp_path / "every", "msgpack", 1.2)) == "slower"
 
 
 def test_reference_absent_falls_back_and_says_so(runs, tmp_path):
@@ -201,4 +219,4 @@ def test_html_escapes_everything_and_needs_nothing_else(runs, tmp_path):
     assert "<script>alert" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&#34;&gt;&lt;img src=x" in page
     assert not re.search(r"<[^>]*\b(src|href)\s*=|@import|url\(|https?://", page)
-    assert "jsonbuild" in page and "Mann-Whitney U" in page and "passed" in page
+    assert "jsonbuild" in page and "t-test on the process sets" in page and "passed" in page

@@ -95,6 +95,30 @@ def test_verdict_never_picks_a_codec_with_undeclared_failures(suite: Suite) -> N
         assert pick.codec not in verdict.front
 
 
+def twin(suite: Suite, codec: str, factor: float) -> Suite:
+    """The run plus ``codec-twin``: the same bytes, every timing round of ``codec`` times ``factor``."""
+    r = suite.result(codec)
+    scaled = {op: dataclasses.replace(t, rounds_ns=tuple(x * factor for x in t.rounds_ns))
+              for op in ("encode", "decode") if (t := getattr(r, op)) is not None}
+    return dataclasses.replace(suite, results=(*suite.results, dataclasses.replace(r, codec=f"{codec}-twin",
+                                                                                   **scaled)))
+
+
+@pytest.mark.parametrize("goal", ["cpu", "balanced"])
+def test_overlapping_intervals_give_a_tie_naming_both_and_what_separates_them(suite: Suite, goal: str) -> None:
+    pick = decided(suite, goal=goal).pick
+    assert pick is not None
+    close = decided(twin(suite, pick.codec, 1.001), goal=goal)  # within its own interval: this run cannot tell
+    assert close.pick is not None and close.pick.codec == pick.codec
+    assert close.tied[:2] == [pick.codec, f"{pick.codec}-twin"]
+    assert close.sentence.startswith(f"tied within this run's precision: {pick.codec} ")
+    assert f", {pick.codec}-twin " in close.sentence and "their 95% intervals overlap" in close.sentence
+    assert "What would separate them: narrower CPU intervals (more rounds: --repeat, --processes" in close.sentence
+    # the fixture's 5 rounds give wide intervals; a thousand times the CPU stands apart whatever the machine did
+    apart = decided(twin(suite, pick.codec, 1000.0), goal=goal)
+    assert apart.pick is not None and apart.pick.codec == pick.codec and f"{pick.codec}-twin" not in apart.tied
+
+
 def test_goal_changes_the_pick(suite: Suite) -> None:
     bandwidth, cpu = decided(suite, goal="bandwidth").pick, decided(suite, goal="cpu").pick
     assert bandwidth and cpu and bandwidth.codec != cpu.codec

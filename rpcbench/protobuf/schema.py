@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Container, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import BenchError
-from ..fidelity import Limit
+from ..fidelity import Limit, unknown_method
 from .compile import compile_descriptors, virtual_names
 from .convert import Converters, MessageConverter, find_limit
 from .wire import read_varint, varint
@@ -183,7 +183,7 @@ class Schema:
         return matches[0]
 
     def encode(self, method: str, args: Any) -> bytes:
-        """The envelope bytes of one call; LookupError for a method without a message, a
+        """The envelope bytes of one call; a fidelity.Limit (``METHOD``) for a method without a message, a
         fidelity.Limit when a value is beyond what the field can hold (see :func:`find_limit`)."""
         entry = self._entry(method)
         try:  # message_of then serialize, inlined: two calls fewer on the timed path
@@ -198,7 +198,7 @@ class Schema:
     def _entry(self, method: str) -> Method:
         entry = self.methods.get(method)
         if entry is None:
-            raise LookupError(f"method {method!r} has no message in {', '.join(self.files)} (see docs/protobuf.md)")
+            raise unknown_method(method, ", ".join(self.files))
         return entry
 
     def _limit(self, method: str, args: Any) -> Optional[Limit]:
