@@ -25,6 +25,7 @@ import numpy as np
 import scipy.stats
 
 from rpcbench.results import CodecResult, Suite, Timing
+from rpcbench.wire import TRANSPORTS, Transport
 
 SECONDS_PER_MONTH = 730 * 3600  #: a month of 730 hours (8,760 h / 12), as cloud price lists count it
 DEFAULT_CCU = 10_000
@@ -42,33 +43,6 @@ GOALS = ("balanced", "bandwidth", "cpu")
 
 
 @dataclass(frozen=True)
-class Transport:
-    """What each message costs on the wire besides its payload."""
-
-    name: str
-    header: int  #: bytes per message in both directions (IP + transport headers)
-    c2s_extra: int  #: more bytes per client-to-server message (WebSocket's mask key)
-    websocket_length: bool  #: add the WebSocket frame header, whose length field grows with the payload
-    text: str  #: the numbers and where they come from, for the report
-
-    def per_message(self, direction: str, payload: float) -> float:
-        """Header bytes of one message of ``payload`` bytes going ``direction``."""
-        frame = (2 if payload <= 125 else 4 if payload <= 65535 else 10) if self.websocket_length else 0
-        return self.header + frame + (self.c2s_extra if direction == C2S else 0)
-
-
-TRANSPORTS = {
-    "none": Transport("none", 0, 0, False, "payload only, no transport headers"),
-    "tcp": Transport("tcp", 40, 0, False, "IPv4 20 B (RFC 791) + TCP 20 B (RFC 9293) per message: one message per "
-                     "segment, no IP or TCP options (Linux adds 12 B of timestamps; coalesced messages share one)"),
-    "websocket": Transport("websocket", 40, 4, True, "TCP/IPv4 40 B + WebSocket frame header (RFC 6455 5.2): 2 B for "
-                           "a payload up to 125 B, 4 B up to 65,535 B, 10 B beyond (chosen by each method's mean "
-                           "size), + 4 B mask key on client-to-server frames"),
-    "udp": Transport("udp", 28, 0, False, "IPv4 20 B (RFC 791) + UDP 8 B (RFC 768) per datagram, one message each"),
-}
-
-
-@dataclass(frozen=True)
 class ReportOptions:
     """The user's situation, which the verdict and the planner answer for (``--goal``, ``--baseline``...)."""
 
@@ -77,6 +51,8 @@ class ReportOptions:
     ccu: int = DEFAULT_CCU
     egress_price: float = DEFAULT_EGRESS_PRICE
     transport: str = "none"
+    packet_overhead: int = 0  #: the game's own header bytes per packet (--packet-overhead)
+    wire: Optional[str] = None  #: --wire policy decided on (None: the first batched, else per-call)
 
 
 DEFAULT_OPTIONS = ReportOptions()

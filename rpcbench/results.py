@@ -18,12 +18,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BenchError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
 #: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``),
 #: per-trace results of a fleet (``traces``), estimates or example traces; 1 to 4 hold the dictionaries' calls out
-#: of a fleet by a seeded share and have no fleet floor (the one size pass of version 5: docs/results-format.md)
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+#: of a fleet by a seeded share and have no fleet floor (the one size pass of version 5: docs/results-format.md);
+#: 1 to 5 have no wire figures (``wire``: packets per --wire policy, docs/wire.md)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 #: A round more than this factor above the fastest round of its timing ran while the machine
 #: was in a slow state. Shared VMs switch between a fast and a slow state for a second or
@@ -37,7 +38,7 @@ MIN_STATE_PAIRS = 5  #: round pairs needed in a state before a ratio is given fo
 CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
     "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only", "state_bytes_per_conn",
-    "ordered_delivery", "floor_ratio", "trace",
+    "ordered_delivery", "floor_ratio", "trace", "wire", "packets", "payload_bytes", "wire_bytes", "fragmented",
 )
 MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
@@ -199,6 +200,8 @@ class CodecResult:
     by_direction: Dict[str, Dict[str, int]] = field(default_factory=dict)  #: "c2s"/"s2c" -> {"calls", "bytes"}
     #: a sampled size pass (--sample-calls): fleet-wide figures as [low, estimate, high] at ``confidence``
     estimate: Optional[Dict[str, Any]] = None
+    #: per --wire policy: packets, payload and wire bytes, per direction, latency (rpcbench.wire.wire_figures)
+    wire: Tuple[Dict[str, Any], ...] = ()
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -268,8 +271,8 @@ class Suite:
                   encoding="utf-8", errors="backslashreplace") as f:
             writer = csv.writer(f)
             writer.writerow(CSV_COLUMNS)
-            writer.writerows(csv_row(r) for r in self.results)
-            writer.writerows(csv_row(r, t.trace["path"]) for t in self.traces for r in t.results)
+            writer.writerows(row for r in self.results for row in csv_rows(r))
+            writer.writerows(row for t in self.traces for r in t.results for row in csv_rows(r, t.trace["path"]))
 
 
 def _derived(t: Timing) -> Dict[str, Any]:
@@ -289,6 +292,14 @@ def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
         f"{e.spread_pct:.1f}" if e else "", f"{d.spread_pct:.1f}" if d else "", int(r.declared_only),
         r.state_bytes_per_conn, int(r.ordered_delivery), f"{r.floor_ratio:.3f}" if r.floor_ratio else "", trace,
     ]
+
+
+def csv_rows(r: CodecResult, trace: str = MERGED) -> List[List[Any]]:
+    """The codec's results.csv rows: one per --wire policy (the wire columns empty without wire figures)."""
+    row = csv_row(r, trace)
+    if not r.wire:
+        return [row + [""] * 5]
+    return [row + [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"]] for w in r.wire]
 
 
 LATENCY_KEYS = ("n", "p50", "p90", "p99", "max")  #: the figures of each op/method latency entry
@@ -327,7 +338,7 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
 _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
                            "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
                            "floor_ratio": (int, float, type(None)), "by_direction": dict,
-                           "estimate": (dict, type(None))}
+                           "estimate": (dict, type(None)), "wire": list}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -492,4 +503,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         floor_ratio=r.get("floor_ratio"),
         by_direction=r.get("by_direction", {}),
         estimate=r.get("estimate"),
+        wire=tuple(r.get("wire", ())),
     )

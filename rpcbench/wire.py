@@ -335,9 +335,10 @@ class TickGuess:
 def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
     """The server's tick from the gaps between its flushes to each connection (``limit`` calls at most).
 
-    Calls under BURST_NS apart are one flush (a burst); each gap between bursts' starts should be a whole number of ticks, so the tick is
-    the longest period T (4-250 ms) whose score, the mean of cos(2 pi gap / T), is within 10 % of the best
-    (T/2, T/3 score as well as T; 2T does not), refined to 0.002 ms.
+    Calls under BURST_NS apart are one flush (a burst); each gap between bursts' starts should be a whole
+    number of ticks, so the tick is the longest period T (4-250 ms) at a peak of the score, the mean of
+    cos(2 pi gap / T), within 10 % of the best (T/2 and T/3 score as well as T; 2T does not), refined to
+    0.002 ms.
     """
     import numpy as np
 

@@ -135,15 +135,17 @@ def test_chunks_merge_to_the_one_process_figures(fleet_dir, chunk_calls):
     registry = config.registry()
     fleet = make_pass(config)
     run_pass(fleet)
-    one = [CodecTally(registry.create(c)) for c in config.codecs]
+    one = [CodecTally(registry.create(c), config.wire) for c in config.codecs]
     for index, call in enumerate(TraceReader(trace)):
         check_call(one, index, call)
     for tally in one:
         tally.measure_state()
     for mine, theirs in zip(fleet.traces[0].tallies, one):
         mine_state, their_state = mine.export(), theirs.export()
-        for key in ("ns",):
-            mine_state.pop(key), their_state.pop(key)
+        for state in (mine_state, their_state):
+            state.pop("ns")
+            for _, wire in state["wire"].values():
+                wire.pop("ns")
         assert mine_state == their_state, mine.codec.name
     stats = TraceStats()
     for call in TraceReader(trace):
@@ -298,7 +300,7 @@ def test_results_json_keeps_per_trace_results(fleet_dir, tmp_path):
     assert run_bench("--trace", f"{fleet_dir}/[ab].rpct", "--codecs", "json", "--sizes-only", "--out", out,
                      "--no-report", "--quiet").returncode == 0
     data = json.loads((out / "results.json").read_text())
-    assert data["schema_version"] == results.SCHEMA_VERSION == 5
+    assert data["schema_version"] == results.SCHEMA_VERSION == 6
     assert [t["trace"]["calls"] for t in data["traces"]] == [2500, 3100]
     assert data["trace"]["calls"] == 5600 and data["trace"]["traces"] == 2
     assert data["results"][0]["sizes"]["total"] == sum(t["results"][0]["sizes"]["total"] for t in data["traces"])
