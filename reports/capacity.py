@@ -27,6 +27,8 @@ import scipy.stats
 from rpcbench.results import CodecResult, Suite, Timing
 from rpcbench.wire import TRANSPORTS, Transport
 
+from . import wire
+
 SECONDS_PER_MONTH = 730 * 3600  #: a month of 730 hours (8,760 h / 12), as cloud price lists count it
 DEFAULT_CCU = 10_000
 #: $ per GB of server egress: a typical first-tier cloud internet egress price (AWS, GCP: $0.08-0.09/GB); an assumption
@@ -116,14 +118,17 @@ class Plan:
     calls_per_s: Dict[str, Estimate]  #: per player and direction
     missing: Optional[str] = None  #: why no figures (older results, no timestamps); rows are empty then
     ci_note: str = ""
+    policy: Optional[str] = None  #: the --wire policy whose packets the traffic is (None: one per call)
 
     def find(self, codec: str) -> Optional[Capacity]:
         """The codec's row, if it has one."""
         return self.rows.get(codec)
 
 
-def plan(suite: Suite, transport: str = "none") -> Plan:
-    """Capacity figures of every codec with per-direction bytes, from the trace's per-connection traffic."""
+def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional[str] = None) -> Plan:
+    """Capacity figures of every codec with per-direction bytes, from the trace's per-connection traffic:
+    its packets under the --wire ``policy`` when the results have them (headers per packet, ``extra`` bytes
+    of the game's own each), else its calls one per packet."""
     carrier = TRANSPORTS[transport]
     table = suite.trace.get("per_connection")
     reference = suite.find(table["codec"]) if table else None
@@ -134,7 +139,7 @@ def plan(suite: Suite, transport: str = "none") -> Plan:
     calls = {d: np.array(table[f"{d}_calls"], dtype=float) for d in (C2S, S2C)}
     ref_bytes = {d: np.array(table[f"{d}_bytes"], dtype=float) for d in (C2S, S2C)}
     codecs = [r for r in suite.results if r.by_direction]
-    weights = [[(_scale(r, reference, d), _header(r, d, carrier)) for d in (C2S, S2C)] for r in codecs]
+    weights = [[_weights(r, reference, d, carrier, extra, policy) for d in (C2S, S2C)] for r in codecs]
     estimates, ci_note = _bootstrap(spans, calls, ref_bytes, weights)
     rates = {C2S: estimates[0], S2C: estimates[1]}
     rows = {}
@@ -144,7 +149,7 @@ def plan(suite: Suite, transport: str = "none") -> Plan:
         server = encode * rates[S2C] + decode * rates[C2S] if encode and decode else None
         rows[r.codec] = Capacity(r.codec, down, up, server, decode * rates[S2C] if decode else None,
                                  r.state_bytes_per_conn)
-    return Plan(rows, carrier, len(spans), float(spans.sum()), rates, None, ci_note)
+    return Plan(rows, carrier, len(spans), float(spans.sum()), rates, None, ci_note, policy)
 
 
 def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResult]) -> Optional[str]:
@@ -157,6 +162,14 @@ def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResul
     if not sum(table["span_ms"]):
         return "not available: the trace's calls carry no timestamps, so there is no call rate"
     return None
+
+
+def _weights(r: CodecResult, reference: CodecResult, direction: str, carrier: Transport, extra: int,
+             policy: Optional[str]) -> Tuple[float, float]:
+    """(scale of the reference's bytes, header bytes per call) of the codec in ``direction``."""
+    figures = wire.policy_figures(r, policy, carrier.name, extra) if policy else None
+    found = wire.weights(r, reference, figures, direction)
+    return found or (_scale(r, reference, direction), _header(r, direction, carrier) + extra)
 
 
 def _scale(r: CodecResult, reference: CodecResult, direction: str) -> float:

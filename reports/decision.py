@@ -17,7 +17,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, capacity, fleet, reference, study
+from . import analysis, capacity, fleet, reference, study, wire
 from .analysis import CodecFigures
 from .breakdown import Breakdown, MethodBytes, breakdown, method_bytes
 from .capacity import DEFAULT_OPTIONS, Plan, ReportOptions
@@ -76,6 +76,7 @@ class Decision:
     findings: Tuple[study.Finding, ...]
     fleet: fleet.Fleet
     breakdown: Breakdown  #: method, sample, stage and tail shares
+    wire: wire.WireView  #: packets per --wire policy, the ranking under each
 
     @property
     def failing(self) -> FrozenSet[str]:
@@ -92,7 +93,8 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     run: the planner's bootstrap is not free, and every output must show the same answer."""
     ref, note = reference.baseline(suite, options.baseline)
     figures = {r.codec: analysis.codec_figures(r, ref) for r in suite.results}
-    plan = capacity.plan(suite, options.transport)
+    wire_view = wire.view(suite, options.transport, options.packet_overhead, options.wire)
+    plan = capacity.plan(suite, options.transport, options.packet_overhead, wire_view.chosen)
     front = analysis.pareto_front(suite)
     verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front])
     ranked = analysis.rankings(suite)
@@ -111,7 +113,7 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
         capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=MappingProxyType(_prices()),
         bytes_codecs=tuple(r.codec for r in shown), bytes_methods=method_bytes(shown, TOP_METHODS),
         findings=tuple(study.retest(suite)),
-        fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref))
+        fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref), wire=wire_view)
 
 
 def _headline(label: str, best: Tuple[float, CodecResult]) -> Headline:
