@@ -662,6 +662,8 @@ class SizePass:
         policies = self.config.wire
         if not any(p.batched for p in policies):
             return [policies] * len(self.index)
+        if self.sampled:
+            raise BenchError("--wire: batching by tick needs every call of a connection: not with --sample-calls")
         out = []
         for trace in self.index:
             guess = detect_tick(open_trace(trace.path, self.config.salvage))

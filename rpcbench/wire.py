@@ -342,19 +342,7 @@ def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
     """
     import numpy as np
 
-    bursts: Dict[Any, Tuple[int, int]] = {}  #: (connection, direction) -> (its burst's first call, last call)
-    gaps: Dict[str, List[int]] = {C2S: [], S2C: []}  #: from one burst's start to the next's
-    for n, call in enumerate(calls):
-        if n >= limit:
-            break
-        key = (call.conn, call.dir)
-        start, previous = bursts.get(key, (None, None))
-        if start is not None and call.t - previous < BURST_NS:
-            bursts[key] = (start, call.t)
-            continue
-        if start is not None and call.dir in gaps:
-            gaps[call.dir].append(call.t - start)
-        bursts[key] = (call.t, call.t)
+    gaps = _burst_gaps(calls, limit)
     flushes = np.array(gaps[S2C], dtype=float) / 1e6
     if len(flushes) < 8:
         return TickGuess(None, 0.0, len(flushes), ())
@@ -372,6 +360,24 @@ def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
     best = float(fine[int(fine_scores.argmax())])
     quantized = tuple(d for d, found in gaps.items() if _on_ticks(found, best * 1e6))
     return TickGuess(round(best, 2), round(float(fine_scores.max()), 3), len(flushes), quantized)
+
+
+def _burst_gaps(calls: Iterable[Call], limit: int) -> Dict[str, List[int]]:
+    """Per direction, the ns from one burst's first call to the next's on the same connection."""
+    bursts: Dict[Any, Tuple[int, int]] = {}  #: (connection, direction) -> (its burst's first call, last call)
+    gaps: Dict[str, List[int]] = {C2S: [], S2C: []}
+    for n, call in enumerate(calls):
+        if n >= limit:
+            break
+        key = (call.conn, call.dir)
+        found = bursts.get(key)
+        if found is not None and call.t - found[1] < BURST_NS:
+            bursts[key] = (found[0], call.t)
+            continue
+        if found is not None and call.dir in gaps:
+            gaps[call.dir].append(call.t - found[0])
+        bursts[key] = (call.t, call.t)
+    return gaps
 
 
 def _on_ticks(gaps: Sequence[int], tick_ns: float) -> bool:
