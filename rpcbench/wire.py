@@ -27,6 +27,7 @@ from .errors import BenchError
 PER_CALL = "per-call"
 SIZE_CLASSES = (125, 65535)  #: WebSocket's 7-bit and 16-bit payload lengths (RFC 6455 5.2): packets counted by class
 LATENCY_UNIT_MS = 0.1  #: added latency is kept as a histogram in these units
+_UNIT_NS = round(LATENCY_UNIT_MS * 1_000_000)
 BURST_NS = 1_000_000  #: calls closer than this to the one before are one flush (tick detection, quantized traces)
 QUANTIZED_SHARE = 0.9  #: a direction's calls are tick-quantized when this share of its gaps is a burst or a tick
 DETECT_CALLS = 50_000  #: tick:auto reads at most this many calls of a trace
@@ -137,26 +138,31 @@ def unframe(payload: bytes) -> List[bytes]:
     return out
 
 
-def pack(framed: Sequence[bytes], mtu: Optional[int]) -> List[Tuple[bytes, int]]:
-    """Framed messages packed in order into packets of at most ``mtu`` payload bytes: (payload, packets it
-    takes); a message over the MTU goes alone, fragmented into ceil(size / mtu) packets."""
+def packets(framed: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, int]]:
+    """Framed messages (their sizes) packed in order into packets of at most ``mtu`` payload bytes:
+    (first, past the last, packets it takes); a message over the MTU goes alone, fragmented into
+    ceil(size / mtu) packets."""
     if mtu is None:
-        return [(b"".join(framed), 1)]
-    out: List[Tuple[bytes, int]] = []
-    current: List[bytes] = []
-    size = 0
-    for frame in framed:
-        if current and size + len(frame) > mtu:
-            out.append((b"".join(current), 1))
-            current, size = [], 0
-        if len(frame) > mtu:
-            out.append((frame, -(-len(frame) // mtu)))
+        return [(0, len(framed), 1)]
+    out: List[Tuple[int, int, int]] = []
+    start = size = 0
+    for i, n in enumerate(framed):
+        if i > start and size + n > mtu:
+            out.append((start, i, 1))
+            start, size = i, 0
+        if n > mtu:
+            out.append((i, i + 1, -(-n // mtu)))
+            start, size = i + 1, 0
             continue
-        current.append(frame)
-        size += len(frame)
-    if current:
-        out.append((b"".join(current), 1))
+        size += n
+    if start < len(framed):
+        out.append((start, len(framed), 1))
     return out
+
+
+def _prefix_bytes(n: int) -> int:
+    """Bytes of ``n``'s LEB128 length prefix."""
+    return (n.bit_length() + 6) // 7 or 1
 
 
 _CALLS, _PACKETS, _PAYLOAD, _FRAGMENTED = 0, 1, 2, 3  #: per direction: then packets by size class (3)
@@ -173,21 +179,22 @@ class WireTally:
 
     def __init__(self, policy: WirePolicy, compressor: Any = None) -> None:
         self.policy = policy
-        self.compressor = compressor if policy.batched else None
+        self.compressor: Any = compressor if policy.batched else None
         self.origin: Optional[int] = None  #: the trace's first timestamp: windows start there
         self.directions: Dict[str, List[int]] = {}
         self.payloads: Counter = Counter()  #: payload bytes per packet -> packets
         self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
         self.ns = 0  #: framing, compressing and checking packets
         self.problem: Optional[str] = None  #: the first packet that did not give its messages back
-        self._open: Dict[Any, Tuple[int, List[bytes], List[int]]] = {}
+        self._open: Dict[Any, Tuple[int, List[Any], List[int]]] = {}
+        self._tick_ns = None if policy.tick_ms is None else round(policy.tick_ms * 1_000_000)
         self._sessions: Dict[Any, Any] = {}
 
     _STATE = ("directions", "payloads", "latency", "ns", "problem")
 
     def add(self, call: Call, message: bytes) -> None:
         """One encoded call: a packet of its own, or into its connection's batch of the tick window."""
-        if not self.policy.batched:
+        if self._tick_ns is None:
             self._packet(call.dir, len(message), 1)
             self._direction(call.dir)[_CALLS] += 1
             self.latency[0] += 1
@@ -195,13 +202,14 @@ class WireTally:
         if self.origin is None:
             self.origin = call.t
         key = (call.conn, call.dir)
-        window = int((call.t - self.origin) // (self.policy.tick_ms * 1_000_000))  # type: ignore[operator]
+        window = (call.t - self.origin) // self._tick_ns
         batch = self._open.get(key)
         if batch is None or window > batch[0]:
             if batch is not None:
                 self._flush(key, batch)
             batch = self._open[key] = (window, [], [])
-        batch[1].append(message)  # a late call (its time before the window's) goes out in the open batch
+        # a late call (stamped before its window) goes out in the open batch; without a compressor, sizes will do
+        batch[1].append(message if self.compressor is not None else len(message))
         batch[2].append(call.t)
 
     def close(self) -> None:
@@ -210,35 +218,34 @@ class WireTally:
             self._flush(key, batch)
         self._open.clear()
 
-    def _flush(self, key: Any, batch: Tuple[int, List[bytes], List[int]]) -> None:
+    def _flush(self, key: Any, batch: Tuple[int, List[Any], List[int]]) -> None:
+        """Send a window's messages: packed, framed, compressed when the codec compresses; latency per call."""
         t0 = time.perf_counter_ns()
         window, messages, times = batch
         direction = key[1]
-        back: List[bytes] = []
-        for payload, pieces in pack([leb128(len(m)) + m for m in messages], self.policy.mtu):
-            self._packet(direction, len(self._compress(key, payload)), pieces)
-            back.extend(_unframed(payload))
-        if back != messages and self.problem is None:
-            self.problem = f"a {direction} packet does not unframe into the messages put in it"
+        if self.compressor is None:  # the payload is the framed messages: their sizes are enough
+            framed = [n + _prefix_bytes(n) for n in messages]
+            for start, stop, pieces in packets(framed, self.policy.mtu):
+                self._packet(direction, sum(framed[start:stop]), pieces)
+        else:
+            framed = [leb128(len(m)) + m for m in messages]
+            for start, stop, pieces in packets([len(f) for f in framed], self.policy.mtu):
+                self._packet(direction, self._compressed(key, framed[start:stop], messages[start:stop]), pieces)
         self._direction(direction)[_CALLS] += len(messages)
         flush = max(times) if direction in self.policy.quantized else \
-            self.origin + (window + 1) * self.policy.tick_ms * 1_000_000  # type: ignore[operator]
-        for t in times:
-            self.latency[max(0, round((flush - t) / 1e6 / LATENCY_UNIT_MS))] += 1
+            self.origin + (window + 1) * self._tick_ns  # type: ignore[operator]
+        self.latency.update([max(0, (flush - t + _UNIT_NS // 2) // _UNIT_NS) for t in times])
         self.ns += time.perf_counter_ns() - t0
 
-    def _compress(self, key: Any, payload: bytes) -> bytes:
-        """The packet as sent, checked: decompressed and unframed, it gives back the payload and its messages."""
-        if self.compressor is None:
-            packed = payload
-        else:
-            session = self._sessions.get(key)
-            if session is None:
-                session = self._sessions[key] = self.compressor.connection()
-            packed = session.compress(payload)
-            if session.decompress(packed) != payload and self.problem is None:
-                self.problem = f"a {key[1]} packet of {len(payload)} B decompressed to other bytes"
-        return packed
+    def _compressed(self, key: Any, framed: List[bytes], messages: List[bytes]) -> int:
+        """Bytes of one packet compressed whole, checked: decompressed and unframed, it gives back its messages."""
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = self.compressor.connection()
+        packed = session.compress(b"".join(framed))
+        if self.problem is None and _unframed(session.decompress(packed)) != messages:
+            self.problem = f"a {key[1]} packet of {len(messages)} messages did not decode back to them"
+        return len(packed)
 
     def _packet(self, direction: str, payload: int, pieces: int) -> None:
         figures = self._direction(direction)

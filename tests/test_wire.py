@@ -18,7 +18,7 @@ from rpc_capture import C2S, S2C, Call, TraceWriter, open_trace
 from rpcbench.config import RunConfig
 from rpcbench.pipeline import run_benchmark
 from rpcbench.simulate import simulate_profile
-from rpcbench.wire import WirePolicy, WireTally, detect_tick, leb128, pack, parse_policies, unframe
+from rpcbench.wire import WirePolicy, WireTally, detect_tick, leb128, packets, parse_policies, unframe
 
 REPO = Path(__file__).resolve().parent.parent
 CODECS = {"json": (ref.encode_json, False), "msgpack": (ref.encode_msgpack, False),
@@ -40,10 +40,12 @@ def test_framed_messages_unframe_to_themselves(messages):
 
 @given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=30), st.integers(16, 400))
 def test_packing_keeps_order_and_the_mtu(messages, mtu):
-    framed = [leb128(len(m)) + m for m in messages]
-    packets = pack(framed, mtu)
-    assert b"".join(p for p, _ in packets) == b"".join(framed)
-    assert all(len(p) <= mtu or pieces == -(-len(p) // mtu) for p, pieces in packets)
+    framed = [len(leb128(len(m)) + m) for m in messages]
+    packed = packets(framed, mtu)
+    assert [i for start, stop, _ in packed for i in range(start, stop)] == list(range(len(framed)))
+    for start, stop, pieces in packed:
+        size = sum(framed[start:stop])
+        assert (size <= mtu and pieces == 1) or (stop == start + 1 and pieces == -(-size // mtu) > 1)
 
 
 def _simulated(tmp_path, profile, seed, hz, calls=6000):
@@ -90,7 +92,8 @@ def test_tick_auto_finds_the_tick_of_a_simulated_trace(profile, hz):
 
 def test_a_trace_quantized_at_the_flush_is_not_charged_a_second_tick():
     calls = [Call("m", [i], 10**9 + i * 100_000_000, S2C, 1) for i in range(20)]
-    charged, quantized = WireTally(WirePolicy("tick:50", 50.0)), WireTally(WirePolicy("tick:50", 50.0, quantized=(S2C,)))
+    charged = WireTally(WirePolicy("tick:50", 50.0))
+    quantized = WireTally(WirePolicy("tick:50", 50.0, quantized=(S2C,)))
     for tally in (charged, quantized):
         for call in calls:
             tally.add(call, b"x" * 10)
