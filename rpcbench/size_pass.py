@@ -36,7 +36,7 @@ from .fidelity import OTHER, Limit, compare, features_of
 from .floor import Floor, floor_figures
 from .registry import Registry
 from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
-from .wire import TRANSPORTS, WirePolicy, WireTally, detect_tick, resolve, wire_figures
+from .wire import TRANSPORTS, Batcher, Closed, WirePolicy, WireTally, detect_tick, resolve, wire_figures
 from rpc_capture.stats import TraceStats
 
 log = logging.getLogger("rpcbench")
@@ -130,11 +130,6 @@ class CodecTally:
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
               "error", "state_bytes", "shared_state_bytes", "streams")
 
-    def start(self, origin: int) -> None:
-        """The trace's first timestamp, where tick windows start (a whole trace goes through batched tallies)."""
-        for wire in self.wire.values():
-            wire.origin = origin
-
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream
         (mean over the trace's connections and directions) and shared."""
@@ -142,8 +137,6 @@ class CodecTally:
         self.streams = len(streams)
         self.state_bytes = round(sum(s.state_bytes() for s in streams) / len(streams)) if streams else 0
         self.shared_state_bytes = self.codec.shared_state_bytes()
-        for wire in self.wire.values():
-            wire.close()
 
     def fail(self, reason: str) -> None:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
@@ -206,12 +199,14 @@ class CodecTally:
                 self.problems[key] = list(group)
         return new
 
-    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
+    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None,
+              closed: Optional[Dict[str, Closed]] = None) -> None:
         """Encode, measure, decode and compare one call.
 
         ``shared`` (one dict per call, passed to every tally) lets codecs built on the same
         stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
-        the call once; each compressor then only has to give the inner bytes back exactly.
+        the call once; each compressor then only has to give the inner bytes back exactly. ``closed``: per
+        batched --wire policy, the batch this call closes (:class:`rpcbench.wire.Batcher`), sent first.
         """
         codec = self._session(stream_key(call)) if self.codec.per_connection else self.codec
         stateful_inner = codec.inner.per_connection if isinstance(codec, Compressed) else codec.per_connection
@@ -238,8 +233,22 @@ class CodecTally:
             tally[0] += 1
             tally[1] += n
             self._count_traffic(call, n)
-            for wire in self.wire.values():  # a batch is compressed whole: it takes the inner codec's bytes
-                wire.add(call, outcome.data if wire.compressor is None else base.data)  # type: ignore[arg-type]
+        if self.wire:
+            self._wire(call, outcome.data, base.data, closed or {})
+
+    def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes], closed: Dict[str, Closed]) -> None:
+        """The call into each --wire policy's packets: alone, or into its batch (compressed whole, a batch
+        takes the inner codec's bytes), after sending the batch it closes."""
+        key = (call.conn, call.dir)
+        for text, wire in self.wire.items():
+            if not wire.policy.batched:
+                if data is not None:
+                    wire.add(call, data)
+                continue
+            batch = closed.get(text)
+            if batch is not None:
+                wire.send(batch)
+            wire.put(key, None if data is None else data if wire.compressor is None else inner)
 
     def _count_traffic(self, call: Call, n: int) -> None:
         """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""
@@ -299,13 +308,16 @@ def _error_text(e: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None) -> None:
-    """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work.
+def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None,
+               batchers: Optional[Dict[str, Batcher]] = None) -> None:
+    """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work;
+    ``batchers``: the tick windows of the batched --wire policies, shared by the tallies.
 
     ``sys.exit`` in a codec stops that codec only.
     """
     if beat is not None:
         beat[0] = index
+    closed = {text: found for text, b in batchers.items() if (found := b.step(call))} if batchers else None
     shared: Dict[str, Outcome] = {}
     for position, tally in enumerate(tallies):
         if tally.error:
@@ -313,9 +325,22 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
         if beat is not None:
             beat[1] = position
         try:
-            tally.check(index, call, shared)
+            tally.check(index, call, shared, closed)
         except (Exception, SystemExit) as e:
             tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+
+
+def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher]) -> None:
+    """At the end of the calls: send every batch still open, and give each tally its policy's added latency."""
+    for text, batcher in batchers.items():
+        rest = batcher.rest()
+        for tally in tallies:
+            wire = tally.wire.get(text)
+            if wire is None or tally.error:
+                continue
+            for batch in rest:
+                wire.send(batch)
+            wire.latency = Counter(batcher.latency)
 
 
 def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, int]:
@@ -525,10 +550,11 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
         reader.seek(piece.start, piece.first_call)
     stats, candidates, measured = TraceStats(), _Candidates(plan.timing_calls), 0
     calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
+    batchers = {p.text: Batcher(p) for p in piece.wire if p.batched}
     for index, call in enumerate(calls, piece.first_call):
-        if index == 0:
-            for tally in tallies:
-                tally.start(call.t)
+        if index == 0:  # windows start at the trace's first timestamp, held out or not
+            for batcher in batchers.values():
+                batcher.origin = call.t
         if plan.held_out(piece.trace, index):
             continue
         if piece.count:
@@ -537,7 +563,8 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
         if plan.size_fraction < 1 and priority(plan.seed, piece.trace, index, _SIZE_SALT) >= plan.size_fraction:
             continue
         measured += 1
-        check_call(tallies, index, call, beat)
+        check_call(tallies, index, call, beat, batchers)
+    send_rest(tallies, batchers)
     for position, tally in enumerate(tallies):
         if beat is not None:
             beat[1] = position

@@ -31,6 +31,7 @@ _UNIT_NS = round(LATENCY_UNIT_MS * 1_000_000)
 BURST_NS = 1_000_000  #: calls closer than this to the one before are one flush (tick detection, quantized traces)
 QUANTIZED_SHARE = 0.9  #: a direction's calls are tick-quantized when this share of its gaps is a burst or a tick
 DETECT_CALLS = 50_000  #: tick:auto reads at most this many calls of a trace
+MAX_GAP_MS, MAX_GAPS = 260, 4000  #: tick detection scores the first gaps between flushes up to this long
 _POLICY = re.compile(r"^tick:(auto|\d+(?:\.\d+)?)(?:\+mtu:(\d+))?$")
 
 
@@ -142,7 +143,9 @@ def packets(framed: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, i
     """Framed messages (their sizes) packed in order into packets of at most ``mtu`` payload bytes:
     (first, past the last, packets it takes); a message over the MTU goes alone, fragmented into
     ceil(size / mtu) packets."""
-    if mtu is None:
+    if not framed:
+        return []
+    if mtu is None or (len(framed) == 1 and framed[0] <= mtu):
         return [(0, len(framed), 1)]
     out: List[Tuple[int, int, int]] = []
     start = size = 0
@@ -168,73 +171,102 @@ def _prefix_bytes(n: int) -> int:
 _CALLS, _PACKETS, _PAYLOAD, _FRAGMENTED = 0, 1, 2, 3  #: per direction: then packets by size class (3)
 
 
-class WireTally:
-    """One codec's messages under one policy: packets, payload bytes, size classes and added latency per
-    direction, kept so that tallies of consecutive calls merge exactly (a whole trace per tally when batched).
+Closed = Tuple[Any, int, List[int]]  #: a batch to send: (connection and direction, window, its calls' times)
 
-    ``compressor``: the codec's compressor when it compresses (each packet's payload whole, with a context
-    per connection and direction for a stream compressor); messages given to :meth:`add` are then the inner
-    codec's bytes. Per call, messages are the codec's own bytes, one packet each.
-    """
 
-    def __init__(self, policy: WirePolicy, compressor: Any = None) -> None:
+class Batcher:
+    """The tick windows of one batched policy over a share of the calls, shared by every codec's tally (the
+    windows depend on the calls' times only): which batch each call closes, and the latency batching adds."""
+
+    def __init__(self, policy: WirePolicy, origin: Optional[int] = None) -> None:
         self.policy = policy
-        self.compressor: Any = compressor if policy.batched else None
-        self.origin: Optional[int] = None  #: the trace's first timestamp: windows start there
-        self.directions: Dict[str, List[int]] = {}
-        self.payloads: Counter = Counter()  #: payload bytes per packet -> packets
+        self.origin = origin  #: the trace's first timestamp: windows start there
         self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
-        self.ns = 0  #: framing, compressing and checking packets
-        self.problem: Optional[str] = None  #: the first packet that did not give its messages back
-        self._open: Dict[Any, Tuple[int, List[Any], List[int]]] = {}
-        self._tick_ns = None if policy.tick_ms is None else round(policy.tick_ms * 1_000_000)
-        self._sessions: Dict[Any, Any] = {}
+        self._tick_ns = round(policy.tick_ms * 1_000_000)  # type: ignore[operator]
+        self._open: Dict[Any, Tuple[int, List[int]]] = {}
 
-    _STATE = ("directions", "payloads", "latency", "ns", "problem")
-
-    def add(self, call: Call, message: bytes) -> None:
-        """One encoded call: a packet of its own, or into its connection's batch of the tick window."""
-        if self._tick_ns is None:
-            self._packet(call.dir, len(message), 1)
-            self._direction(call.dir)[_CALLS] += 1
-            self.latency[0] += 1
-            return
+    def step(self, call: Call) -> Optional[Closed]:
+        """Take ``call`` into its connection's open batch; the batch it closes (to send first), if any."""
         if self.origin is None:
             self.origin = call.t
         key = (call.conn, call.dir)
         window = (call.t - self.origin) // self._tick_ns
         batch = self._open.get(key)
-        if batch is None or window > batch[0]:
+        closed = None
+        if batch is None or window > batch[0]:  # a late call (stamped before its window) joins the open batch
             if batch is not None:
-                self._flush(key, batch)
-            batch = self._open[key] = (window, [], [])
-        # a late call (stamped before its window) goes out in the open batch; without a compressor, sizes will do
-        batch[1].append(message if self.compressor is not None else len(message))
-        batch[2].append(call.t)
+                closed = self._close(key, batch)
+            batch = self._open[key] = (window, [])
+        batch[1].append(call.t)
+        return closed
 
-    def close(self) -> None:
-        """Flush every open batch (the end of the trace)."""
-        for key, batch in sorted(self._open.items(), key=lambda kv: repr(kv[0])):
-            self._flush(key, batch)
+    def rest(self) -> List[Closed]:
+        """Every batch still open (the end of the calls), in a fixed order."""
+        out = [self._close(key, batch) for key, batch in sorted(self._open.items(), key=lambda kv: repr(kv[0]))]
         self._open.clear()
+        return out
 
-    def _flush(self, key: Any, batch: Tuple[int, List[Any], List[int]]) -> None:
-        """Send a window's messages: packed, framed, compressed when the codec compresses; latency per call."""
+    def _close(self, key: Any, batch: Tuple[int, List[int]]) -> Closed:
+        window, times = batch
+        flush = max(times) if key[1] in self.policy.quantized else \
+            (self.origin or 0) + (window + 1) * self._tick_ns
+        self.latency.update([max(0, (flush - t + _UNIT_NS // 2) // _UNIT_NS) for t in times])
+        return key, window, times
+
+
+class WireTally:
+    """One codec's messages under one policy: packets, payload bytes and size classes per direction, and the
+    added latency, kept so that tallies of consecutive calls merge exactly (a whole trace when batched).
+
+    Per call, :meth:`add` makes each message a packet of its own (the codec's bytes). Batched, :meth:`put`
+    adds a message to its connection's open batch and :meth:`send` sends a batch a :class:`Batcher` closed.
+    ``compressor``: the codec's compressor when it compresses (each packet's payload whole, with a context per
+    connection and direction for a stream compressor); messages are then the inner codec's bytes.
+    """
+
+    def __init__(self, policy: WirePolicy, compressor: Any = None) -> None:
+        self.policy = policy
+        self.compressor: Any = compressor if policy.batched else None
+        self.directions: Dict[str, List[int]] = {}
+        self.payloads: Counter = Counter()  #: payload bytes per packet -> packets
+        self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
+        self.ns = 0  #: framing, compressing and checking packets
+        self.problem: Optional[str] = None  #: the first packet that did not give its messages back
+        self._open: Dict[Any, List[Any]] = {}  #: (connection, direction) -> messages (sizes without a compressor)
+        self._sessions: Dict[Any, Any] = {}
+
+    _STATE = ("directions", "payloads", "latency", "ns", "problem")
+
+    def add(self, call: Call, message: bytes) -> None:
+        """One encoded call sent alone."""
+        self._packet(call.dir, len(message), 1)
+        self._direction(call.dir)[_CALLS] += 1
+        self.latency[0] += 1
+
+    def put(self, key: Any, message: Optional[bytes]) -> None:
+        """One call into its connection's open batch (None: it failed to encode, nothing to send)."""
+        batch = self._open.get(key)
+        if batch is None:
+            batch = self._open[key] = []
+        batch.append(message if self.compressor is not None or message is None else len(message))
+
+    def send(self, closed: Closed) -> None:
+        """Send a closed batch: packed, framed, compressed when the codec compresses."""
         t0 = time.perf_counter_ns()
-        window, messages, times = batch
+        key = closed[0]
+        messages = self._open.pop(key, [])
+        if None in messages:
+            messages = [m for m in messages if m is not None]
         direction = key[1]
         if self.compressor is None:  # the payload is the framed messages: their sizes are enough
-            framed = [n + _prefix_bytes(n) for n in messages]
+            framed = [n + 1 if n < 128 else n + _prefix_bytes(n) for n in messages]
             for start, stop, pieces in packets(framed, self.policy.mtu):
                 self._packet(direction, sum(framed[start:stop]), pieces)
         else:
-            framed = [leb128(len(m)) + m for m in messages]
-            for start, stop, pieces in packets([len(f) for f in framed], self.policy.mtu):
-                self._packet(direction, self._compressed(key, framed[start:stop], messages[start:stop]), pieces)
+            frames = [leb128(len(m)) + m for m in messages]
+            for start, stop, pieces in packets([len(f) for f in frames], self.policy.mtu):
+                self._packet(direction, self._compressed(key, frames[start:stop], messages[start:stop]), pieces)
         self._direction(direction)[_CALLS] += len(messages)
-        flush = max(times) if direction in self.policy.quantized else \
-            self.origin + (window + 1) * self._tick_ns  # type: ignore[operator]
-        self.latency.update([max(0, (flush - t + _UNIT_NS // 2) // _UNIT_NS) for t in times])
         self.ns += time.perf_counter_ns() - t0
 
     def _compressed(self, key: Any, framed: List[bytes], messages: List[bytes]) -> int:
@@ -254,7 +286,7 @@ class WireTally:
         if pieces > 1:
             figures[_FRAGMENTED] += pieces
         share = -(-payload // pieces)
-        figures[4 + sum(share > limit for limit in SIZE_CLASSES)] += pieces
+        figures[4 if share <= SIZE_CLASSES[0] else 5 if share <= SIZE_CLASSES[1] else 6] += pieces
         self.payloads[share] += pieces
 
     def _direction(self, direction: str) -> List[int]:
@@ -353,13 +385,13 @@ def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
     flushes = np.array(gaps[S2C], dtype=float) / 1e6
     if len(flushes) < 8:
         return TickGuess(None, 0.0, len(flushes), ())
-    flushes = flushes[flushes <= 2000]
+    flushes = flushes[flushes <= MAX_GAP_MS][:MAX_GAPS]
 
     def score(periods: Any) -> Any:
         return np.cos(2 * np.pi * flushes[None, :] / periods[:, None]).mean(axis=1)
 
-    coarse = np.arange(4.0, 250.0, 0.05)
-    scores = np.concatenate([score(chunk) for chunk in np.array_split(coarse, 40)])
+    coarse = np.arange(4.0, 250.0, 0.1)
+    scores = np.concatenate([score(chunk) for chunk in np.array_split(coarse, 10)])
     peaks = (scores[1:-1] >= scores[:-2]) & (scores[1:-1] >= scores[2:]) & (scores[1:-1] >= 0.9 * scores.max())
     top = float(coarse[1:-1][peaks].max())
     fine = np.arange(top - 0.1, top + 0.1, 0.002)
