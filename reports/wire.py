@@ -88,6 +88,25 @@ def weights(r: CodecResult, reference: CodecResult, figures: Optional[Dict[str, 
     return payload / (theirs["bytes"] / theirs["calls"]), (mine["wire_bytes"] - mine["payload_bytes"]) / mine["calls"]
 
 
+def shared_policy(old: Suite, new: Suite) -> Optional[str]:
+    """The batched --wire policy compare judges bytes on: NEW's first batched one, if OLD ran it with the same
+    --transport; None: bytes per message."""
+    chosen = chosen_policy(new, None)
+    if chosen in (None, PER_CALL) or not _has(old, chosen):
+        return None
+    return chosen if old.settings.get("transport") == new.settings.get("transport") else None
+
+
+def _has(suite: Suite, policy: Optional[str]) -> bool:
+    return any(w["wire"] == policy for r in suite.results for w in r.wire)
+
+
+def bytes_per_call(r: CodecResult, policy: Optional[str]) -> Optional[float]:
+    """The codec's wire bytes per call under ``policy`` as the run recorded them (its --transport headers)."""
+    found = next((w for w in r.wire if w["wire"] == policy), None)
+    return found["wire_bytes"] / found["calls"] if found and found["calls"] else None
+
+
 def connection_seconds(suite: Suite) -> float:
     """The trace's connection-seconds (each connection's first to last call), as the capacity plan counts."""
     table = suite.trace.get("per_connection") or {}

@@ -18,7 +18,7 @@ from rpc_capture import C2S, S2C, Call, TraceWriter, open_trace
 from rpcbench.config import RunConfig
 from rpcbench.pipeline import run_benchmark
 from rpcbench.simulate import simulate_profile
-from rpcbench.wire import WirePolicy, WireTally, detect_tick, leb128, packets, parse_policies, unframe
+from rpcbench.wire import Batcher, WirePolicy, WireTally, detect_tick, leb128, packets, parse_policies, unframe
 
 REPO = Path(__file__).resolve().parent.parent
 CODECS = {"json": (ref.encode_json, False), "msgpack": (ref.encode_msgpack, False),
@@ -92,14 +92,25 @@ def test_tick_auto_finds_the_tick_of_a_simulated_trace(profile, hz):
 
 def test_a_trace_quantized_at_the_flush_is_not_charged_a_second_tick():
     calls = [Call("m", [i], 10**9 + i * 100_000_000, S2C, 1) for i in range(20)]
-    charged = WireTally(WirePolicy("tick:50", 50.0))
-    quantized = WireTally(WirePolicy("tick:50", 50.0, quantized=(S2C,)))
-    for tally in (charged, quantized):
-        for call in calls:
-            tally.add(call, b"x" * 10)
-        tally.close()
+    charged = Batcher(WirePolicy("tick:50", 50.0))
+    quantized = Batcher(WirePolicy("tick:50", 50.0, quantized=(S2C,)))
+    for batcher in (charged, quantized):
+        closed = [found for call in calls if (found := batcher.step(call))] + batcher.rest()
+        assert [len(times) for _, _, times in closed] == [1] * 20
     assert dict(charged.latency) == {500: 20}  # 50 ms in 0.1 ms units: each call waits for its window's end
     assert dict(quantized.latency) == {0: 20}
+
+
+def test_a_tally_sends_the_batches_it_is_given():
+    tally = WireTally(WirePolicy("tick:50+mtu:100", 50.0, 100))
+    key = (1, S2C)
+    for size in (30, 40, 250, 10):
+        tally.put(key, b"x" * size)
+    tally.put(key, None)  # failed to encode: nothing sent
+    tally.send((key, 0, [0] * 5))
+    assert tally.directions[S2C][:4] == [4, 1 + 3 + 1, 31 + 41 + 252 + 11, 3]  # calls, packets, payload, fragments
+    calls = [("m", size, 0, S2C, 1) for size in (30, 40, 250, 10)]
+    assert ref.packets(calls, lambda method, size: b"x" * size, 50, 100) == (5, 335, 3)
 
 
 def test_stream_compressors_flush_once_per_packet(tmp_path):
