@@ -6,9 +6,10 @@ per-message bytes for the default codecs.
 On the bundled sample and on a simulated ``--calls``-call trace (``run_bench.py simulate --seed 2``,
 cached in ``--cache``, default /tmp/rpcbench-wire/):
 
-1. **Cost**: the size pass (``--sizes-only``, no floor, in this process: ``--jobs 0``) of the default
-   codecs with ``--wire per-call`` and with ``--wire POLICY``, in interleaved rounds (A, B, A, B...)
-   so that a shared machine's drift hits both alike; the median round of each and their ratio.
+1. **Cost**: the CPU seconds of the size pass (``--sizes-only``, no floor, in this process: ``--jobs 0``,
+   so other processes' load does not count) of the default codecs with ``--wire per-call`` and with
+   ``--wire POLICY``, in interleaved rounds (A, B, A, B...) so that a shared machine's drift hits both
+   alike; the median round of each and their ratio.
 2. **Effect**: per codec, payload bytes per call sent one call per packet and batched under POLICY
    (framed with LEB128 lengths, compressors on each packet's whole payload), and their ratio.
 
@@ -46,12 +47,13 @@ def simulated(calls: int, cache: Path) -> str:
 
 
 def size_pass(trace: str, wire: str) -> Tuple[float, Any]:
-    """Wall seconds of one size pass of the default codecs under ``wire``, and its results."""
+    """CPU seconds of this process for one size pass of the default codecs under ``wire`` (the pass runs
+    here, --jobs 0, so that is all its work, whatever else the machine runs), and its results."""
     config = RunConfig(trace=trace, codecs=DEFAULT_CODECS, jobs=0, sizes_only=True, floor=False,
                        wire=parse_policies(wire))
-    started = time.perf_counter()
+    started = time.process_time()
     suite = run_benchmark(config)
-    return time.perf_counter() - started, suite
+    return time.process_time() - started, suite
 
 
 def cost(trace: str, policy: str, rounds: int) -> Any:
@@ -63,7 +65,7 @@ def cost(trace: str, policy: str, rounds: int) -> Any:
             seconds, suite = size_pass(trace, wire)
             times[wire].append(seconds)
     per_call, batched = (statistics.median(times[w]) for w in times)
-    print(f"  size pass, median of {rounds}: per-call {per_call:.2f} s, {policy} {batched:.2f} s: "
+    print(f"  size pass CPU, median of {rounds}: per-call {per_call:.2f} s, {policy} {batched:.2f} s: "
           f"{batched / per_call:.2f}x (rounds: {', '.join(f'{t:.2f}' for t in times['per-call'])} | "
           f"{', '.join(f'{t:.2f}' for t in times[policy])}); load {os.getloadavg()[0]:.1f}")
     return suite

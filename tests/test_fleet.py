@@ -310,8 +310,12 @@ ENGINE_CODECS = ("json", "msgpack", "json+zlib-1", "json+zstdstream-3", "json+zs
 
 
 def _states(tallies) -> list:
-    """The tallies' figures without their clock."""
-    return [{k: v for k, v in t.export().items() if k != "ns"} for t in tallies]
+    """The tallies' figures without their clocks (the pass's, and the packets' of each --wire policy)."""
+    states = [{k: v for k, v in t.export().items() if k != "ns"} for t in tallies]
+    for state in states:
+        state["wire"] = {text: (policy, {k: v for k, v in wire.items() if k != "ns"})
+                         for text, (policy, wire) in state["wire"].items()}
+    return states
 
 
 def _figures(size_pass: SizePass) -> dict:
@@ -339,7 +343,7 @@ def test_one_trace_gives_the_same_figures_sample_floor_and_dictionaries_on_every
     assert training.held == (4000,) and training.source == "the first 20% of the trace (4,000 calls)"
     registry = base.registry()
     registry.dictionaries.update(training.dictionaries)
-    alone = [CodecTally(registry.create(c.name)) for c in codecs]
+    alone = [CodecTally(registry.create(c.name), base.wire) for c in codecs]
     for index, call in enumerate(TraceReader(base.trace)):
         if index >= 4000:
             check_call(alone, index, call)

@@ -163,3 +163,17 @@ def test_tick_auto_end_to_end(tmp_path):
     wire = json.loads((out / "results.json").read_text())["results"][0]["wire"][0]
     assert wire["wire"] == "tick:auto" and wire["tick_ms"] == pytest.approx(16.67, abs=0.05)
     assert wire["tick_confidence"] > 0.9
+
+
+def test_a_trace_without_timestamps_gets_a_note_and_per_call_only(tmp_path):
+    trace = tmp_path / "flat.rpct"
+    with TraceWriter(str(trace), {}) as writer:
+        for i in range(200):
+            writer.write(Call("move", [i, i * 2], 0, S2C if i % 3 else C2S, i % 4))
+    out = tmp_path / "out"
+    done = run_bench("--trace", trace, "--codecs", "json", "--wire", "per-call,tick:50", "--sizes-only", "--out", out,
+                     "--no-report")
+    assert done.returncode == 0, done.stderr
+    assert "per-call only" in done.stderr + done.stdout
+    rows = list(csv.DictReader(open(out / "results.csv", encoding="utf-8")))
+    assert [r["wire"] for r in rows] == ["per-call"]
