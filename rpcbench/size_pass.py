@@ -112,6 +112,7 @@ class CodecTally:
         self.codec = codec
         compressor = codec.compressor if isinstance(codec, Compressed) else None
         self.wire = {p.text: WireTally(p, compressor) for p in wire}  #: policy -> its packets (--wire)
+        self._wires = [(text, w, w.policy.batched) for text, w in self.wire.items()]
         self.declared = frozenset(codec.changes)
         self.sizes: Counter = Counter()
         self.by_method: Dict[str, List[int]] = {}
@@ -142,7 +143,7 @@ class CodecTally:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
         self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
         self.failures = self.mismatches = 0
-        self.wire = {}
+        self.wire, self._wires = {}, []
         self.error = reason
 
     def export(self) -> Dict[str, Any]:
@@ -240,14 +241,15 @@ class CodecTally:
         """The call into each --wire policy's packets: alone, or into its batch (compressed whole, a batch
         takes the inner codec's bytes), after sending the batch it closes."""
         key = (call.conn, call.dir)
-        for text, wire in self.wire.items():
-            if not wire.policy.batched:
+        for text, wire, batched in self._wires:
+            if not batched:
                 if data is not None:
                     wire.add(call, data)
                 continue
-            batch = closed.get(text)
-            if batch is not None:
-                wire.send(batch)
+            if closed:
+                batch = closed.get(text)
+                if batch is not None:
+                    wire.send(batch)
             wire.put(key, None if data is None else data if wire.compressor is None else inner)
 
     def _count_traffic(self, call: Call, n: int) -> None:

@@ -30,8 +30,8 @@ LATENCY_UNIT_MS = 0.1  #: added latency is kept as a histogram in these units
 _UNIT_NS = round(LATENCY_UNIT_MS * 1_000_000)
 BURST_NS = 1_000_000  #: calls closer than this to the one before are one flush (tick detection, quantized traces)
 QUANTIZED_SHARE = 0.9  #: a direction's calls are tick-quantized when this share of its gaps is a burst or a tick
-DETECT_CALLS = 50_000  #: tick:auto reads at most this many calls of a trace
-MAX_GAP_MS, MAX_GAPS = 260, 4000  #: tick detection scores the first gaps between flushes up to this long
+DETECT_CALLS = 20_000  #: tick detection reads at most this many calls of a trace
+MAX_GAP_MS, MAX_GAPS = 260, 2000  #: tick detection scores the first gaps between flushes up to this long
 _POLICY = re.compile(r"^tick:(auto|\d+(?:\.\d+)?)(?:\+mtu:(\d+))?$")
 
 
@@ -239,8 +239,9 @@ class WireTally:
 
     def add(self, call: Call, message: bytes) -> None:
         """One encoded call sent alone."""
-        self._packet(call.dir, len(message), 1)
-        self._direction(call.dir)[_CALLS] += 1
+        figures = self._direction(call.dir)
+        self._packet(figures, len(message), 1)
+        figures[_CALLS] += 1
         self.latency[0] += 1
 
     def put(self, key: Any, message: Optional[bytes]) -> None:
@@ -257,16 +258,21 @@ class WireTally:
         messages = self._open.pop(key, [])
         if None in messages:
             messages = [m for m in messages if m is not None]
-        direction = key[1]
+        direction, mtu = key[1], self.policy.mtu
+        figures = self._direction(direction)
         if self.compressor is None:  # the payload is the framed messages: their sizes are enough
             framed = [n + 1 if n < 128 else n + _prefix_bytes(n) for n in messages]
-            for start, stop, pieces in packets(framed, self.policy.mtu):
-                self._packet(direction, sum(framed[start:stop]), pieces)
+            total = sum(framed)
+            if mtu is None or total <= mtu:  # the usual case: the window's messages fit one packet
+                self._packet(figures, total, 1)
+            else:
+                for start, stop, pieces in packets(framed, mtu):
+                    self._packet(figures, sum(framed[start:stop]), pieces)
         else:
             frames = [leb128(len(m)) + m for m in messages]
-            for start, stop, pieces in packets([len(f) for f in frames], self.policy.mtu):
-                self._packet(direction, self._compressed(key, frames[start:stop], messages[start:stop]), pieces)
-        self._direction(direction)[_CALLS] += len(messages)
+            for start, stop, pieces in packets([len(f) for f in frames], mtu):
+                self._packet(figures, self._compressed(key, frames[start:stop], messages[start:stop]), pieces)
+        figures[_CALLS] += len(messages)
         self.ns += time.perf_counter_ns() - t0
 
     def _compressed(self, key: Any, framed: List[bytes], messages: List[bytes]) -> int:
@@ -279,8 +285,8 @@ class WireTally:
             self.problem = f"a {key[1]} packet of {len(messages)} messages did not decode back to them"
         return len(packed)
 
-    def _packet(self, direction: str, payload: int, pieces: int) -> None:
-        figures = self._direction(direction)
+    def _packet(self, figures: List[int], payload: int, pieces: int) -> None:
+        """Count a packet (``pieces`` of one fragmented message) in its direction's ``figures``."""
         figures[_PACKETS] += pieces
         figures[_PAYLOAD] += payload
         if pieces > 1:
