@@ -347,7 +347,15 @@ _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _N
                  "truncated_bytes": (int, _NONE), "recorder": (dict, _NONE), "bytes_reference": (str, _NONE),
                  "per_connection": (dict, _NONE)}
 _SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "sample_method": (str, _NONE),
-                    "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE)}
+                    "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE), "ticks": (list, _NONE),
+                    "transport": (str, _NONE), "packet_overhead": (int, _NONE)}
+_TICK_FIELDS = {"path": str, "tick_ms": (int, float, _NONE), "confidence": _NUMBER, "gaps": int, "quantized": list}
+_WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "calls": int, "packets": int,
+                "payload_bytes": int, "fragmented": int, "wire_bytes": int, "payload_p50": _NUMBER,
+                "payload_p99": _NUMBER, "latency_mean_ms": _NUMBER, "latency_p99_ms": _NUMBER, "packet_ns": int,
+                "problem": (str, _NONE), "by_direction": dict}
+_WIRE_DIRECTION_FIELDS = {"calls": int, "packets": int, "payload_bytes": int, "fragmented": int, "wire_bytes": int,
+                          "size_classes": list}
 _PROBLEM_FIELDS = {"kind": str, "feature": str, "declared": bool, "count": int, "example_index": int,
                    "example_method": str, "example_path": str, "detail": str}
 _OPTIONAL_PROBLEM_FIELDS = {"example_trace": (str, type(None))}
@@ -430,6 +438,11 @@ def _check_suite(data: Dict[str, Any]) -> None:
             "directions")), ("settings.sample_by_method", data["settings"].get("sample_by_method"))):
         if mapping is not None:
             _counts(mapping, name)
+    for i, tick in enumerate(data["settings"].get("ticks") or ()):
+        _fields(tick, _TICK_FIELDS, f"settings.ticks[{i}]")
+        if not (tick["tick_ms"] is None or math.isfinite(tick["tick_ms"]) and tick["tick_ms"] > 0) or not all(
+                type(d) is str for d in tick["quantized"]):
+            raise ValueError(f"settings.ticks[{i}]: not a tick found in a trace")
     for i, r in enumerate(data["results"]):
         _check_result(r, f"results[{i}]")
     for i, t in enumerate(data.get("traces", [])):
@@ -463,6 +476,21 @@ def _check_result(r: Any, where: str) -> None:
             _check_timing(t, f"{where}.stages.{op}.{name}")
     for j, p in enumerate(r["problems"]):
         _fields(p, _PROBLEM_FIELDS, f"{where}.problems[{j}]", _OPTIONAL_PROBLEM_FIELDS)
+    for j, w in enumerate(r.get("wire", ())):
+        _check_wire(w, f"{where}.wire[{j}]")
+
+
+def _check_wire(w: Any, where: str) -> None:
+    """One codec's figures under one --wire policy: both directions, counts finite and not negative."""
+    _fields(w, _WIRE_FIELDS, where)
+    _finite(w, {k: t for k, t in _WIRE_FIELDS.items() if t in (int, _NUMBER)}, where)
+    for direction in ("c2s", "s2c"):
+        figures = w["by_direction"].get(direction)
+        _fields(figures, _WIRE_DIRECTION_FIELDS, f"{where}.by_direction.{direction}")
+        _finite(figures, _WIRE_DIRECTION_FIELDS, f"{where}.by_direction.{direction}")
+        classes = figures["size_classes"]
+        if len(classes) != 3 or not all(type(n) is int and n >= 0 for n in classes):
+            raise TypeError(f"{where}.by_direction.{direction}.size_classes is not 3 counts")
 
 
 def _suite(data: Dict[str, Any]) -> Suite:
