@@ -23,7 +23,8 @@ from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry, split_codec_list
 from rpcbench.results import Suite
 
-from .options import add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number
+from .options import (add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number,
+                      wire_policies)
 from .progress import ProgressDisplay
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
@@ -119,6 +120,11 @@ def _add_fleet_options(p: argparse.ArgumentParser) -> None:
                    help="split plain binary traces into tasks of about N calls (codecs with per-connection "
                    "state still take a trace whole; default: %(default)s)")
     p.add_argument("--sizes-only", action="store_true", help="bytes and fidelity only: skip timing")
+    p.add_argument("--wire", type=wire_policies, default=wire_policies("per-call"), metavar="POLICY[,POLICY...]",
+                   help="how the server sends, compared side by side: per-call (each call its own packet), tick:MS "
+                   "(one packet per connection, direction and MS-ms tick window), tick:MS+mtu:BYTES (packets of at "
+                   "most BYTES of payload) or tick:auto (the tick read from the trace); docs/wire.md "
+                   "(default: per-call)")
     p.add_argument("--sample-calls", type=whole_number(2, 10**12), metavar="N",
                    help="the size pass measures a seeded sample of about N calls (uniform over every trace) and "
                    "gives each byte figure with a 95%% confidence interval, instead of measuring every call")
@@ -179,7 +185,8 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         codec_files=tuple(args.codec_path), codec_dirs=tuple(args.codecs_dir), codec_classes=tuple(args.codec),
         proto=protobuf.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums),
         train_fraction=args.train_fraction, train_trace=args.train_trace, dict_size=args.dict_size,
-        zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv))
+        zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv), wire=args.wire,
+        transport=args.transport, packet_overhead=args.packet_overhead)
 
 
 def write_outputs(suite: Suite, folder: Path, no_report: bool,

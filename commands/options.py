@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from rpcbench.reports import ReportOptions
-from rpcbench.reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS, TRANSPORTS
+from rpcbench.reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS
 from rpcbench.reports.reference import BASELINE_KEY
+from rpcbench.errors import BenchError
+from rpcbench.wire import TRANSPORTS, parse_policies
 
 
 def table_width() -> int:
@@ -92,6 +94,14 @@ def money(text: str) -> float:
     return value
 
 
+def wire_policies(text: str) -> Any:
+    """``--wire``: comma-separated policies (per-call, tick:MS, tick:MS+mtu:BYTES, tick:auto)."""
+    try:
+        return parse_policies(text)
+    except BenchError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--wire {text!r}: ")) from None
+
+
 def add_report_options(p: argparse.ArgumentParser) -> None:
     """The verdict's and capacity planner's options, shared by the run and ``report``."""
     g = p.add_argument_group("verdict and capacity plan")
@@ -107,9 +117,15 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--egress-price", type=money, default=DEFAULT_EGRESS_PRICE, metavar="USD_PER_GB",
                    help="$ per GB of server egress (default: %(default)s, a typical cloud price)")
     g.add_argument("--transport", choices=tuple(TRANSPORTS), default="none",
-                   help="per-message headers added to the bytes: none, tcp (40 B), websocket (TCP + 2-10 B frame "
-                   "header, +4 B client mask) or udp (28 B; stream codecs needing ordered delivery are not "
-                   "recommended) (default: none)")
+                   help="headers added to each packet (each call under --wire per-call): none, udp (IPv4 + UDP "
+                   "28 B; stream codecs needing ordered delivery are not recommended), tcp (IPv4 + TCP 40 B), "
+                   "websocket (TCP + 2-10 B frame header, +4 B client mask) or wss (websocket + 22 B TLS 1.3 "
+                   "record); sources in docs/wire.md (default: none)")
+    g.add_argument("--packet-overhead", type=whole_number(0, 65_535), default=0, metavar="N",
+                   help="the game's own bytes per packet (a reliability layer, a sequence number; default: 0)")
+    g.add_argument("--decide-wire", metavar="POLICY",
+                   help="the --wire policy the verdict and capacity plan use (default: the run's first batched "
+                   "policy, else per-call)")
     g.add_argument("--min-coverage", type=coverage_percent, default=1.0, metavar="PCT",
                    help="share of the trace's calls a codec must be able to send to be recommended or ranked "
                    "(declared value changes such as tuple -> list do not count against it; calls it fails to "
@@ -119,4 +135,5 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
 def report_options(args: argparse.Namespace) -> ReportOptions:
     """The verdict's and planner's options as parsed by :func:`add_report_options`."""
     return ReportOptions(goal=args.goal, baseline=args.baseline, ccu=args.ccu, egress_price=args.egress_price,
-                         transport=args.transport, min_coverage=args.min_coverage)
+                         transport=args.transport, packet_overhead=args.packet_overhead, wire=args.decide_wire,
+                         min_coverage=args.min_coverage)

@@ -8,7 +8,7 @@ from typing import Iterator, List, Optional
 
 from rpc_capture import Call, TraceWriter, write_jsonl
 from rpcbench.errors import BenchError
-from rpcbench.simulate import DEFAULT_PROFILE, PROFILES, capture_start, json_size, simulate_profile
+from rpcbench.simulate import DEFAULT_PROFILE, PROFILES, TICKS_PER_S, capture_start, json_size, simulate_profile
 
 from .options import whole_number
 
@@ -26,6 +26,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "(samples/battle_dict.rpct). See docs/simulate.md (default: %(default)s)")
     parser.add_argument("--calls", type=whole_number(0), default=20000, help="number of calls to write (default 20000)")
     parser.add_argument("--seed", type=int, default=1, help="random seed: players, fights, start time (default 1)")
+    parser.add_argument("--tick-hz", type=whole_number(1), default=TICKS_PER_S,
+                        help="the server's tick: it sends each tick's calls together, at this rate; the battle's "
+                        "rates are per tick, so its pace follows (default %(default)s, the bundled samples')")
     parser.add_argument("--out", default="battle.rpct",
                         help="file to write (default battle.rpct); a name ending in .jsonl implies --jsonl")
     parser.add_argument("--gzip", action="store_true", help="gzip the binary trace (readers detect it)")
@@ -38,7 +41,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def measured() -> Iterator[Call]:
         nonlocal total
-        for call in simulate_profile(args.profile, args.calls, args.seed):
+        for call in simulate_profile(args.profile, args.calls, args.seed, args.tick_hz):
             total += json_size(call)
             yield call
 
@@ -48,7 +51,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             meta = {"game": "rpcbench battle simulator", "build": PROFILES[args.profile].version, "seed": args.seed,
                     "calls": args.calls, "capture_start": capture_start(args.seed), "generator": "rpcbench.simulate",
-                    "profile": args.profile}
+                    "profile": args.profile,
+                    **({"tick_hz": args.tick_hz} if args.tick_hz != TICKS_PER_S else {})}
             with TraceWriter(args.out, meta, compresslevel=6 if args.gzip else None) as writer:
                 for call in measured():
                     writer.write(call)

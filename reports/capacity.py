@@ -25,6 +25,9 @@ import numpy as np
 import scipy.stats
 
 from rpcbench.results import CodecResult, Suite, Timing
+from rpcbench.wire import TRANSPORTS, Transport
+
+from . import wire
 
 SECONDS_PER_MONTH = 730 * 3600  #: a month of 730 hours (8,760 h / 12), as cloud price lists count it
 DEFAULT_CCU = 10_000
@@ -42,33 +45,6 @@ GOALS = ("balanced", "bandwidth", "cpu")
 
 
 @dataclass(frozen=True)
-class Transport:
-    """What each message costs on the wire besides its payload."""
-
-    name: str
-    header: int  #: bytes per message in both directions (IP + transport headers)
-    c2s_extra: int  #: more bytes per client-to-server message (WebSocket's mask key)
-    websocket_length: bool  #: add the WebSocket frame header, whose length field grows with the payload
-    text: str  #: the numbers and where they come from, for the report
-
-    def per_message(self, direction: str, payload: float) -> float:
-        """Header bytes of one message of ``payload`` bytes going ``direction``."""
-        frame = (2 if payload <= 125 else 4 if payload <= 65535 else 10) if self.websocket_length else 0
-        return self.header + frame + (self.c2s_extra if direction == C2S else 0)
-
-
-TRANSPORTS = {
-    "none": Transport("none", 0, 0, False, "payload only, no transport headers"),
-    "tcp": Transport("tcp", 40, 0, False, "IPv4 20 B (RFC 791) + TCP 20 B (RFC 9293) per message: one message per "
-                     "segment, no IP or TCP options (Linux adds 12 B of timestamps; coalesced messages share one)"),
-    "websocket": Transport("websocket", 40, 4, True, "TCP/IPv4 40 B + WebSocket frame header (RFC 6455 5.2): 2 B for "
-                           "a payload up to 125 B, 4 B up to 65,535 B, 10 B beyond (chosen by each method's mean "
-                           "size), + 4 B mask key on client-to-server frames"),
-    "udp": Transport("udp", 28, 0, False, "IPv4 20 B (RFC 791) + UDP 8 B (RFC 768) per datagram, one message each"),
-}
-
-
-@dataclass(frozen=True)
 class ReportOptions:
     """The user's situation, which the verdict and the planner answer for (``--goal``, ``--baseline``...)."""
 
@@ -78,6 +54,8 @@ class ReportOptions:
     egress_price: float = DEFAULT_EGRESS_PRICE
     transport: str = "none"
     min_coverage: float = 1.0  #: share of the calls a codec must send to be compared (reports/coverage.py)
+    packet_overhead: int = 0  #: the game's own header bytes per packet (--packet-overhead)
+    wire: Optional[str] = None  #: --wire policy decided on (None: the first batched, else per-call)
 
 
 DEFAULT_OPTIONS = ReportOptions()
@@ -141,14 +119,17 @@ class Plan:
     calls_per_s: Dict[str, Estimate]  #: per player and direction
     missing: Optional[str] = None  #: why no figures (older results, no timestamps); rows are empty then
     ci_note: str = ""
+    policy: Optional[str] = None  #: the --wire policy whose packets the traffic is (None: one per call)
 
     def find(self, codec: str) -> Optional[Capacity]:
         """The codec's row, if it has one."""
         return self.rows.get(codec)
 
 
-def plan(suite: Suite, transport: str = "none") -> Plan:
-    """Capacity figures of every codec with per-direction bytes, from the trace's per-connection traffic."""
+def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional[str] = None) -> Plan:
+    """Capacity figures of every codec with per-direction bytes, from the trace's per-connection traffic:
+    its packets under the --wire ``policy`` when the results have them (headers per packet, ``extra`` bytes
+    of the game's own each), else its calls one per packet."""
     carrier = TRANSPORTS[transport]
     table = suite.trace.get("per_connection")
     reference = suite.find(table["codec"]) if table else None
@@ -159,7 +140,7 @@ def plan(suite: Suite, transport: str = "none") -> Plan:
     calls = {d: np.array(table[f"{d}_calls"], dtype=float) for d in (C2S, S2C)}
     ref_bytes = {d: np.array(table[f"{d}_bytes"], dtype=float) for d in (C2S, S2C)}
     codecs = [r for r in suite.results if r.by_direction]
-    weights = [[(_scale(r, reference, d), _header(r, d, carrier)) for d in (C2S, S2C)] for r in codecs]
+    weights = [[_weights(r, reference, d, carrier, extra, policy) for d in (C2S, S2C)] for r in codecs]
     estimates, ci_note = _bootstrap(spans, calls, ref_bytes, weights)
     rates = {C2S: estimates[0], S2C: estimates[1]}
     rows = {}
@@ -169,7 +150,7 @@ def plan(suite: Suite, transport: str = "none") -> Plan:
         server = encode * rates[S2C] + decode * rates[C2S] if encode and decode else None
         rows[r.codec] = Capacity(r.codec, down, up, server, decode * rates[S2C] if decode else None,
                                  r.state_bytes_per_conn)
-    return Plan(rows, carrier, len(spans), float(spans.sum()), rates, None, ci_note)
+    return Plan(rows, carrier, len(spans), float(spans.sum()), rates, None, ci_note, policy)
 
 
 def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResult]) -> Optional[str]:
@@ -182,6 +163,14 @@ def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResul
     if not sum(table["span_ms"]):
         return "not available: the trace's calls carry no timestamps, so there is no call rate"
     return None
+
+
+def _weights(r: CodecResult, reference: CodecResult, direction: str, carrier: Transport, extra: int,
+             policy: Optional[str]) -> Tuple[float, float]:
+    """(scale of the reference's bytes, header bytes per call) of the codec in ``direction``."""
+    figures = wire.policy_figures(r, policy, carrier.name, extra) if policy else None
+    found = wire.weights(r, reference, figures, direction)
+    return found or (_scale(r, reference, direction), _header(r, direction, carrier) + extra)
 
 
 def _scale(r: CodecResult, reference: CodecResult, direction: str) -> float:

@@ -31,8 +31,10 @@ from rpcbench.results import CodecResult, Sizes, Suite, Timing  # noqa: E402
 
 from .decision import Decision  # noqa: E402
 from .formatting import fmt_ratio, fmt_us, latency_us  # noqa: E402
+from .wire import tick_series  # noqa: E402
 
 WIDTH_IN = 10.5
+WIRE_CODECS = 5  #: codecs on the kbit/s-against-tick chart: the fewest wire bytes under the chosen policy
 LOG_RANGE = 10  #: an axis whose largest value is this many times its smallest is drawn on a log scale
 FAILING = "#c44e52"  #: colour of a codec with undeclared failures, on every chart
 FAILING_MARK = " ⚠"  #: after such a codec's name
@@ -411,11 +413,29 @@ def _base_result(suite: Suite, series: str) -> Optional[CodecResult]:
 
 
 #: chart name -> drawing function, in the order the page shows them
+def wire_chart(d: Decision) -> Optional[Figure]:
+    """kbit/s per player (both ways, headers included) against tick length, for the leading codecs."""
+    w = d.wire
+    leading = [c for c in w.rankings.get(w.chosen or "", ())][:WIRE_CODECS]
+    series = tick_series(w, leading)
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2), layout="constrained")
+    for codec, points in series.items():
+        ax.plot([t for t, _ in points], [k for _, k in points], marker="o", label=codec)
+    ax.set_ylim(bottom=0)
+    _frame(ax, "tick length, ms (--wire tick:MS)", f"kbit/s per player on the wire ({w.transport} headers)")
+    ax.set_ylabel("kbit/s per player, both ways")
+    _legend_below(fig)
+    return fig
+
+
 CHARTS: Dict[str, Callable[[Decision], Optional[Figure]]] = {
     "pareto": pareto_chart,
     "bytes": bytes_chart,
     "timing": timing_chart,
     "levels": levels_chart,
+    "wire": wire_chart,
     "tails": tails_chart,
     "stages": stages_chart,
 }

@@ -24,6 +24,7 @@ from scipy.stats import t as student_t
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
+from . import wire
 from .analysis import MIN_KEPT_SHARE, OPS, Stability, stability, timed_both
 from .reference import DEFAULT_REFERENCE, choose_reference
 
@@ -165,11 +166,12 @@ def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: f
     ref, note = _reference(old, new, reference)
     old_ref, new_ref = (old.find(ref), new.find(ref)) if ref else (None, None)
     test = _Test(_repeat(old), _repeat(new), alpha, min_effect)
+    policy = wire.shared_policy(old, new)
     changes = []
     for r_new in new.results:
         r_old = old.find(r_new.codec)
         if r_old is not None:
-            changes.append(_codec_change(r_old, r_new, old_ref, new_ref, test))
+            changes.append(_codec_change(r_old, r_new, old_ref, new_ref, test, policy))
     old_ids, new_ids = {r.codec for r in old.results}, {r.codec for r in new.results}
     found = Comparison(
         reference=ref, reference_note=note, codecs=tuple(changes),
@@ -223,9 +225,13 @@ def _timed_in_both(old: Suite, new: Suite, codec: str) -> bool:
 
 
 def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecResult],
-                  new_ref: Optional[CodecResult], test: _Test) -> CodecChange:
-    """One codec's change; ratios only when both runs have the reference and this is not it."""
+                  new_ref: Optional[CodecResult], test: _Test, policy: Optional[str] = None) -> CodecChange:
+    """One codec's change; ratios only when both runs have the reference and this is not it; bytes on the
+    wire under ``policy`` (a batched --wire policy of both runs) when the runs have it."""
     sizes = Shift(old.sizes.mean, new.sizes.mean) if old.sizes and new.sizes else None
+    on_wire = [wire.bytes_per_call(r, policy) for r in (old, new)] if policy else []
+    if sizes is not None and on_wire and None not in on_wire:
+        sizes = Shift(*on_wire)  # type: ignore[arg-type]
     cpu, missing = [], []
     if sizes is None:
         missing.append(f"bytes not measured in {'OLD' if old.sizes is None else 'NEW'}")

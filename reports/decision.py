@@ -17,7 +17,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, capacity, coverage, fleet, reference, study
+from . import analysis, capacity, coverage, fleet, reference, study, wire
 from .analysis import CodecFigures
 from .breakdown import Breakdown, MethodBytes, breakdown, method_bytes
 from .capacity import DEFAULT_OPTIONS, Plan, ReportOptions
@@ -76,6 +76,7 @@ class Decision:
     findings: Tuple[study.Finding, ...]
     fleet: fleet.Fleet
     breakdown: Breakdown  #: method, sample, stage and tail shares
+    wire: wire.WireView  #: packets per --wire policy, the ranking under each
 
     @property
     def failing(self) -> FrozenSet[str]:
@@ -93,7 +94,8 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     ref, note = reference.baseline(suite, options.baseline)
     figures = {r.codec: analysis.codec_figures(r, ref, _same_calls(r, ref)) for r in suite.results}
     compared = coverage.comparable(suite, options.min_coverage)  # every comparison: codecs over the same calls
-    plan = capacity.plan(compared, options.transport)
+    wire_view = wire.view(suite, options.transport, options.packet_overhead, options.wire)
+    plan = capacity.plan(compared, options.transport, options.packet_overhead, wire_view.chosen)
     front = analysis.pareto_front(compared)
     verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front])
     ranked = analysis.rankings(compared)
@@ -112,7 +114,7 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
         capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=MappingProxyType(_prices()),
         bytes_codecs=tuple(r.codec for r in shown), bytes_methods=method_bytes(shown, TOP_METHODS),
         findings=tuple(study.retest(compared)),
-        fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref))
+        fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref), wire=wire_view)
 
 
 def _same_calls(r: CodecResult, ref: Optional[CodecResult]) -> Optional[coverage.SameCalls]:

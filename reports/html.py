@@ -44,11 +44,13 @@ CHART_CAPTIONS = {
               "confidence interval); dashed = the same codec uncompressed.",
     "tails": "Per-call time over all calls of the sample, log scale: bar = median call (p50); marks at p90, p99 and "
              "the slowest call (max, a single call: often an interrupt rather than the codec).",
+    "wire": "Per player, kbit/s both ways on the wire (headers included) against the tick the server batches "
+            "its calls by (--wire tick:MS policies), for the codecs with the fewest wire bytes.",
     "stages": "Each multi-step codec's encode and decode split into its stages (each timed on its own, median); "
               "the black tick is the whole operation's median, timed separately.",
 }
 #: charts shown inside their own sections rather than under "Charts"
-SECTION_CHARTS = ("tails", "stages")
+SECTION_CHARTS = ("tails", "stages", "wire")
 LATENCY_PCTS = ("p50", "p90", "p99", "max")
 MEMORY_FIGURES = (("peak_bytes_mean", "peak (mean)"), ("peak_bytes_max", "peak (max)"),
                   ("kept_bytes_mean", "kept bytes"), ("kept_blocks_mean", "kept blocks"))
@@ -200,6 +202,20 @@ def stages_section(d: Decision) -> Section:
     rows = [_stage_row(split, steps) for split in splits]
     head = ("codec", "op", *(f"step {i + 1}: µs · % of stages" for i in range(steps)), "stages µs", "whole op µs")
     return Section(tables={"stages": plain_table(head, rows, numeric=range(2, steps + 4))}, facts=facts)
+
+
+def wire_section(d: Decision) -> Section:
+    """Each codec under each --wire policy: wire bytes, packets, rates per player, added latency."""
+    w = d.wire
+    head = ("codec", "policy", "B/call on the wire", "payload B/packet p50", "p99", "packets/s up", "down",
+            "kbit/s up", "down", "latency +ms mean", "p99", "fragmented", "packing µs/call")
+    rows = [(r.codec, r.policy, f"{r.bytes_per_call:.1f}", f"{r.payload_p50:.0f}", f"{r.payload_p99:.0f}",
+             f"{r.packets_up:.1f}", f"{r.packets_down:.1f}", f"{r.kbps_up:.2f}", f"{r.kbps_down:.2f}",
+             f"{r.latency_mean_ms:.1f}", f"{r.latency_p99_ms:.1f}", f"{r.fragmented:,}", f"{r.packet_us_per_call:.2f}")
+            for policy in w.policies for codec in w.rankings.get(policy, ()) if (r := w.row(codec, policy))]
+    problems = [f"{r.codec} under {r.policy}: {r.problem}" for r in w.rows if r.problem]
+    return Section(tables={"wire": plain_table(head, rows, numeric=range(2, len(head)))},
+                   facts={"chosen": w.chosen, "transport": w.transport, "notes": [*w.notes, *problems]})
 
 
 def fidelity_section(d: Decision) -> Section:
@@ -492,6 +508,7 @@ def _classes(*flags: Tuple[str, bool]) -> str:
 PARTS: Tuple[Part, ...] = (
     Part("verdict", "Verdict", from_page_globals),
     Part("capacity", "Capacity and cost", capacity_section),
+    Part("wire", "On the wire", wire_section, lambda d: d.wire.chosen is not None and d.wire.policies != ("per-call",)),
     Part("summary", "Summary", summary_section),
     Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),

@@ -7,14 +7,26 @@ from typing import List, Optional
 
 from .decision import Decision
 from .table import fit_lines, format_table
+from .wire import closing_lines
 
 SPREADS_SHOWN = 5  #: the widest spreads between a fleet's traces printed
+WIRE_CODECS_SHOWN = 6  #: codecs the wire note gives figures for: the fewest wire bytes under the chosen policy
 
 
 def terminal_text(d: Decision, width: Optional[int] = None, full: str = "report.html") -> str:
     """The table (fitted to ``width``; ``full`` names the file with every column), the fleet lines, then the
     verdict: the lines a run or a rebuilt report ends with."""
-    return "\n".join([format_table(d, width, full), *fleet_lines(d), "", *fit_lines(d.verdict.lines(), width)])
+    return "\n".join([format_table(d, width, full), *fleet_lines(d), "", *fit_lines(d.verdict.lines(), width),
+                      *fit_lines(wire_note(d), width)])
+
+
+def wire_note(d: Decision) -> List[str]:
+    """The closing note on the wire, when the run compared sending policies or batched calls (--wire)."""
+    w = d.wire
+    if w.chosen is None or w.policies == ("per-call",):
+        return []
+    leading = [*(w.rankings.get(w.chosen, ())[:WIRE_CODECS_SHOWN]), *([d.reference] if d.reference else [])]
+    return ["", *closing_lines(w, list(dict.fromkeys(leading)))]
 
 
 def fleet_lines(d: Decision) -> List[str]:

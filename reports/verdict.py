@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.results import CodecResult, Suite
+from rpcbench.wire import PER_CALL
 
 from . import analysis, coverage
 from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Plan, ReportOptions, figures
@@ -202,10 +203,14 @@ def _sentence(pick: analysis.CodecFigures, baseline: Optional[CodecResult], opti
     if pick.codec == baseline.codec:
         return f"{pick.codec}: keep the baseline; no codec of this run does better by this rule"
     text = f"{pick.codec}: {fmt_ratio(pick.bytes_ratio)} the bytes of {baseline.codec}"
+    mine, theirs = plan.find(pick.codec), plan.find(baseline.codec)
+    if plan.policy not in (None, PER_CALL) and mine and theirs and theirs.down.value + theirs.up.value:
+        ratio = (mine.down.value + mine.up.value) / (theirs.down.value + theirs.up.value)
+        text = (f"{pick.codec}: {fmt_ratio(ratio)} the wire bytes of {baseline.codec} "
+                f"({plan.policy}, {plan.transport.name})")
     encode, decode = (f.ratio if (f := pick.op(op)) else None for op in analysis.OPS)
     if encode is not None:
         text += f" at {fmt_ratio(encode)} its encode CPU" + (f" ({fmt_ratio(decode)} decode)" if decode else "")
-    mine, theirs = plan.find(pick.codec), plan.find(baseline.codec)
     if mine and theirs:
         now, then = (figures(row, options.ccu, options.egress_price) for row in (mine, theirs))
         saved_gb, saved_usd = then.gb_month.value - now.gb_month.value, then.egress_usd.value - now.egress_usd.value

@@ -16,6 +16,7 @@ from .codec import Codec
 from .errors import BenchError
 from .isolation import DEFAULT_CODEC_TIMEOUT
 from .registry import Registry
+from .wire import PER_CALL, WirePolicy
 
 PACKAGE = Path(__file__).resolve().parent  #: holds the bundled codecs/, proto/, samples/ (links in a clone)
 DEFAULT_TRACE = PACKAGE / "samples" / "battle.rpct"  #: simulate --profile study: positional args, like the 2015 study's
@@ -66,6 +67,9 @@ class RunConfig:
     sizes_only: bool = False  #: bytes and fidelity only, no timing
     sample_calls: Optional[int] = None  #: the size pass measures a seeded sample of this many calls
     chunk_calls: int = 50_000  #: large traces split into tasks of about this many calls
+    wire: Tuple[WirePolicy, ...] = (WirePolicy(PER_CALL),)  #: how calls leave the server (--wire; docs/wire.md)
+    transport: str = "none"  #: the headers results.csv's wire bytes include (--transport)
+    packet_overhead: int = 0  #: the game's own bytes per packet (--packet-overhead)
 
     @property
     def trace_files(self) -> Tuple[str, ...]:

@@ -18,12 +18,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BenchError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
 #: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``),
 #: per-trace results of a fleet (``traces``), estimates or example traces; 1 to 4 hold the dictionaries' calls out
-#: of a fleet by a seeded share and have no fleet floor (the one size pass of version 5: docs/results-format.md)
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+#: of a fleet by a seeded share and have no fleet floor (the one size pass of version 5: docs/results-format.md);
+#: 1 to 5 have no wire figures (``wire``: packets per --wire policy, docs/wire.md)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 #: A round more than this factor above the fastest round of its timing ran while the machine
 #: was in a slow state. Shared VMs switch between a fast and a slow state for a second or
@@ -37,7 +38,7 @@ MIN_STATE_PAIRS = 5  #: round pairs needed in a state before a ratio is given fo
 CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
     "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only", "state_bytes_per_conn",
-    "ordered_delivery", "floor_ratio", "trace",
+    "ordered_delivery", "floor_ratio", "trace", "wire", "packets", "payload_bytes", "wire_bytes", "fragmented",
 )
 MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
@@ -199,6 +200,8 @@ class CodecResult:
     by_direction: Dict[str, Dict[str, int]] = field(default_factory=dict)  #: "c2s"/"s2c" -> {"calls", "bytes"}
     #: a sampled size pass (--sample-calls): fleet-wide figures as [low, estimate, high] at ``confidence``
     estimate: Optional[Dict[str, Any]] = None
+    #: per --wire policy: packets, payload and wire bytes, per direction, latency (rpcbench.wire.wire_figures)
+    wire: Tuple[Dict[str, Any], ...] = ()
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -268,8 +271,8 @@ class Suite:
                   encoding="utf-8", errors="backslashreplace") as f:
             writer = csv.writer(f)
             writer.writerow(CSV_COLUMNS)
-            writer.writerows(csv_row(r) for r in self.results)
-            writer.writerows(csv_row(r, t.trace["path"]) for t in self.traces for r in t.results)
+            writer.writerows(row for r in self.results for row in csv_rows(r))
+            writer.writerows(row for t in self.traces for r in t.results for row in csv_rows(r, t.trace["path"]))
 
 
 def _derived(t: Timing) -> Dict[str, Any]:
@@ -289,6 +292,14 @@ def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
         f"{e.spread_pct:.1f}" if e else "", f"{d.spread_pct:.1f}" if d else "", int(r.declared_only),
         r.state_bytes_per_conn, int(r.ordered_delivery), f"{r.floor_ratio:.3f}" if r.floor_ratio else "", trace,
     ]
+
+
+def csv_rows(r: CodecResult, trace: str = MERGED) -> List[List[Any]]:
+    """The codec's results.csv rows: one per --wire policy (the wire columns empty without wire figures)."""
+    row = csv_row(r, trace)
+    if not r.wire:
+        return [row + [""] * 5]
+    return [row + [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"]] for w in r.wire]
 
 
 LATENCY_KEYS = ("n", "p50", "p90", "p99", "max")  #: the figures of each op/method latency entry
@@ -327,7 +338,7 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
 _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
                            "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
                            "floor_ratio": (int, float, type(None)), "by_direction": dict,
-                           "estimate": (dict, type(None))}
+                           "estimate": (dict, type(None)), "wire": list}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -336,7 +347,15 @@ _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _N
                  "truncated_bytes": (int, _NONE), "recorder": (dict, _NONE), "bytes_reference": (str, _NONE),
                  "per_connection": (dict, _NONE)}
 _SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "sample_method": (str, _NONE),
-                    "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE)}
+                    "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE), "ticks": (list, _NONE),
+                    "transport": (str, _NONE), "packet_overhead": (int, _NONE)}
+_TICK_FIELDS = {"path": str, "tick_ms": (int, float, _NONE), "confidence": _NUMBER, "gaps": int, "quantized": list}
+_WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "calls": int, "packets": int,
+                "payload_bytes": int, "fragmented": int, "wire_bytes": int, "payload_p50": _NUMBER,
+                "payload_p99": _NUMBER, "latency_mean_ms": _NUMBER, "latency_p99_ms": _NUMBER, "packet_ns": int,
+                "problem": (str, _NONE), "by_direction": dict}
+_WIRE_DIRECTION_FIELDS = {"calls": int, "packets": int, "payload_bytes": int, "fragmented": int, "wire_bytes": int,
+                          "size_classes": list}
 _PROBLEM_FIELDS = {"kind": str, "feature": str, "declared": bool, "count": int, "example_index": int,
                    "example_method": str, "example_path": str, "detail": str}
 _OPTIONAL_PROBLEM_FIELDS = {"example_trace": (str, type(None))}
@@ -419,6 +438,11 @@ def _check_suite(data: Dict[str, Any]) -> None:
             "directions")), ("settings.sample_by_method", data["settings"].get("sample_by_method"))):
         if mapping is not None:
             _counts(mapping, name)
+    for i, tick in enumerate(data["settings"].get("ticks") or ()):
+        _fields(tick, _TICK_FIELDS, f"settings.ticks[{i}]")
+        if not (tick["tick_ms"] is None or math.isfinite(tick["tick_ms"]) and tick["tick_ms"] > 0) or not all(
+                type(d) is str for d in tick["quantized"]):
+            raise ValueError(f"settings.ticks[{i}]: not a tick found in a trace")
     for i, r in enumerate(data["results"]):
         _check_result(r, f"results[{i}]")
     for i, t in enumerate(data.get("traces", [])):
@@ -452,6 +476,21 @@ def _check_result(r: Any, where: str) -> None:
             _check_timing(t, f"{where}.stages.{op}.{name}")
     for j, p in enumerate(r["problems"]):
         _fields(p, _PROBLEM_FIELDS, f"{where}.problems[{j}]", _OPTIONAL_PROBLEM_FIELDS)
+    for j, w in enumerate(r.get("wire", ())):
+        _check_wire(w, f"{where}.wire[{j}]")
+
+
+def _check_wire(w: Any, where: str) -> None:
+    """One codec's figures under one --wire policy: both directions, counts finite and not negative."""
+    _fields(w, _WIRE_FIELDS, where)
+    _finite(w, {k: t for k, t in _WIRE_FIELDS.items() if t in (int, _NUMBER)}, where)
+    for direction in ("c2s", "s2c"):
+        figures = w["by_direction"].get(direction)
+        _fields(figures, _WIRE_DIRECTION_FIELDS, f"{where}.by_direction.{direction}")
+        _finite(figures, _WIRE_DIRECTION_FIELDS, f"{where}.by_direction.{direction}")
+        classes = figures["size_classes"]
+        if len(classes) != 3 or not all(type(n) is int and n >= 0 for n in classes):
+            raise TypeError(f"{where}.by_direction.{direction}.size_classes is not 3 counts")
 
 
 def _suite(data: Dict[str, Any]) -> Suite:
@@ -492,4 +531,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         floor_ratio=r.get("floor_ratio"),
         by_direction=r.get("by_direction", {}),
         estimate=r.get("estimate"),
+        wire=tuple(r.get("wire", ())),
     )

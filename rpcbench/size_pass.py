@@ -36,6 +36,7 @@ from .fidelity import OTHER, Limit, compare, features_of
 from .floor import Floor, floor_figures
 from .registry import Registry
 from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
+from .wire import TRANSPORTS, Batcher, Closed, WirePolicy, WireTally, detect_tick, resolve, wire_figures
 from rpc_capture.stats import TraceStats
 
 log = logging.getLogger("rpcbench")
@@ -107,8 +108,11 @@ def _compressed(compressor: Any, base: Outcome) -> Outcome:
 class CodecTally:
     """Running size and fidelity figures of one codec over the full pass."""
 
-    def __init__(self, codec: Codec) -> None:
+    def __init__(self, codec: Codec, wire: Sequence[WirePolicy] = ()) -> None:
         self.codec = codec
+        compressor = codec.compressor if isinstance(codec, Compressed) else None
+        self.wire = {p.text: WireTally(p, compressor) for p in wire}  #: policy -> its packets (--wire)
+        self._wires = [(text, w, w.policy.batched) for text, w in self.wire.items()]
         self.declared = frozenset(codec.changes)
         self.sizes: Counter = Counter()
         self.by_method: Dict[str, List[int]] = {}
@@ -139,16 +143,27 @@ class CodecTally:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
         self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
         self.failures = self.mismatches = 0
+        self.wire, self._wires = {}, []
         self.error = reason
 
     def export(self) -> Dict[str, Any]:
         """The figures (no codec objects), to send from a forked process."""
-        return {name: getattr(self, name) for name in self._STATE}
+        return {**{name: getattr(self, name) for name in self._STATE},
+                "wire": {text: (w.policy, w.export()) for text, w in self.wire.items()}}
 
     def absorb(self, state: Dict[str, Any]) -> None:
         """Take the figures another process computed for this codec."""
         for name in self._STATE:
             setattr(self, name, state[name])
+        self.wire = {}
+        self.merge_wire(state.get("wire", {}))
+
+    def merge_wire(self, states: Dict[str, Tuple[WirePolicy, Dict[str, Any]]]) -> None:
+        """Add the packets of another share of the calls, policy by policy (a policy new here is added)."""
+        for text, (policy, state) in states.items():
+            if text not in self.wire:
+                self.wire[text] = WireTally(policy)
+            self.wire[text].merge(state)
 
     def merge(self, state: Dict[str, Any]) -> List[Tuple[str, str]]:
         """Add the figures of another share of the calls (:meth:`export` of a tally of the same codec over
@@ -176,6 +191,7 @@ class CodecTally:
                                      / streams)
         self.streams = streams
         self.shared_state_bytes = max(self.shared_state_bytes, state["shared_state_bytes"])
+        self.merge_wire(state.get("wire", {}))
         new = [key for key in state["problems"] if key not in self.problems]
         for key, group in state["problems"].items():
             if key in self.problems:
@@ -184,23 +200,23 @@ class CodecTally:
                 self.problems[key] = list(group)
         return new
 
-    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
+    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None,
+              closed: Optional[Dict[str, Closed]] = None) -> None:
         """Encode, measure, decode and compare one call.
 
         ``shared`` (one dict per call, passed to every tally) lets codecs built on the same
         stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
-        the call once; each compressor then only has to give the inner bytes back exactly.
+        the call once; each compressor then only has to give the inner bytes back exactly. ``closed``: per
+        batched --wire policy, the batch this call closes (:class:`rpcbench.wire.Batcher`), sent first.
         """
         codec = self._session(stream_key(call)) if self.codec.per_connection else self.codec
         stateful_inner = codec.inner.per_connection if isinstance(codec, Compressed) else codec.per_connection
+        inner = codec.inner if isinstance(codec, Compressed) else codec
         if shared is None or stateful_inner:  # state of its own: the shared outcome is another tally's stream
-            outcome = round_trip(codec, call, self.declared)
-        elif not isinstance(codec, Compressed):
-            outcome = shared.get(codec.name) or shared.setdefault(codec.name, round_trip(codec, call, self.declared))
+            base = round_trip(inner, call, self.declared)
         else:
-            inner = codec.inner
             base = shared.get(inner.name) or shared.setdefault(inner.name, round_trip(inner, call, self.declared))
-            outcome = _compressed(codec.compressor, base)
+        outcome = _compressed(codec.compressor, base) if isinstance(codec, Compressed) else base
         self.ns += outcome.ns
         if outcome.problem:
             kind, feature, declared, path, detail = outcome.problem
@@ -218,6 +234,23 @@ class CodecTally:
             tally[0] += 1
             tally[1] += n
             self._count_traffic(call, n)
+        if self.wire:
+            self._wire(call, outcome.data, base.data, closed or {})
+
+    def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes], closed: Dict[str, Closed]) -> None:
+        """The call into each --wire policy's packets: alone, or into its batch (compressed whole, a batch
+        takes the inner codec's bytes), after sending the batch it closes."""
+        key = (call.conn, call.dir)
+        for text, wire, batched in self._wires:
+            if not batched:
+                if data is not None:
+                    wire.add(call, data)
+                continue
+            if closed:
+                batch = closed.get(text)
+                if batch is not None:
+                    wire.send(batch)
+            wire.put(key, None if data is None else data if wire.compressor is None else inner)
 
     def _count_traffic(self, call: Call, n: int) -> None:
         """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""
@@ -277,13 +310,16 @@ def _error_text(e: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None) -> None:
-    """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work.
+def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None,
+               batchers: Optional[Dict[str, Batcher]] = None) -> None:
+    """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work;
+    ``batchers``: the tick windows of the batched --wire policies, shared by the tallies.
 
     ``sys.exit`` in a codec stops that codec only.
     """
     if beat is not None:
         beat[0] = index
+    closed = {text: found for text, b in batchers.items() if (found := b.step(call))} if batchers else None
     shared: Dict[str, Outcome] = {}
     for position, tally in enumerate(tallies):
         if tally.error:
@@ -291,9 +327,22 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
         if beat is not None:
             beat[1] = position
         try:
-            tally.check(index, call, shared)
+            tally.check(index, call, shared, closed)
         except (Exception, SystemExit) as e:
             tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+
+
+def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher]) -> None:
+    """At the end of the calls: send every batch still open, and give each tally its policy's added latency."""
+    for text, batcher in batchers.items():
+        rest = batcher.rest()
+        for tally in tallies:
+            wire = tally.wire.get(text)
+            if wire is None or tally.error:
+                continue
+            for batch in rest:
+                wire.send(batch)
+            wire.latency = Counter(batcher.latency)
 
 
 def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, int]:
@@ -383,6 +432,7 @@ class Piece:
     first_call: int = 0  #: index of the piece's first call in its trace
     count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
+    wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies, resolved for this trace (tick:auto)
 
     @property
     def live(self) -> Tuple[str, ...]:
@@ -391,14 +441,21 @@ class Piece:
         return tuple(name for name in self.codecs if name not in failed)
 
 
-def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int) -> List[Piece]:
+def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int,
+                wire: Sequence[Tuple[WirePolicy, ...]] = ()) -> List[Piece]:
     """The tasks of a run: a trace split in chunks goes through its stateless codecs chunk by chunk and
     whole through its codecs with per-connection state (a chunk would cut their streams); a trace not
     split goes whole through all. With fewer such parts than ``slots``, the codecs are shared among
-    tasks as well, so every slot has work. Whole traces first: they take longest."""
+    tasks as well, so every slot has work. Whole traces first: they take longest.
+
+    ``wire``: each trace's policies; a trace with a batched one goes whole through every codec (a
+    connection's tick window may straddle any chunk boundary)."""
+    policies = list(wire) or [()] * len(traces)
+    traces = [dataclasses.replace(t, cuts=()) if any(p.batched for p in w) else t for t, w in zip(traces, policies)]
     parts = sum(max(1, len(t.cuts)) for t in traces)
     groups = -(-slots // parts)
-    pieces = [p for number, t in enumerate(traces) for p in _trace_pieces(number, t, codecs, groups)]
+    pieces = [dataclasses.replace(p, wire=w) for number, (t, w) in enumerate(zip(traces, policies))
+              for p in _trace_pieces(number, t, codecs, groups)]
     return sorted(pieces, key=lambda p: p.start is not None)
 
 
@@ -489,13 +546,17 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     for position, name in enumerate(piece.live):
         if beat is not None:
             beat[1] = position
-        tallies.append(CodecTally(registry.create(name)))
+        tallies.append(CodecTally(registry.create(name), piece.wire))
     reader = open_trace(piece.path, config.salvage)
     if piece.start is not None and isinstance(reader, TraceReader):
         reader.seek(piece.start, piece.first_call)
     stats, candidates, measured = TraceStats(), _Candidates(plan.timing_calls), 0
     calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
+    batchers = {p.text: Batcher(p) for p in piece.wire if p.batched}
     for index, call in enumerate(calls, piece.first_call):
+        if index == 0:  # windows start at the trace's first timestamp, held out or not
+            for batcher in batchers.values():
+                batcher.origin = call.t
         if plan.held_out(piece.trace, index):
             continue
         if piece.count:
@@ -504,7 +565,8 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
         if plan.size_fraction < 1 and priority(plan.seed, piece.trace, index, _SIZE_SALT) >= plan.size_fraction:
             continue
         measured += 1
-        check_call(tallies, index, call, beat)
+        check_call(tallies, index, call, beat, batchers)
+    send_rest(tallies, batchers)
     for position, tally in enumerate(tallies):
         if beat is not None:
             beat[1] = position
@@ -606,10 +668,11 @@ class SizePass:
         self.plan = _plan(config, self.index, held)
         self.floor: Optional[Dict[str, Any]] = None  #: the floor of every trace together (None: --no-floor)
         self.dask: Optional[Dict[str, Any]] = None  #: the cluster the pass ran on
+        self.ticks: List[Dict[str, Any]] = []  #: per trace, the tick its timestamps show (batched --wire only)
 
     def run(self, executor: Executor) -> None:
         """Run every task on ``executor`` and merge the summaries."""
-        pieces = plan_pieces(self.index, self.codecs, executor.slots)
+        pieces = plan_pieces(self.index, self.codecs, executor.slots, self._wire())
         floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
                               for i, t in enumerate(self.index)] if self.config.floor else []
         answers = executor.run_all([*floors, *(PieceTask(self.config, p, self.plan) for p in pieces)],
@@ -621,6 +684,29 @@ class SizePass:
             self.traces[summary["piece"].trace].absorb(summary)
         self._merge_traces()
         self.floor = floor_figures([t.floor for t in self.traces])
+
+    def _wire(self) -> List[Tuple[WirePolicy, ...]]:
+        """Each trace's --wire policies: with a batched one, its tick read from the trace (tick:auto) and
+        whether its timestamps are already the flush; a trace without usable timestamps gets per-call only."""
+        policies = self.config.wire
+        if not any(p.batched for p in policies):
+            return [policies] * len(self.index)
+        if self.sampled:
+            raise BenchError("--wire: batching by tick needs every call of a connection: not with --sample-calls")
+        out = []
+        for trace in self.index:
+            guess = detect_tick(open_trace(trace.path, self.config.salvage))
+            self.ticks.append({"path": trace.path, **dataclasses.asdict(guess)})
+            if guess.tick_ms is None:
+                log.warning("%s: too few server-to-client calls with distinct timestamps to batch by tick: "
+                            "per-call only", trace.path)
+                out.append(tuple(p for p in policies if not p.batched))
+                continue
+            if any(p.auto for p in policies):
+                log.info("%s: server tick %.2f ms (%.1f Hz), phase coherence %.3f over %d flushes", trace.path,
+                         guess.tick_ms, 1000 / guess.tick_ms, guess.confidence, guess.gaps)
+            out.append(resolve(policies, guess))
+        return out
 
     def _merge_traces(self) -> None:
         for number, trace in enumerate(self.traces):
@@ -670,7 +756,10 @@ class SizePass:
         estimate = sampled_estimate(tally, scope.measured, scope.stats.calls) if self.sampled else None
         problems = tuple(dataclasses.replace(p, example_trace=trace.path if trace else self.example_trace.get(
             (result.codec, (p.kind, p.feature)))) for p in result.problems)
-        return dataclasses.replace(result, problems=problems, estimate=estimate)
+        carrier = TRANSPORTS[self.config.transport]
+        wire = tuple(wire_figures(w.policy, w.export(), carrier, self.config.packet_overhead)
+                     for w in tally.wire.values()) if not tally.error else ()
+        return dataclasses.replace(result, problems=problems, estimate=estimate, wire=wire)
 
     @property
     def per_trace(self) -> List[TracePass]:
@@ -680,6 +769,8 @@ class SizePass:
     def settings(self) -> Dict[str, Any]:
         """What results.json records of how the size pass ran."""
         return {"sizes_only": self.config.sizes_only, "dask": self.dask, "traces": len(self.traces),
+                "wire": [p.text for p in self.config.wire], "transport": self.config.transport,
+                "packet_overhead": self.config.packet_overhead, "ticks": self.ticks,
                 "size_pass_calls": self.measured,
                 "size_pass_method": "seeded sample, uniform over calls" if self.sampled else "every call"}
 

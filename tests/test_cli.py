@@ -104,7 +104,7 @@ def test_end_to_end_writes_results_charts_and_escaped_report(tmp_path):
     assert "<script>alert(1)</script>" not in report and "&lt;script&gt;alert(1)&lt;/script&gt;" in report
     assert "<img src=x" not in report
     data = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert data["schema_version"] == 5 and data["trace"]["calls"] == 120
+    assert data["schema_version"] == 6 and data["trace"]["calls"] == 120
     assert data["trace"]["methods"] == {"move": 80, "<script>alert(1)</script>": 40}
     assert set(data["environment"]["libraries"]) == {"pymongo"}
     assert data["environment"]["cpu_model"] and data["trace"]["sha256"]

@@ -135,15 +135,17 @@ def test_chunks_merge_to_the_one_process_figures(fleet_dir, chunk_calls):
     registry = config.registry()
     fleet = make_pass(config)
     run_pass(fleet)
-    one = [CodecTally(registry.create(c)) for c in config.codecs]
+    one = [CodecTally(registry.create(c), config.wire) for c in config.codecs]
     for index, call in enumerate(TraceReader(trace)):
         check_call(one, index, call)
     for tally in one:
         tally.measure_state()
     for mine, theirs in zip(fleet.traces[0].tallies, one):
         mine_state, their_state = mine.export(), theirs.export()
-        for key in ("ns",):
-            mine_state.pop(key), their_state.pop(key)
+        for state in (mine_state, their_state):
+            state.pop("ns")
+            for _, wire in state["wire"].values():
+                wire.pop("ns")
         assert mine_state == their_state, mine.codec.name
     stats = TraceStats()
     for call in TraceReader(trace):
@@ -298,7 +300,7 @@ def test_results_json_keeps_per_trace_results(fleet_dir, tmp_path):
     assert run_bench("--trace", f"{fleet_dir}/[ab].rpct", "--codecs", "json", "--sizes-only", "--out", out,
                      "--no-report", "--quiet").returncode == 0
     data = json.loads((out / "results.json").read_text())
-    assert data["schema_version"] == results.SCHEMA_VERSION == 5
+    assert data["schema_version"] == results.SCHEMA_VERSION == 6
     assert [t["trace"]["calls"] for t in data["traces"]] == [2500, 3100]
     assert data["trace"]["calls"] == 5600 and data["trace"]["traces"] == 2
     assert data["results"][0]["sizes"]["total"] == sum(t["results"][0]["sizes"]["total"] for t in data["traces"])
@@ -308,8 +310,12 @@ ENGINE_CODECS = ("json", "msgpack", "json+zlib-1", "json+zstdstream-3", "json+zs
 
 
 def _states(tallies) -> list:
-    """The tallies' figures without their clock."""
-    return [{k: v for k, v in t.export().items() if k != "ns"} for t in tallies]
+    """The tallies' figures without their clocks (the pass's, and the packets' of each --wire policy)."""
+    states = [{k: v for k, v in t.export().items() if k != "ns"} for t in tallies]
+    for state in states:
+        state["wire"] = {text: (policy, {k: v for k, v in wire.items() if k != "ns"})
+                         for text, (policy, wire) in state["wire"].items()}
+    return states
 
 
 def _figures(size_pass: SizePass) -> dict:
@@ -337,7 +343,7 @@ def test_one_trace_gives_the_same_figures_sample_floor_and_dictionaries_on_every
     assert training.held == (4000,) and training.source == "the first 20% of the trace (4,000 calls)"
     registry = base.registry()
     registry.dictionaries.update(training.dictionaries)
-    alone = [CodecTally(registry.create(c.name)) for c in codecs]
+    alone = [CodecTally(registry.create(c.name), base.wire) for c in codecs]
     for index, call in enumerate(TraceReader(base.trace)):
         if index >= 4000:
             check_call(alone, index, call)

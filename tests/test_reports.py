@@ -279,7 +279,8 @@ def test_table_of_contents_and_sections_come_from_one_list(report: Tuple[str, Di
     assert re.findall(r"<a href='#([^']+)'>([^<]+)</a>", toc) == [(p.id, escaped(p.title)) for p in shown]
     for part in shown:
         assert f"<section id='{part.id}' class='{part.id}'><h2>{escaped(part.title)}</h2>" in text
-    assert len(shown) == len(PARTS) - 1 and "id='fleet'" not in text  # one trace, every call measured: no fleet part
+    # one trace, every call measured, sent per call: no fleet part, no wire part
+    assert len(shown) == len(PARTS) - 2 and "id='fleet'" not in text and "id='wire'" not in text
     assert text.index("<section id='summary'") < text.index("<section id='results'") < text.index(
         "<section id='notes'")
     # notes and warnings sit in their own section, not on the first screen

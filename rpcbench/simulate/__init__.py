@@ -16,15 +16,16 @@ from rpc_capture import Call
 
 from .common import capture_start, json_size, start_ns
 from .dict_battle import simulate
-from .profiles import DEFAULT_PROFILE, PROFILES
+from .profiles import DEFAULT_PROFILE, PROFILES, TICKS_PER_S
 from .study_battle import simulate_study
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "capture_start", "json_size", "simulate", "simulate_profile",
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "TICKS_PER_S", "capture_start", "json_size", "simulate", "simulate_profile",
            "simulate_study", "start_ns"]
 
-_GENERATORS: Dict[str, Callable[[int, int], Iterator[Call]]] = {"study": simulate_study, "dict": simulate}
+_GENERATORS: Dict[str, Callable[[int, int, int], Iterator[Call]]] = {"study": simulate_study, "dict": simulate}
 
 
-def simulate_profile(profile: str, calls: int, seed: int) -> Iterator[Call]:
-    """The calls of one profile (``study``: positional args, the default sample; ``dict``: named args)."""
-    return _GENERATORS[profile](calls, seed)
+def simulate_profile(profile: str, calls: int, seed: int, tick_hz: int = TICKS_PER_S) -> Iterator[Call]:
+    """The calls of one profile (``study``: positional args, the default sample; ``dict``: named args); the
+    server sends at its tick, ``tick_hz`` (default 10 Hz, the bundled samples')."""
+    return _GENERATORS[profile](calls, seed, tick_hz)

@@ -106,8 +106,8 @@ class Battle:
     fights, sends syncs and snapshots; then the clients send their calls for tick k+1.
     """
 
-    def __init__(self, rng: random.Random, t0: int) -> None:
-        self.rng, self.t, self.tick = rng, t0, 0
+    def __init__(self, rng: random.Random, t0: int, tick_ns: int = TICK_NS) -> None:
+        self.rng, self.t, self.tick, self.tick_ns = rng, t0, 0, tick_ns
         self.next_id = rng.randrange(100_000, 400_000)  # creep, tower and item ids: 6 digits
         conn0 = rng.randrange(1000, 60000)
         names = rng.sample(P.names, 2 * P.team_size)
@@ -151,7 +151,7 @@ class Battle:
         if self.winner is not None or self.tick >= self.match_end:
             self._end_match()
         self.tick += 1
-        self.t += TICK_NS
+        self.t += self.tick_ns
         self.out.sort(key=lambda c: c.t)
         return self.out
 
@@ -181,7 +181,7 @@ class Battle:
 
     def _recv(self, p: Player, method: str, args: Dict[str, Any]) -> None:
         """A client call arriving at a random moment of this tick; the server handles it next tick."""
-        call = Call(method, args, self.t + self.rng.randrange(1, TICK_NS), C2S, p.conn)
+        call = Call(method, args, self.t + self.rng.randrange(1, self.tick_ns), C2S, p.conn)
         self.out.append(call)
         self.pending.append((p, call))
 
@@ -433,9 +433,11 @@ class Battle:
         p.goal = goal
 
 
-def simulate(calls: int, seed: int) -> Iterator[Call]:
-    """Yield exactly ``calls`` calls of simulated battle traffic, streaming (memory stays flat)."""
-    battle = Battle(random.Random(seed), start_ns(seed) - P.warmup_ticks * TICK_NS)
+def simulate(calls: int, seed: int, tick_hz: int = TICKS_PER_S) -> Iterator[Call]:
+    """Yield exactly ``calls`` calls of simulated battle traffic, streaming (memory stays flat); ``tick_hz``:
+    the server's tick (the battle's pace with it: its rates are per tick)."""
+    tick_ns = 10**9 // tick_hz
+    battle = Battle(random.Random(seed), start_ns(seed) - P.warmup_ticks * tick_ns, tick_ns)
     for _ in range(P.warmup_ticks):
         battle.step()
     yield from take(battle.step, calls)

@@ -65,8 +65,8 @@ class Unit:
 class StudyBattle:
     """One room: :meth:`step` runs one tick and returns its calls in time order."""
 
-    def __init__(self, rng: random.Random, t0: int) -> None:
-        self.rng, self.t, self.tick = rng, t0, 0
+    def __init__(self, rng: random.Random, t0: int, tick_ns: int = TICK_NS) -> None:
+        self.rng, self.t, self.tick, self.tick_ns = rng, t0, 0, tick_ns
         conn0 = rng.randrange(1000, 60000)
         self.conns = [conn0 + i for i in range(10)]
         uids = rng.sample(range(10, 100), 10)  # heroes go by a battle-local id
@@ -96,7 +96,7 @@ class StudyBattle:
         for i in range(10):
             self._client(i)
         self.tick += 1
-        self.t += TICK_NS
+        self.t += self.tick_ns
         self.out.sort(key=lambda c: c.t)
         return self.out
 
@@ -114,7 +114,7 @@ class StudyBattle:
 
     def _request(self, i: int, method: str, *args: Any) -> None:
         """Client ``i``'s call, arriving during this tick; the server handles it next tick."""
-        call = Call(method, list(args), self.t + self.rng.randrange(1, TICK_NS), C2S, self.conns[i])
+        call = Call(method, list(args), self.t + self.rng.randrange(1, self.tick_ns), C2S, self.conns[i])
         self.out.append(call)
         self.pending.append((i, call))
 
@@ -259,7 +259,8 @@ class StudyBattle:
             self._request(i, "req_move", self.tick, q(gx), q(gy))
 
 
-def simulate_study(calls: int, seed: int) -> Iterator[Call]:
-    """Yield exactly ``calls`` calls of the study-like room, streaming (memory stays flat)."""
-    battle = StudyBattle(random.Random(seed), start_ns(seed))
+def simulate_study(calls: int, seed: int, tick_hz: int = TICKS_PER_S) -> Iterator[Call]:
+    """Yield exactly ``calls`` calls of the study-like room, streaming (memory stays flat); ``tick_hz``: the
+    server's tick (the battle's pace with it: its rates are per tick)."""
+    battle = StudyBattle(random.Random(seed), start_ns(seed), 10**9 // tick_hz)
     yield from take(battle.step, calls)

@@ -1,0 +1,208 @@
+"""The wire, per codec and ``--wire`` policy: packets, wire bytes with headers, rates per player, the
+latency batching adds, and how the ranking changes between policies (``docs/wire.md``).
+
+Figures come from the size pass (:func:`rpcbench.wire.wire_figures`), repriced for the report's
+``--transport`` and ``--packet-overhead`` (exact: packets are counted by WebSocket size class). Rates
+per player are over the trace's connection-seconds, as the capacity plan's are. Judgments only; the
+terminal, page and charts format the :class:`WireView`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from rpcbench.errors import BenchError
+from rpcbench.results import CodecResult, Suite
+from rpcbench.wire import PER_CALL, TRANSPORTS, reprice
+
+C2S, S2C = "c2s", "s2c"
+
+
+@dataclass(frozen=True)
+class WireRow:
+    """One codec under one policy, per player (one connection) and direction (up: c2s, down: s2c)."""
+
+    codec: str
+    policy: str
+    tick_ms: Optional[float]
+    calls: int
+    packets: int
+    bytes_per_call: float  #: on the wire, headers included
+    payload_p50: float  #: payload bytes per packet
+    payload_p99: float
+    packets_up: float  #: per second per player
+    packets_down: float
+    kbps_up: float  #: kbit/s per player, headers included
+    kbps_down: float
+    latency_mean_ms: float  #: from a call's timestamp to its packet's flush
+    latency_p99_ms: float
+    fragmented: int  #: packets carrying part of a message over the MTU
+    packet_us_per_call: float  #: framing, compressing and checking the packets, per call (size pass)
+    problem: Optional[str]  #: a packet that did not give its messages back
+
+
+@dataclass(frozen=True)
+class WireView:
+    """The wire section of the decision."""
+
+    policies: Tuple[str, ...]  #: as the run wrote them
+    chosen: Optional[str]  #: the policy the verdict and capacity plan use (None: the run has no wire figures)
+    transport: str
+    rows: Tuple[WireRow, ...]
+    rankings: Mapping[str, Tuple[str, ...]]  #: policy -> codecs, fewest wire bytes per call first
+    notes: Tuple[str, ...]  #: the tick found, ranking changes, delivery needs
+
+    def row(self, codec: str, policy: str) -> Optional[WireRow]:
+        """The codec's row under ``policy``."""
+        return next((r for r in self.rows if r.codec == codec and r.policy == policy), None)
+
+
+def chosen_policy(suite: Suite, wanted: Optional[str]) -> Optional[str]:
+    """The policy to decide on: ``wanted`` (one of the run's), else the run's first batched policy, else
+    per-call; None when the results hold no wire figures (older runs)."""
+    texts = [w["wire"] for w in next((r.wire for r in suite.results if r.wire), ())]
+    if not texts:
+        return None
+    if wanted is not None and wanted not in texts:
+        raise BenchError(f"--decide-wire {wanted[:60]}: not one of the run's --wire policies ({', '.join(texts)})")
+    if wanted is not None:
+        return wanted
+    return next((t for t in texts if t != PER_CALL), texts[0])
+
+
+def policy_figures(r: CodecResult, policy: str, transport: str, extra: int) -> Optional[Dict[str, Any]]:
+    """The codec's wire figures under ``policy`` with the headers of ``transport`` (+ ``extra`` per packet)."""
+    found = next((w for w in r.wire if w["wire"] == policy), None)
+    return reprice(found, TRANSPORTS[transport], extra) if found else None
+
+
+def weights(r: CodecResult, reference: CodecResult, figures: Optional[Dict[str, Any]],
+            direction: str) -> Optional[Tuple[float, float]]:
+    """The capacity plan's (scale of the reference's bytes, header bytes per call) in ``direction`` from the
+    codec's wire figures: payload per call over the reference's bytes per call, headers per call."""
+    mine, theirs = (figures or {}).get("by_direction", {}).get(direction), reference.by_direction.get(direction)
+    if not mine or not mine["calls"] or not theirs or not theirs["calls"] or not theirs["bytes"]:
+        return None
+    payload = mine["payload_bytes"] / mine["calls"]
+    return payload / (theirs["bytes"] / theirs["calls"]), (mine["wire_bytes"] - mine["payload_bytes"]) / mine["calls"]
+
+
+def shared_policy(old: Suite, new: Suite) -> Optional[str]:
+    """The batched --wire policy compare judges bytes on: NEW's first batched one, if OLD ran it with the same
+    --transport; None: bytes per message."""
+    chosen = chosen_policy(new, None)
+    if chosen in (None, PER_CALL) or not _has(old, chosen):
+        return None
+    return chosen if old.settings.get("transport") == new.settings.get("transport") else None
+
+
+def _has(suite: Suite, policy: Optional[str]) -> bool:
+    return any(w["wire"] == policy for r in suite.results for w in r.wire)
+
+
+def bytes_per_call(r: CodecResult, policy: Optional[str]) -> Optional[float]:
+    """The codec's wire bytes per call under ``policy`` as the run recorded them (its --transport headers)."""
+    found = next((w for w in r.wire if w["wire"] == policy), None)
+    return found["wire_bytes"] / found["calls"] if found and found["calls"] else None
+
+
+def connection_seconds(suite: Suite) -> float:
+    """The trace's connection-seconds (each connection's first to last call), as the capacity plan counts."""
+    table = suite.trace.get("per_connection") or {}
+    seconds = sum(table.get("span_ms", ())) / 1000
+    return seconds or float(suite.trace.get("duration_s") or 0) * int(suite.trace.get("connections") or 0)
+
+
+def view(suite: Suite, transport: str, extra: int, wanted: Optional[str]) -> WireView:
+    """Every codec's wire rows, the rankings per policy and what changed between them."""
+    chosen = chosen_policy(suite, wanted)
+    texts = tuple(dict.fromkeys(w["wire"] for r in suite.results for w in r.wire))
+    seconds = connection_seconds(suite)
+    rows = tuple(_row(r, w, seconds) for r in suite.results if r.sizes
+                 for policy in texts if (w := policy_figures(r, policy, transport, extra)))
+    rankings = {p: tuple(row.codec for row in sorted((x for x in rows if x.policy == p),
+                                                     key=lambda x: (x.bytes_per_call, x.codec))) for p in texts}
+    notes = (*_tick_notes(suite), *ranking_changes(rankings), *_delivery_notes(suite, transport))
+    return WireView(texts, chosen, transport, rows, rankings, tuple(notes))
+
+
+def _row(r: CodecResult, w: Dict[str, Any], seconds: float) -> WireRow:
+    per_s = 1 / seconds if seconds else 0.0
+    up, down = w["by_direction"][C2S], w["by_direction"][S2C]
+    calls = w["calls"] or 1
+    return WireRow(r.codec, w["wire"], w["tick_ms"], w["calls"], w["packets"], w["wire_bytes"] / calls,
+                   w["payload_p50"], w["payload_p99"], up["packets"] * per_s, down["packets"] * per_s,
+                   up["wire_bytes"] * 8 / 1000 * per_s, down["wire_bytes"] * 8 / 1000 * per_s,
+                   w["latency_mean_ms"], w["latency_p99_ms"], w["fragmented"], w["packet_ns"] / 1000 / calls,
+                   w["problem"])
+
+
+def ranking_changes(rankings: Mapping[str, Sequence[str]]) -> List[str]:
+    """Sentences saying how each policy's ranking differs from the first policy's."""
+    if len(rankings) < 2:
+        return []
+    (first, base), *others = rankings.items()
+    out = []
+    for policy, ranked in others:
+        if list(ranked) == list(base):
+            out.append(f"ranking by wire bytes per call: the same under {policy} as under {first}")
+            continue
+        moves = [f"{c} {base.index(c) + 1} -> {i + 1}" for i, c in enumerate(ranked)
+                 if c in base and base.index(c) != i]
+        out.append(f"ranking by wire bytes per call under {policy} (vs {first}): {', '.join(ranked)} "
+                   f"(moved: {'; '.join(moves)})")
+    return out
+
+
+def _tick_notes(suite: Suite) -> List[str]:
+    """What the size pass read from the traces' timestamps."""
+    out = []
+    for tick in suite.settings.get("ticks") or ():
+        if tick.get("tick_ms") is None:
+            out.append(f"{tick['path']}: no server tick found in its timestamps: per-call only")
+            continue
+        quantized = ", ".join(tick.get("quantized") or ()) or "none"
+        out.append(f"server tick in the timestamps: {tick['tick_ms']:.2f} ms ({1000 / tick['tick_ms']:.1f} Hz), "
+                   f"phase coherence {tick['confidence']:.3f} over {tick['gaps']:,} flushes (tick:auto uses it); "
+                   f"directions already recorded at the flush, not charged a second tick: {quantized}")
+    return out
+
+
+def _delivery_notes(suite: Suite, transport: str) -> List[str]:
+    """What stateful codecs need of the transport under UDP."""
+    stateful = [r.codec for r in suite.results if r.ordered_delivery]
+    if transport != "udp" or not stateful:
+        return []
+    return [f"{', '.join(stateful)}: need reliable, ordered delivery; over UDP that takes a reliability layer "
+            "(acknowledgements and in-order resends, as ENet's or KCP's reliable channels) whose header belongs "
+            "in --packet-overhead, and a lost packet stalls every later one of its connection"]
+
+
+def closing_lines(wire: WireView, codecs: Sequence[str]) -> List[str]:
+    """The closing note for ``codecs`` (the verdict's pick, baseline and front): each policy's packets per
+    second, wire bytes per call and kbit/s per player, then how the ranking changed."""
+    if not wire.rows:
+        return []
+    out = [f"on the wire ({wire.transport} headers; decided on {wire.chosen}):"]
+    for policy in wire.policies:
+        parts = [f"{r.codec} {r.bytes_per_call:.1f} B/call, {r.kbps_up + r.kbps_down:.2f} kbit/s"
+                 for c in codecs if (r := wire.row(c, policy))]
+        first = next((r for c in codecs if (r := wire.row(c, policy))), None)
+        if first is None:
+            continue
+        out.append(f"  {policy}: {first.packets_up:.1f} up + {first.packets_down:.1f} down packets/s per player, "
+                   f"+{first.latency_mean_ms:.1f} ms mean latency (p99 {first.latency_p99_ms:.1f}); "
+                   + "; ".join(parts))
+    return out + [f"  {note}" for note in wire.notes]
+
+
+def tick_series(wire: WireView, codecs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:
+    """For the chart: per codec, (tick ms, kbit/s per player both ways) over the run's tick policies."""
+    out: Dict[str, List[Tuple[float, float]]] = {}
+    for codec in codecs:
+        points = sorted((r.tick_ms, r.kbps_up + r.kbps_down) for r in wire.rows
+                        if r.codec == codec and r.tick_ms is not None)
+        if len(points) >= 2:
+            out[codec] = points
+    return out

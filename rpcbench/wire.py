@@ -1,0 +1,446 @@
+"""The wire model: how calls leave a game server (per call, or batched per tick into packets) and what
+each packet costs in headers (``docs/wire.md``).
+
+A :class:`WirePolicy` is what ``--wire`` names: ``per-call`` (each call its own packet),
+``tick:MS`` (the calls of one connection and direction in the same tick window go out together;
+windows start at the trace's first timestamp), ``tick:MS+mtu:BYTES`` (a window's messages packed in
+order into packets of at most BYTES of payload) and ``tick:auto`` (the tick found in the trace's
+server-to-client timestamps, :func:`detect_tick`). Messages in a packet are framed with an unsigned
+LEB128 length each; a compressor compresses the packet's whole payload (a stream compressor flushes
+once per packet). :class:`WireTally` packs one codec's messages under one policy during the size
+pass and keeps figures that merge exactly. :data:`TRANSPORTS` holds every header constant, with its source.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from rpc_capture import C2S, S2C, Call
+
+from .errors import BenchError
+
+PER_CALL = "per-call"
+SIZE_CLASSES = (125, 65535)  #: WebSocket's 7-bit and 16-bit payload lengths (RFC 6455 5.2): packets counted by class
+LATENCY_UNIT_MS = 0.1  #: added latency is kept as a histogram in these units
+_UNIT_NS = round(LATENCY_UNIT_MS * 1_000_000)
+BURST_NS = 1_000_000  #: calls closer than this to the one before are one flush (tick detection, quantized traces)
+QUANTIZED_SHARE = 0.9  #: a direction's calls are tick-quantized when this share of its gaps is a burst or a tick
+DETECT_CALLS = 20_000  #: tick detection reads at most this many calls of a trace
+MAX_GAP_MS, MAX_GAPS = 260, 2000  #: tick detection scores the first gaps between flushes up to this long
+_POLICY = re.compile(r"^tick:(auto|\d+(?:\.\d+)?)(?:\+mtu:(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Transport:
+    """What each packet costs on the wire besides its payload (one packet = one datagram, segment or
+    WebSocket message), and where the numbers come from."""
+
+    name: str
+    header: int  #: IP + UDP/TCP bytes per packet, both directions
+    c2s_extra: int  #: more bytes per client-to-server packet (WebSocket's mask key)
+    websocket_length: bool  #: add the WebSocket frame header, whose length field grows with the payload
+    text: str
+    tls: int = 0  #: TLS record bytes per packet (one record per flush)
+
+    def per_message(self, direction: str, payload: float, extra: int = 0) -> float:
+        """Header bytes of one packet of ``payload`` bytes going ``direction`` (``extra``: the game's own header)."""
+        frame = (2 if payload <= 125 else 4 if payload <= 65535 else 10) if self.websocket_length else 0
+        return self.header + self.tls + frame + (self.c2s_extra if direction == C2S else 0) + extra
+
+    def class_bytes(self, direction: str, classes: Sequence[int], extra: int = 0) -> int:
+        """Header bytes of packets counted by WebSocket size class (``classes``: up to 125 B, 65,535 B, beyond)."""
+        return int(sum(n * self.per_message(direction, size, extra) for n, size in zip(classes, (0, 126, 65536))))
+
+
+_TCP = "IPv4 20 B (RFC 791) + TCP 20 B (RFC 793/9293)"
+_WS = ("WebSocket frame header (RFC 6455 5.2): 2 B for a payload up to 125 B, 4 B up to 65,535 B, 10 B beyond, "
+       "+ 4 B mask key on client-to-server frames")
+TRANSPORTS = {
+    "none": Transport("none", 0, 0, False, "payload only, no transport headers"),
+    "udp": Transport("udp", 28, 0, False, "IPv4 20 B (RFC 791) + UDP 8 B (RFC 768) per datagram (IPv6: 48 B, "
+                     "RFC 8200)"),
+    "tcp": Transport("tcp", 40, 0, False, f"{_TCP} per segment, one flush per segment, no IP or TCP options "
+                     "(Linux adds 12 B of timestamps)"),
+    "websocket": Transport("websocket", 40, 4, True, f"TCP/IPv4 40 B + {_WS}"),
+    "wss": Transport("wss", 40, 4, True, f"TCP/IPv4 40 B + {_WS} + TLS 1.3 record 22 B (RFC 8446: 5 B header, "
+                     "1 B content type, 16 B AEAD tag)", tls=22),
+}
+
+
+@dataclass(frozen=True)
+class WirePolicy:
+    """One ``--wire`` policy; ``tick:auto`` carries the tick found for its trace once resolved."""
+
+    text: str  #: as written
+    tick_ms: Optional[float] = None  #: None: per call (or tick:auto before it is resolved)
+    mtu: Optional[int] = None
+    auto: bool = False
+    quantized: Tuple[str, ...] = ()  #: directions whose timestamps are already the flush (no second tick charged)
+    confidence: Optional[float] = None  #: tick:auto: how sure the detection is (0-1)
+
+    @property
+    def batched(self) -> bool:
+        return self.text != PER_CALL
+
+
+def parse_policies(text: str) -> Tuple[WirePolicy, ...]:
+    """``--wire``'s comma-separated policies; BenchError (one line) for anything else."""
+    policies: List[WirePolicy] = []
+    for part in (p.strip() for p in text.split(",")):
+        if part == PER_CALL:
+            policies.append(WirePolicy(part))
+            continue
+        match = _POLICY.match(part)
+        if not match:
+            raise BenchError(f"--wire {part!r}: expected per-call, tick:MS, tick:MS+mtu:BYTES or tick:auto")
+        tick, mtu = match.group(1), match.group(2)
+        if tick != "auto" and not 0 < float(tick) <= 10_000:
+            raise BenchError(f"--wire {part!r}: the tick must be over 0 and at most 10000 ms")
+        if mtu is not None and not 16 <= int(mtu) <= 65_507:
+            raise BenchError(f"--wire {part!r}: the MTU must be 16 to 65507 bytes of payload")
+        policies.append(WirePolicy(part, None if tick == "auto" else float(tick), int(mtu) if mtu else None,
+                                   tick == "auto"))
+    if len({p.text for p in policies}) != len(policies):
+        raise BenchError(f"--wire {text!r} names a policy twice")
+    return tuple(policies)
+
+
+def leb128(n: int) -> bytes:
+    """``n`` as an unsigned LEB128 varint: 7 bits a byte, low first, high bit set on all but the last."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def unframe(payload: bytes) -> List[bytes]:
+    """The messages of a LEB128-framed payload (ValueError if it is not one)."""
+    out, at = [], 0
+    while at < len(payload):
+        n = shift = 0
+        while True:
+            byte = payload[at]
+            at += 1
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if at + n > len(payload):
+            raise ValueError("a length prefix runs past the payload")
+        out.append(payload[at:at + n])
+        at += n
+    return out
+
+
+def packets(framed: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, int]]:
+    """Framed messages (their sizes) packed in order into packets of at most ``mtu`` payload bytes:
+    (first, past the last, packets it takes); a message over the MTU goes alone, fragmented into
+    ceil(size / mtu) packets."""
+    if not framed:
+        return []
+    if mtu is None or (len(framed) == 1 and framed[0] <= mtu):
+        return [(0, len(framed), 1)]
+    out: List[Tuple[int, int, int]] = []
+    start = size = 0
+    for i, n in enumerate(framed):
+        if i > start and size + n > mtu:
+            out.append((start, i, 1))
+            start, size = i, 0
+        if n > mtu:
+            out.append((i, i + 1, -(-n // mtu)))
+            start, size = i + 1, 0
+            continue
+        size += n
+    if start < len(framed):
+        out.append((start, len(framed), 1))
+    return out
+
+
+def _prefix_bytes(n: int) -> int:
+    """Bytes of ``n``'s LEB128 length prefix."""
+    return (n.bit_length() + 6) // 7 or 1
+
+
+_CALLS, _PACKETS, _PAYLOAD, _FRAGMENTED = 0, 1, 2, 3  #: per direction: then packets by size class (3)
+
+
+Closed = Tuple[Any, int, List[int]]  #: a batch to send: (connection and direction, window, its calls' times)
+
+
+class Batcher:
+    """The tick windows of one batched policy over a share of the calls, shared by every codec's tally (the
+    windows depend on the calls' times only): which batch each call closes, and the latency batching adds."""
+
+    def __init__(self, policy: WirePolicy, origin: Optional[int] = None) -> None:
+        self.policy = policy
+        self.origin = origin  #: the trace's first timestamp: windows start there
+        self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
+        self._tick_ns = round(policy.tick_ms * 1_000_000)  # type: ignore[operator]
+        self._open: Dict[Any, Tuple[int, List[int]]] = {}
+
+    def step(self, call: Call) -> Optional[Closed]:
+        """Take ``call`` into its connection's open batch; the batch it closes (to send first), if any."""
+        if self.origin is None:
+            self.origin = call.t
+        key = (call.conn, call.dir)
+        window = (call.t - self.origin) // self._tick_ns
+        batch = self._open.get(key)
+        closed = None
+        if batch is None or window > batch[0]:  # a late call (stamped before its window) joins the open batch
+            if batch is not None:
+                closed = self._close(key, batch)
+            batch = self._open[key] = (window, [])
+        batch[1].append(call.t)
+        return closed
+
+    def rest(self) -> List[Closed]:
+        """Every batch still open (the end of the calls), in a fixed order."""
+        out = [self._close(key, batch) for key, batch in sorted(self._open.items(), key=lambda kv: repr(kv[0]))]
+        self._open.clear()
+        return out
+
+    def _close(self, key: Any, batch: Tuple[int, List[int]]) -> Closed:
+        window, times = batch
+        flush = max(times) if key[1] in self.policy.quantized else \
+            (self.origin or 0) + (window + 1) * self._tick_ns
+        self.latency.update([max(0, (flush - t + _UNIT_NS // 2) // _UNIT_NS) for t in times])
+        return key, window, times
+
+
+class WireTally:
+    """One codec's messages under one policy: packets, payload bytes and size classes per direction, and the
+    added latency, kept so that tallies of consecutive calls merge exactly (a whole trace when batched).
+
+    Per call, :meth:`add` makes each message a packet of its own (the codec's bytes). Batched, :meth:`put`
+    adds a message to its connection's open batch and :meth:`send` sends a batch a :class:`Batcher` closed.
+    ``compressor``: the codec's compressor when it compresses (each packet's payload whole, with a context per
+    connection and direction for a stream compressor); messages are then the inner codec's bytes.
+    """
+
+    def __init__(self, policy: WirePolicy, compressor: Any = None) -> None:
+        self.policy = policy
+        self.compressor: Any = compressor if policy.batched else None
+        self.directions: Dict[str, List[int]] = {}
+        self.payloads: Counter = Counter()  #: payload bytes per packet -> packets
+        self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
+        self.ns = 0  #: framing, compressing and checking packets
+        self.problem: Optional[str] = None  #: the first packet that did not give its messages back
+        self._open: Dict[Any, List[Any]] = {}  #: (connection, direction) -> messages (sizes without a compressor)
+        self._sessions: Dict[Any, Any] = {}
+
+    _STATE = ("directions", "payloads", "latency", "ns", "problem")
+
+    def add(self, call: Call, message: bytes) -> None:
+        """One encoded call sent alone."""
+        figures = self._direction(call.dir)
+        self._packet(figures, len(message), 1)
+        figures[_CALLS] += 1
+        self.latency[0] += 1
+
+    def put(self, key: Any, message: Optional[bytes]) -> None:
+        """One call into its connection's open batch (None: it failed to encode, nothing to send)."""
+        batch = self._open.get(key)
+        if batch is None:
+            batch = self._open[key] = []
+        batch.append(message if self.compressor is not None or message is None else len(message))
+
+    def send(self, closed: Closed) -> None:
+        """Send a closed batch: packed, framed, compressed when the codec compresses."""
+        t0 = time.perf_counter_ns()
+        key = closed[0]
+        messages = self._open.pop(key, [])
+        if None in messages:
+            messages = [m for m in messages if m is not None]
+        direction, mtu = key[1], self.policy.mtu
+        figures = self._direction(direction)
+        if self.compressor is None:  # the payload is the framed messages: their sizes are enough
+            framed = [n + 1 if n < 128 else n + _prefix_bytes(n) for n in messages]
+            total = sum(framed)
+            if mtu is None or total <= mtu:  # the usual case: the window's messages fit one packet
+                self._packet(figures, total, 1)
+            else:
+                for start, stop, pieces in packets(framed, mtu):
+                    self._packet(figures, sum(framed[start:stop]), pieces)
+        else:
+            frames = [leb128(len(m)) + m for m in messages]
+            for start, stop, pieces in packets([len(f) for f in frames], mtu):
+                self._packet(figures, self._compressed(key, frames[start:stop], messages[start:stop]), pieces)
+        figures[_CALLS] += len(messages)
+        self.ns += time.perf_counter_ns() - t0
+
+    def _compressed(self, key: Any, framed: List[bytes], messages: List[bytes]) -> int:
+        """Bytes of one packet compressed whole, checked: decompressed and unframed, it gives back its messages."""
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = self.compressor.connection()
+        packed = session.compress(b"".join(framed))
+        if self.problem is None and _unframed(session.decompress(packed)) != messages:
+            self.problem = f"a {key[1]} packet of {len(messages)} messages did not decode back to them"
+        return len(packed)
+
+    def _packet(self, figures: List[int], payload: int, pieces: int) -> None:
+        """Count a packet (``pieces`` of one fragmented message) in its direction's ``figures``."""
+        figures[_PACKETS] += pieces
+        figures[_PAYLOAD] += payload
+        if pieces > 1:
+            figures[_FRAGMENTED] += pieces
+        share = -(-payload // pieces)
+        figures[4 if share <= SIZE_CLASSES[0] else 5 if share <= SIZE_CLASSES[1] else 6] += pieces
+        self.payloads[share] += pieces
+
+    def _direction(self, direction: str) -> List[int]:
+        figures = self.directions.get(direction)
+        if figures is None:
+            figures = self.directions[direction] = [0] * 7
+        return figures
+
+    def export(self) -> Dict[str, Any]:
+        """The figures (no codec objects): the tally must be closed."""
+        return {name: getattr(self, name) for name in self._STATE}
+
+    def merge(self, state: Dict[str, Any]) -> None:
+        """Add another tally's figures of the same codec and policy (another share of the calls)."""
+        for direction, figures in state["directions"].items():
+            mine = self._direction(direction)
+            for i, n in enumerate(figures):
+                mine[i] += n
+        self.payloads.update(state["payloads"])
+        self.latency.update(state["latency"])
+        self.ns += state["ns"]
+        self.problem = self.problem or state["problem"]
+
+
+def _unframed(payload: bytes) -> List[bytes]:
+    try:
+        return unframe(payload)
+    except (ValueError, IndexError):
+        return []
+
+
+def _nearest_rank(histogram: Dict[Any, int], pct: float) -> float:
+    """Nearest-rank percentile of a {value: count} histogram (0 when empty)."""
+    count = sum(histogram.values())
+    if not count:
+        return 0
+    rank, seen = max(1, math.ceil(pct / 100 * count)), 0
+    for value, n in sorted((float(v), n) for v, n in histogram.items()):
+        seen += n
+        if seen >= rank:
+            return value
+    return 0
+
+
+def wire_figures(policy: WirePolicy, state: Dict[str, Any], transport: Transport, extra: int = 0) -> Dict[str, Any]:
+    """What results.json records of one codec under one policy: totals, per direction (with the header
+    bytes of ``transport`` plus ``extra`` per packet), payload per packet and the latency batching adds."""
+    directions: Dict[str, Any] = {}
+    for direction in (C2S, S2C):
+        figures = state["directions"].get(direction, [0] * 7)
+        headers = transport.class_bytes(direction, figures[4:], extra)
+        directions[direction] = {"calls": figures[_CALLS], "packets": figures[_PACKETS],
+                                 "payload_bytes": figures[_PAYLOAD], "fragmented": figures[_FRAGMENTED],
+                                 "size_classes": list(figures[4:]), "wire_bytes": figures[_PAYLOAD] + headers}
+    calls = sum(d["calls"] for d in directions.values())
+    latency = state["latency"]
+    return {"wire": policy.text, "tick_ms": policy.tick_ms, "mtu": policy.mtu, "tick_confidence": policy.confidence,
+            "quantized": list(policy.quantized), "transport": transport.name, "packet_overhead": extra,
+            "calls": calls, **{key: sum(d[key] for d in directions.values())
+                               for key in ("packets", "payload_bytes", "fragmented", "wire_bytes")},
+            "payload_p50": _nearest_rank(state["payloads"], 50), "payload_p99": _nearest_rank(state["payloads"], 99),
+            "latency_mean_ms": sum(int(k) * n for k, n in latency.items()) * LATENCY_UNIT_MS / calls if calls else 0.0,
+            "latency_p99_ms": _nearest_rank(latency, 99) * LATENCY_UNIT_MS, "packet_ns": state["ns"],
+            "problem": state["problem"], "by_direction": directions}
+
+
+def reprice(figures: Dict[str, Any], transport: Transport, extra: int) -> Dict[str, Any]:
+    """Recorded wire figures with the headers of another transport (size classes make it exact)."""
+    directions = {d: {**f, "wire_bytes": f["payload_bytes"] + transport.class_bytes(d, f["size_classes"], extra)}
+                  for d, f in figures["by_direction"].items()}
+    return {**figures, "transport": transport.name, "packet_overhead": extra, "by_direction": directions,
+            "wire_bytes": sum(f["wire_bytes"] for f in directions.values())}
+
+
+@dataclass(frozen=True)
+class TickGuess:
+    """What a trace's timestamps say of its server's tick."""
+
+    tick_ms: Optional[float]  #: None: no usable server-to-client timestamps
+    confidence: float  #: mean cosine of the gaps' phase at that tick (1: every gap a whole number of ticks)
+    gaps: int  #: gaps between server flushes it was found from
+    quantized: Tuple[str, ...]  #: directions whose calls come in bursts, one per tick (recorded at the flush)
+
+
+def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
+    """The server's tick from the gaps between its flushes to each connection (``limit`` calls at most).
+
+    Calls under BURST_NS apart are one flush (a burst); each gap between bursts' starts should be a whole
+    number of ticks, so the tick is the longest period T (4-250 ms) at a peak of the score, the mean of
+    cos(2 pi gap / T), within 10 % of the best (T/2 and T/3 score as well as T; 2T does not), refined to
+    0.002 ms.
+    """
+    import numpy as np
+
+    gaps = _burst_gaps(calls, limit)
+    flushes = np.array(gaps[S2C], dtype=float) / 1e6
+    if len(flushes) < 8:
+        return TickGuess(None, 0.0, len(flushes), ())
+    flushes = flushes[flushes <= MAX_GAP_MS][:MAX_GAPS]
+
+    def score(periods: Any) -> Any:
+        return np.cos(2 * np.pi * flushes[None, :] / periods[:, None]).mean(axis=1)
+
+    coarse = np.arange(4.0, 250.0, 0.1)
+    scores = np.concatenate([score(chunk) for chunk in np.array_split(coarse, 10)])
+    peaks = (scores[1:-1] >= scores[:-2]) & (scores[1:-1] >= scores[2:]) & (scores[1:-1] >= 0.9 * scores.max())
+    top = float(coarse[1:-1][peaks].max())
+    fine = np.arange(top - 0.1, top + 0.1, 0.002)
+    fine_scores = score(fine)
+    best = float(fine[int(fine_scores.argmax())])
+    quantized = tuple(d for d, found in gaps.items() if _on_ticks(found, best * 1e6))
+    return TickGuess(round(best, 2), round(float(fine_scores.max()), 3), len(flushes), quantized)
+
+
+def _burst_gaps(calls: Iterable[Call], limit: int) -> Dict[str, List[int]]:
+    """Per direction, the ns from one burst's first call to the next's on the same connection."""
+    bursts: Dict[Any, Tuple[int, int]] = {}  #: (connection, direction) -> (its burst's first call, last call)
+    gaps: Dict[str, List[int]] = {C2S: [], S2C: []}
+    for n, call in enumerate(calls):
+        if n >= limit:
+            break
+        key = (call.conn, call.dir)
+        found = bursts.get(key)
+        if found is not None and call.t - found[1] < BURST_NS:
+            bursts[key] = (found[0], call.t)
+            continue
+        if found is not None and call.dir in gaps:
+            gaps[call.dir].append(call.t - found[0])
+        bursts[key] = (call.t, call.t)
+    return gaps
+
+
+def _on_ticks(gaps: Sequence[int], tick_ns: float) -> bool:
+    """Do a direction's calls come at the flush: nearly every gap between flushes a whole number of ticks?"""
+    near = sum(abs(g - round(g / tick_ns) * tick_ns) <= BURST_NS for g in gaps)
+    return bool(gaps) and near >= QUANTIZED_SHARE * len(gaps)
+
+
+def resolve(policies: Sequence[WirePolicy], guess: Optional[TickGuess]) -> Tuple[WirePolicy, ...]:
+    """The policies for one trace: ``tick:auto`` given the tick found (dropped when none was), quantized
+    directions marked on every batched policy."""
+    out = []
+    for policy in policies:
+        if policy.batched and guess is not None:
+            policy = replace(policy, quantized=guess.quantized)
+        if policy.auto:
+            if guess is None or guess.tick_ms is None:
+                continue
+            policy = replace(policy, tick_ms=guess.tick_ms, confidence=guess.confidence)
+        out.append(policy)
+    return tuple(out)

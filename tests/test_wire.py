@@ -1,0 +1,179 @@
+"""The wire model (docs/wire.md): framing, packing, tick detection, and the size pass's packets and
+payload bytes against an independent computation of the same rules (tests/wire_reference.py)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import wire_reference as ref
+from rpc_capture import C2S, S2C, Call, TraceWriter, open_trace
+from rpcbench.config import RunConfig
+from rpcbench.pipeline import run_benchmark
+from rpcbench.simulate import simulate_profile
+from rpcbench.wire import Batcher, WirePolicy, WireTally, detect_tick, leb128, packets, parse_policies, unframe
+
+REPO = Path(__file__).resolve().parent.parent
+CODECS = {"json": (ref.encode_json, False), "msgpack": (ref.encode_msgpack, False),
+          "json+zlib-1": (ref.encode_json, True)}
+POLICIES = {"per-call": (None, None), "tick:50+mtu:1200": (50, 1200), "tick:33": (33, None),
+            "tick:100+mtu:200": (100, 200)}
+
+
+def run_bench(*args):
+    return subprocess.run([sys.executable, str(REPO / "run_bench.py"), *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO)
+
+
+@given(st.lists(st.binary(max_size=400), max_size=20))
+def test_framed_messages_unframe_to_themselves(messages):
+    assert unframe(b"".join(leb128(len(m)) + m for m in messages)) == messages
+    assert all(ref.leb128(n) == leb128(n) for n in (len(m) for m in messages))
+
+
+@given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=30), st.integers(16, 400))
+def test_packing_keeps_order_and_the_mtu(messages, mtu):
+    framed = [len(leb128(len(m)) + m) for m in messages]
+    packed = packets(framed, mtu)
+    assert [i for start, stop, _ in packed for i in range(start, stop)] == list(range(len(framed)))
+    for start, stop, pieces in packed:
+        size = sum(framed[start:stop])
+        assert (size <= mtu and pieces == 1) or (stop == start + 1 and pieces == -(-size // mtu) > 1)
+
+
+def _simulated(tmp_path, profile, seed, hz, calls=6000):
+    path = tmp_path / f"{profile}-{seed}-{hz}.rpct"
+    with TraceWriter(str(path), {"generator": "test"}) as writer:
+        for call in simulate_profile(profile, calls, seed, hz):
+            writer.write(call)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    """Traces not made for these tests (the bundled dict sample) and one simulated at another seed and tick."""
+    return {"dict sample": str(REPO / "samples" / "battle_dict.rpct"),
+            "study, seed 7, 30 Hz": _simulated(tmp_path_factory.mktemp("w"), "study", 7, 30, 8000)}
+
+
+@pytest.mark.parametrize("name", ["dict sample", "study, seed 7, 30 Hz"])
+def test_packets_and_payload_agree_with_an_independent_computation(traces, name):
+    path = traces[name]
+    config = RunConfig(trace=path, codecs=tuple(CODECS), jobs=0, sizes_only=True, floor=False,
+                       wire=parse_policies(",".join(POLICIES)), transport="udp")
+    suite = run_benchmark(config)
+    calls = [(c.method, c.args, c.t, c.dir, c.conn) for c in open_trace(path)]
+    for codec, (encode, compress) in CODECS.items():
+        rows = {w["wire"]: w for w in suite.result(codec).wire}
+        for policy, (tick, mtu) in POLICIES.items():
+            packets, payload, fragmented = ref.packets(calls, encode, tick, mtu, compress)
+            mine = rows[policy]
+            assert mine["packets"] == pytest.approx(packets, rel=0.01), (codec, policy)
+            assert mine["payload_bytes"] == pytest.approx(payload, rel=0.03), (codec, policy)
+            assert mine["fragmented"] == pytest.approx(fragmented, rel=0.01, abs=1), (codec, policy)
+            assert mine["wire_bytes"] == mine["payload_bytes"] + 28 * mine["packets"]
+            assert mine["problem"] is None
+
+
+@pytest.mark.parametrize("hz", [20, 30, 60])
+@pytest.mark.parametrize("profile", ["study", "dict"])
+def test_tick_auto_finds_the_tick_of_a_simulated_trace(profile, hz):
+    guess = detect_tick(simulate_profile(profile, 8000, 5, hz))
+    assert guess.tick_ms == pytest.approx(1000 / hz, rel=0.005)
+    assert guess.confidence > 0.9 and S2C in guess.quantized and C2S not in guess.quantized
+
+
+def test_a_trace_quantized_at_the_flush_is_not_charged_a_second_tick():
+    calls = [Call("m", [i], 10**9 + i * 100_000_000, S2C, 1) for i in range(20)]
+    charged = Batcher(WirePolicy("tick:50", 50.0))
+    quantized = Batcher(WirePolicy("tick:50", 50.0, quantized=(S2C,)))
+    for batcher in (charged, quantized):
+        closed = [found for call in calls if (found := batcher.step(call))] + batcher.rest()
+        assert [len(times) for _, _, times in closed] == [1] * 20
+    assert dict(charged.latency) == {500: 20}  # 50 ms in 0.1 ms units: each call waits for its window's end
+    assert dict(quantized.latency) == {0: 20}
+
+
+def test_a_tally_sends_the_batches_it_is_given():
+    tally = WireTally(WirePolicy("tick:50+mtu:100", 50.0, 100))
+    key = (1, S2C)
+    for size in (30, 40, 250, 10):
+        tally.put(key, b"x" * size)
+    tally.put(key, None)  # failed to encode: nothing sent
+    tally.send((key, 0, [0] * 5))
+    assert tally.directions[S2C][:4] == [4, 1 + 3 + 1, 31 + 41 + 252 + 11, 3]  # calls, packets, payload, fragments
+    calls = [("m", size, 0, S2C, 1) for size in (30, 40, 250, 10)]
+    assert ref.packets(calls, lambda method, size: b"x" * size, 50, 100) == (5, 335, 3)
+
+
+def test_stream_compressors_flush_once_per_packet(tmp_path):
+    out = tmp_path / "out"
+    done = run_bench("--codecs", "json,json+zlibstream-1", "--wire", "per-call,tick:100", "--sizes-only",
+                     "--out", out, "--no-report", "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = {(r["codec"], r["wire"]): r for r in csv.DictReader(open(out / "results.csv", encoding="utf-8"))}
+    per_call, batched = (int(rows[("json+zlibstream-1", p)]["payload_bytes"]) for p in ("per-call", "tick:100"))
+    assert batched < per_call  # one sync-flush tail per packet instead of per message
+    wire = json.loads((out / "results.json").read_text())["results"][1]["wire"]
+    assert all(w["problem"] is None for w in wire)
+
+
+def test_the_run_compares_policies_and_decides_on_the_wire(tmp_path):
+    out = tmp_path / "out"
+    done = run_bench("--codecs", "json,msgpack,json+zlib-1,msgpack+zstd-3", "--wire", "per-call,tick:50+mtu:1200",
+                     "--transport", "udp", "--goal", "bandwidth", "--sizes-only", "--out", out, "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(open(out / "results.csv", encoding="utf-8")))
+    assert [(r["codec"], r["wire"]) for r in rows][:2] == [("json", "per-call"), ("json", "tick:50+mtu:1200")]
+    json_rows = {r["wire"]: r for r in rows if r["codec"] == "json"}
+    assert int(json_rows["per-call"]["packets"]) == 20000 and int(json_rows["tick:50+mtu:1200"]["packets"]) == 8061
+    assert json_rows["tick:50+mtu:1200"]["fragmented"] == "0"
+    text = done.stdout
+    assert "json+zlib-1: 0.69x the wire bytes of json (tick:50+mtu:1200, udp)" in " ".join(text.split())
+    assert "1.3 up + 17.7 down packets/s per player" in text and "1.3 up + 6.4 down packets/s" in text
+    assert "ranking by wire bytes per call under tick:50+mtu:1200 (vs per-call)" in text
+    again = run_bench("report", out, "--transport", "tcp", "--decide-wire", "per-call")
+    assert again.returncode == 0, again.stderr
+    assert "decided on per-call" in again.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--wire", "tick:fast"], "expected per-call, tick:MS, tick:MS+mtu:BYTES or tick:auto"),
+    (["--wire", "tick:50+mtu:4"], "the MTU must be 16 to 65507"),
+    (["--wire", "tick:50", "--sample-calls", "100"], "not with --sample-calls"),
+])
+def test_bad_wire_options_are_one_line(tmp_path, args, message):
+    done = run_bench("--codecs", "json", "--sizes-only", "--out", tmp_path / "o", "--quiet", *args)
+    assert done.returncode != 0 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_tick_auto_end_to_end(tmp_path):
+    trace = _simulated(tmp_path, "dict", 11, 60, 4000)
+    out = tmp_path / "out"
+    done = run_bench("--trace", trace, "--codecs", "json", "--wire", "tick:auto", "--sizes-only", "--out", out,
+                     "--no-report", "--quiet")
+    assert done.returncode == 0, done.stderr
+    wire = json.loads((out / "results.json").read_text())["results"][0]["wire"][0]
+    assert wire["wire"] == "tick:auto" and wire["tick_ms"] == pytest.approx(16.67, abs=0.05)
+    assert wire["tick_confidence"] > 0.9
+
+
+def test_a_trace_without_timestamps_gets_a_note_and_per_call_only(tmp_path):
+    trace = tmp_path / "flat.rpct"
+    with TraceWriter(str(trace), {}) as writer:
+        for i in range(200):
+            writer.write(Call("move", [i, i * 2], 0, S2C if i % 3 else C2S, i % 4))
+    out = tmp_path / "out"
+    done = run_bench("--trace", trace, "--codecs", "json", "--wire", "per-call,tick:50", "--sizes-only", "--out", out,
+                     "--no-report")
+    assert done.returncode == 0, done.stderr
+    assert "per-call only" in done.stderr + done.stdout
+    rows = list(csv.DictReader(open(out / "results.csv", encoding="utf-8")))
+    assert [r["wire"] for r in rows] == ["per-call"]
