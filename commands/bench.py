@@ -50,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1; a level range or list expands: "
                    "json+zlib-1..9, json+zstd-1,3,19 (default: %(default)s)")
-    p.add_argument("--out", help="output folder (default: a new folder under results/ in the current directory)")
+    p.add_argument("--out", help="output folder (default: a new folder under results/ in the current directory); "
+                   "one that holds files is refused without --force")
+    p.add_argument("--force", action="store_true", help="let --out name a folder that holds files: the new files "
+                   "replace their namesakes in it")
     p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
     p.add_argument("--warmup", type=whole_number(1, 1000), default=1,
@@ -153,7 +156,7 @@ def main(argv: List[str]) -> int:
         raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
     out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
-    with OutputFolder(out) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
+    with OutputFolder(out, args.force) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
         suite = run_benchmark(config, progress, registry)
         progress.close()
         report, decided = write_outputs(suite, folder, args.no_report, options)
@@ -233,17 +236,25 @@ def make_out_dir(out: Optional[str], trace: str) -> Path:
 class OutputFolder:
     """A hidden temporary folder beside ``final`` that becomes ``final`` when the run ends well.
 
-    A run that fails or is stopped leaves no folder behind. When ``final`` already exists
-    (``--out`` given an existing folder), the new files replace their namesakes in it.
+    A run that fails or is stopped leaves no folder behind. A folder that already holds files
+    (an earlier run) is refused before the run starts unless ``force``: then the new files
+    replace their namesakes in it. The folder gets the permissions of any new folder (the
+    umask's), not the private ones of a temporary folder.
     """
 
-    def __init__(self, final: Path) -> None:
+    def __init__(self, final: Path, force: bool = False) -> None:
         self.final = final
+        if final.is_dir() and any(final.iterdir()) and not force:
+            raise BenchError(f"--out {final}: the folder is not empty (an earlier run?); "
+                             "use --force to replace its files, or another folder")
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             if final.is_dir():
                 tempfile.TemporaryFile(dir=final).close()  # writable: found now, not after the whole run
             self.temp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+            umask = os.umask(0)
+            os.umask(umask)
+            self.temp.chmod(0o777 & ~umask)
         except OSError as e:
             raise BenchError(f"cannot write to output folder {final}: {e.strerror or e}") from None
 

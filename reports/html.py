@@ -119,7 +119,7 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
     figures = {name: Figure(svg, CHART_CAPTIONS.get(name, "")) for name, svg in charts.items()}
     parts = [part for part in PARTS if part.applies(d)]
     return env.get_template("report.html").render(
-        title=f"rpcbench: {page_title(suite)}", suite=suite, parts=parts,
+        title=page_title(suite), suite=suite, parts=parts, calls_line=d.calls_line, schema_line=d.schema_line,
         gathered={part.id: part.gather(d) for part in parts},
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
@@ -129,8 +129,10 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
 
 
 def page_title(suite: Suite) -> str:
-    """The game named in the trace's metadata, else the trace file's name."""
-    return str((suite.trace.get("metadata") or {}).get("game") or os.path.basename(str(suite.trace.get("path"))))
+    """``rpcbench: `` and the game named in the trace's metadata, else the trace file's name (a name that already
+    starts with rpcbench, as the bundled simulator's does, is not prefixed twice)."""
+    name = str((suite.trace.get("metadata") or {}).get("game") or os.path.basename(str(suite.trace.get("path"))))
+    return name if name.lower().startswith("rpcbench") else f"rpcbench: {name}"
 
 
 # -- sections ---------------------------------------------------------------------------------------

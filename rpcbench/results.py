@@ -256,7 +256,8 @@ class Suite:
         return data
 
     def save(self, folder: str) -> None:
-        """Write ``results.json`` and ``results.csv`` into ``folder``.
+        """Write ``results.json`` and ``results.csv`` into ``folder``, and the typed codecs' schema when the run
+        inferred it (``inferred.proto``: what a team would start its own .proto from).
 
         A lone surrogate in a trace-derived string (a method name...) has no UTF-8 form: it is
         written as the JSON escape ``\\udc00``, which reads back as the same string.
@@ -270,6 +271,10 @@ class Suite:
             writer.writerow(CSV_COLUMNS)
             writer.writerows(csv_row(r) for r in self.results)
             writer.writerows(csv_row(r, t.trace["path"]) for t in self.traces for r in t.results)
+        schema = (self.trace.get("training") or {}).get("schema")
+        if schema:
+            with open(os.path.join(folder, schema["file"]), "w", encoding="utf-8") as f:
+                f.write(schema["proto"])
 
 
 def _derived(t: Timing) -> Dict[str, Any]:
