@@ -27,6 +27,7 @@ from rpcbench.results import CodecResult, Suite
 
 from . import analysis
 from .breakdown import MIN_TAIL_CALLS, MethodTails, SampleShare, StageSplit
+from . import capacity
 from .capacity import Estimate
 from .decision import CapacityRow, Decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, shown
@@ -300,7 +301,8 @@ def reading_section(d: Decision) -> Section:
 def capacity_section(d: Decision) -> Section:
     """The capacity table's cells: the recommendation, the baseline and the front, then every other codec."""
     return Section(facts={"lead": [_capacity_cells(r) for r in d.capacity_rows],
-                          "others": [_capacity_cells(r) for r in d.other_rows]})
+                          "others": [_capacity_cells(r) for r in d.other_rows],
+                          "core_price": capacity.CORE_MONTH_PRICE, "ram_price": capacity.RAM_GB_MONTH_PRICE})
 
 
 def _capacity_cells(row: CapacityRow) -> Dict[str, Any]:
@@ -308,9 +310,10 @@ def _capacity_cells(row: CapacityRow) -> Dict[str, Any]:
     f, one = row.figures, row.per_player
     return {
         "codec": row.codec, "role": row.role, "down": ci_text(f.down_kbps), "up": ci_text(f.up_kbps),
-        "gb": ci_text(f.gb_month, 0), "usd": ci_text(f.egress_usd, 0), "cores": ci_text(f.server_cores, 2),
+        "gb": ci_text(f.egress_gb, 0), "usd": ci_text(f.egress_usd, 0), "cores": ci_text(f.server_cores, 2),
         "client": ci_text(f.client_ms_per_s, 3), "state": fmt_bytes(f.state_bytes) if f.state_bytes else "0",
-        "scale": {"gb": _triple(one.gb_month), "usd": _triple(one.egress_usd), "cores": _triple(one.server_cores),
+        "total": ci_text(f.total_usd, 0),
+        "scale": {"gb": _triple(one.egress_gb), "usd": _triple(one.egress_usd), "cores": _triple(one.server_cores),
                   "state": row.state_bytes},
     }
 
