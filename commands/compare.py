@@ -8,7 +8,7 @@ import os
 from typing import List
 
 from rpcbench.reports.compare import ALPHA, DEFAULT_REFERENCE, TEST, compare
-from rpcbench.reports.compare_report import Runs, format_comparison, write_compare_html
+from rpcbench.reports.compare_report import Runs, format_comparison, write_compare_html, write_compare_markdown
 from rpcbench.results import load
 
 
@@ -29,7 +29,7 @@ def main(argv: List[str]) -> int:
         prog="run_bench.py compare",
         description=f"Compare two runs per codec: bytes (exact) and encode/decode CPU, judged by each codec's "
                     f"ratio to a reference codec of the same run, with a {TEST} test on the rounds "
-                    f"(alpha {ALPHA:g}). Writes compare.html.")
+                    f"(alpha {ALPHA:g}). Writes compare.html and compare.md (a pull-request comment).")
     parser.add_argument("old", metavar="OLD", help="the baseline run: its folder or its results.json")
     parser.add_argument("new", metavar="NEW", help="the run to judge: its folder or its results.json")
     parser.add_argument("--reference", metavar="CODEC", default=DEFAULT_REFERENCE,
@@ -38,11 +38,12 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--fail-above", metavar="PCT", type=percent,
                         help="exit 1 when a codec's bytes, or its CPU ratio to the reference (significantly), "
                              "grew by more than PCT percent")
-    parser.add_argument("--out", metavar="DIR", help="where to write compare.html (default: NEW's folder)")
+    parser.add_argument("--out", metavar="DIR", help="where to write compare.html and compare.md (default: NEW's folder)")
     args = parser.parse_args(argv)
     runs = Runs(args.old, args.new, load(args.old), load(args.new))
     comparison = compare(runs.old, runs.new, args.reference, fail_above=args.fail_above)
     folder = args.out or (args.new if os.path.isdir(args.new) else os.path.dirname(args.new) or ".")
     print(format_comparison(runs, comparison))
     print(f"\ncompare.html: {write_compare_html(runs, comparison, folder)}")
+    print(f"compare.md: {write_compare_markdown(runs, comparison, folder)}")
     return 1 if comparison.violations else 0
