@@ -38,7 +38,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--fail-above", metavar="PCT", type=percent,
                         help="exit 1 when a codec's bytes, or its CPU ratio to the reference (significantly), "
                              "grew by more than PCT percent")
-    parser.add_argument("--out", metavar="DIR", help="where to write compare.html and compare.md (default: NEW's folder)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="where to write compare.html and compare.md (default: NEW's folder)")
     args = parser.parse_args(argv)
     runs = Runs(args.old, args.new, load(args.old), load(args.new))
     comparison = compare(runs.old, runs.new, args.reference, fail_above=args.fail_above)
