@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import jinja2
+from markupsafe import Markup
 
 from rpcbench.results import CodecResult, Suite
 
@@ -99,6 +100,7 @@ class Part:
     title: str
     gather: Callable[[Decision], Section]
     applies: Callable[[Decision], bool] = lambda d: True  #: False: the run has nothing for this part (no heading)
+    collapsed: bool = True  #: a detail section: closed under its heading until opened (open when printed)
 
 
 def write_report(d: Decision, folder: str, charts: Mapping[str, str]) -> str:
@@ -309,10 +311,10 @@ def _capacity_cells(row: CapacityRow) -> Dict[str, Any]:
     """One codec's row: the cells at the user's CCU and price, and per-CCU figures the page's script rescales."""
     f, one = row.figures, row.per_player
     return {
-        "codec": row.codec, "role": row.role, "down": ci_text(f.down_kbps), "up": ci_text(f.up_kbps),
-        "gb": ci_text(f.egress_gb, 0), "usd": ci_text(f.egress_usd, 0), "cores": ci_text(f.server_cores, 2),
-        "client": ci_text(f.client_ms_per_s, 3), "state": fmt_bytes(f.state_bytes) if f.state_bytes else "0",
-        "total": ci_text(f.total_usd, 0),
+        "codec": row.codec, "role": row.role, "down": ci_cell(f.down_kbps), "up": ci_cell(f.up_kbps),
+        "gb": ci_cell(f.egress_gb, 0), "usd": ci_cell(f.egress_usd, 0), "cores": ci_cell(f.server_cores, 2),
+        "client": ci_cell(f.client_ms_per_s, 3), "state": fmt_bytes(f.state_bytes) if f.state_bytes else "0",
+        "total": ci_cell(f.total_usd, 0),
         "scale": {"gb": _triple(one.egress_gb), "usd": _triple(one.egress_usd), "cores": _triple(one.server_cores),
                   "state": row.state_bytes},
     }
@@ -325,6 +327,12 @@ def ci_text(e: Optional[Estimate], digits: int = 1) -> str:
     if math.isnan(e.low) or math.isnan(e.high):
         return f"{e.value:,.{digits}f}"
     return f"{e.value:,.{digits}f} [{e.low:,.{digits}f}-{e.high:,.{digits}f}]"
+
+
+def ci_cell(e: Optional[Estimate], digits: int = 1) -> Markup:
+    """:func:`ci_text` for a narrow table cell: the interval kept whole on its own line under the figure."""
+    figure, _, interval = ci_text(e, digits).partition(" ")
+    return Markup("{} <span class='ci'>{}</span>").format(figure, interval) if interval else Markup.escape(figure)
 
 
 def _triple(e: Optional[Estimate]) -> str:
@@ -495,12 +503,12 @@ def _classes(*flags: Tuple[str, bool]) -> str:
 
 #: the page, top to bottom; each part's text is ``templates/_<id>.html``. The table of contents is built from it.
 PARTS: Tuple[Part, ...] = (
-    Part("verdict", "Verdict", from_page_globals),
-    Part("capacity", "Capacity and cost", capacity_section),
-    Part("summary", "Summary", summary_section),
+    Part("verdict", "Verdict", from_page_globals, collapsed=False),
+    Part("capacity", "Capacity and cost", capacity_section, collapsed=False),
+    Part("summary", "Summary", summary_section, collapsed=False),
     Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),
-    Part("results", "Results", results_section),
+    Part("results", "Results", results_section, collapsed=False),
     Part("fleet", "Fleet", fleet_section, lambda d: d.fleet.shown),
     Part("charts", "Charts", from_page_globals),
     Part("latency", "Latency tails", latency_section),

@@ -33,9 +33,9 @@ def schema_line(suite: Suite) -> Optional[str]:
         return None
     users = [r.codec for r in suite.results if r.codec.split("+")[0] in TYPED]
     return (f"schema inferred from {schema['inferred_from']}: {schema['messages']:,} messages; written to "
-            f"{schema['file']} beside results.json. {', '.join(users) or 'The typed codecs'} use it (no --proto "
-            "given, and the bundled schemas do not define the trace's methods); a measured call with a method, "
-            "key or type the training calls did not show fails to encode, declared, with its reason.")
+            f"{schema['file']} beside results.json; used by {', '.join(users) or 'the typed codecs'} (no --proto "
+            "given, and the bundled schemas lack the trace's methods). A measured call with a method, key or type "
+            "the training calls did not show fails to encode, declared.")
 
 
 def _dictionaries(suite: Suite) -> bool:

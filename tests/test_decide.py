@@ -246,8 +246,9 @@ def test_every_output_prints_the_decisions_figures(suite: Suite, tmp_path: Path)
         assert csv_rows[codec][5] == f"{f.bytes_mean:.2f}" and csv_rows[codec][8] == f"{f.encode.median_us:.3f}"
     for capacity_row in (*d.capacity_rows, *d.other_rows):
         gb, total = capacity_row.figures.egress_gb, capacity_row.figures.total_usd
-        assert f"<td class='num cap-gb'>{gb.value:,.0f} [{gb.low:,.0f}-{gb.high:,.0f}]</td>" in out["html"]
-        assert f"<td class='num cap-total'>{total.value:,.0f} [{total.low:,.0f}-{total.high:,.0f}]</td>" in out["html"]
+        for css, e in (("cap-gb", gb), ("cap-total", total)):
+            cell = f"<td class='num {css}'>{e.value:,.0f} <span class='ci'>[{e.low:,.0f}-{e.high:,.0f}]</span></td>"
+            assert cell in out["html"], cell
     for finding in d.findings:
         assert f"<td>{escape(finding.evidence)}</td>" in out["html"]
 
@@ -291,7 +292,7 @@ def test_outputs_follow_the_decision_rather_than_recompute(suite: Suite, tmp_pat
         assert "PERTURBED verdict" in out[kind]
     for kind in ("html", "md"):
         assert "PERTURBED headline" in out[kind] and "PERTURBED warning" in out[kind]
-    assert "123,456,789 [123,456,788-123,456,790]" in out["html"]  # the capacity table's GB/month
+    assert "123,456,789 <span class='ci'>[123,456,788-123,456,790]</span>" in out["html"]  # the capacity table's GB/month
     assert "PERTURBED finding" in out["html"] and "PERTURBED trace" in out["html"]
     assert "fleet: 2 traces, 1,234 calls merged" in out["terminal"] and "differs: PERTURBED trace" in out["terminal"]
     assert "9876.5" not in out["csv"]  # results.csv is the measured results, which did not change
