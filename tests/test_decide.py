@@ -292,7 +292,7 @@ def test_outputs_follow_the_decision_rather_than_recompute(suite: Suite, tmp_pat
         assert "PERTURBED verdict" in out[kind]
     for kind in ("html", "md"):
         assert "PERTURBED headline" in out[kind] and "PERTURBED warning" in out[kind]
-    assert "123,456,789 <span class='ci'>[123,456,788-123,456,790]</span>" in out["html"]  # the capacity table's GB/month
+    assert "123,456,789 <span class='ci'>[123,456,788-123,456,790]</span>" in out["html"]  # egress GB/month
     assert "PERTURBED finding" in out["html"] and "PERTURBED trace" in out["html"]
     assert "fleet: 2 traces, 1,234 calls merged" in out["terminal"] and "differs: PERTURBED trace" in out["terminal"]
     assert "9876.5" not in out["csv"]  # results.csv is the measured results, which did not change
