@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
@@ -20,7 +22,7 @@ from rpcbench.errors import BenchError
 from rpcbench.size_pass import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
-from rpcbench.registry import Registry, split_codec_list
+from rpcbench.registry import CODECS_DIR, Registry, split_codec_list
 from rpcbench.results import Suite
 
 from .options import add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number
@@ -200,24 +202,32 @@ def write_outputs(suite: Suite, folder: Path, no_report: bool,
 
 
 def list_codecs(registry: Registry) -> str:
-    """One line per codec and compressor: id, library, origin, first docstring line."""
-    lines = ["codecs:"]
+    """One entry per codec, call stage and compressor: id, library or levels, the first line of its docstring as
+    plain text (no reST markup), wrapped to 100 columns; a plugin's origin under it."""
+    lines = ["codecs (use in --codecs):"]
     for cid, cls in sorted(registry.codecs.items()):
-        lines.append(f"  {cid:<18} {cls.library or 'stdlib':<10} {_first_line(cls.__doc__)}  [{registry.origin(cid)}]")
-    lines.append("call stages (use as <codec>+<name>, before any compressor):")
+        origin = registry.origin(cid) or ""
+        builtin = origin.startswith(str(CODECS_DIR))
+        lines += _entry(cid, cls.library or "stdlib", cls.__doc__) + ([] if builtin else [f"{'':32}[{origin}]"])
+    lines.append("call stages (<codec>+<name>, before any compressor):")
     for name, stage in sorted(registry.stages.items()):
-        lines.append(f"  {name:<18} {'':<10} {_first_line(stage.__doc__)}")
-    lines.append("compressors (use as <codec>+<name>-<level>):")
+        lines += _entry(name, "", stage.__doc__)
+    lines.append("compressors (<codec>+<name>-<level>):")
     for name, comp in sorted(registry.compressors.items()):
-        levels = f"levels {comp.levels.start}-{comp.levels.stop - 1}"
-        lines.append(f"  {name:<18} {levels:<10} {_first_line(comp.__doc__)}")
-    for file, why in registry.skipped.items():
-        lines.append(f"skipped: {file}: {why}")
+        lines += _entry(name, f"{comp.levels.start}-{comp.levels.stop - 1}", comp.__doc__)
+    lines += [f"skipped: {file}: {why}" for file, why in registry.skipped.items()]
     return "\n".join(lines)
 
 
-def _first_line(doc: Optional[str]) -> str:
-    return (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
+def _entry(name: str, library: str, doc: Optional[str]) -> List[str]:
+    """``  json         stdlib     {"method": m, "args": a} as compact JSON...``, wrapped under its text."""
+    text = re.sub(r":\w+:`~?([^`]+)`|``([^`]*)``|`([^`]*)`", lambda m: next(g for g in m.groups() if g is not None),
+                  (doc or "").strip().splitlines()[0] if doc and doc.strip() else "")
+    return textwrap.wrap(text, LIST_WIDTH, initial_indent=f"  {name:<18} {library:<10} ", subsequent_indent=" " * 32,
+                         break_on_hyphens=False) or [f"  {name:<18} {library}".rstrip()]
+
+
+LIST_WIDTH = 100  #: --list-codecs lines fit this many columns
 
 
 def make_out_dir(out: Optional[str], trace: str) -> Path:

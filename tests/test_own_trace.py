@@ -84,3 +84,16 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_mistyped_codec_or_command_gets_a_suggestion_and_the_codec_list_fits_100_columns():
+    codec = run_bench("--codecs", "jsn,json+zstdstrem-3", "--sizes-only", "--quiet", "--trace", TRACE)
+    assert codec.returncode == 2 and "did you mean 'json'?" in codec.stderr
+    compressor = run_bench("--codecs", "json+zstdstrem-3", "--sizes-only", "--quiet", "--trace", TRACE)
+    assert compressor.returncode == 2 and "did you mean 'zstdstream'?" in compressor.stderr
+    command = run_bench("compar", "a", "b")
+    assert command.returncode == 2 and command.stderr.strip().splitlines() == [
+        command.stderr.strip()] and "did you mean 'compare'?" in command.stderr
+    listed = run_bench("--list-codecs")
+    assert listed.returncode == 0 and all(len(line) <= 100 for line in listed.stdout.splitlines())
+    assert "``" not in listed.stdout and "  json               stdlib     " in listed.stdout
