@@ -36,8 +36,8 @@ MIN_STATE_PAIRS = 5  #: round pairs needed in a state before a ratio is given fo
 
 CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
-    "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only", "state_bytes_per_conn",
-    "ordered_delivery", "floor_ratio", "trace",
+    "encode_us", "encode_ci_low_us", "encode_ci_high_us", "decode_us", "decode_ci_low_us", "decode_ci_high_us",
+    "ci_confidence", "declared_only", "state_bytes_per_conn", "ordered_delivery", "floor_ratio", "trace",
 )
 MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
@@ -287,12 +287,18 @@ def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
     """One results.csv row (empty cells where a figure could not be measured); ``trace`` is the trace's
     path for a fleet's per-trace rows."""
     s, e, d = r.sizes, r.encode, r.decode
+
+    def median_and_ci(t: Optional[Timing]) -> List[str]:
+        return [f"{v:.3f}" for v in (t.median_us, *t.ci_us[:2])] if t else ["", "", ""]
+
+    timed = e or d
+    confidence = timed.ci_us[2] if timed else None
     return [
         r.codec, r.calls, r.failures, r.mismatches,
         s.total if s else "", f"{s.mean:.2f}" if s else "", s.p50 if s else "", s.p99 if s else "",
-        f"{e.median_us:.3f}" if e else "", f"{d.median_us:.3f}" if d else "",
-        f"{e.spread_pct:.1f}" if e else "", f"{d.spread_pct:.1f}" if d else "", int(r.declared_only),
-        r.state_bytes_per_conn, int(r.ordered_delivery), f"{r.floor_ratio:.3f}" if r.floor_ratio else "", trace,
+        *median_and_ci(e), *median_and_ci(d), f"{confidence:.3f}" if confidence is not None else "",
+        int(r.declared_only), r.state_bytes_per_conn, int(r.ordered_delivery),
+        f"{r.floor_ratio:.3f}" if r.floor_ratio else "", trace,
     ]
 
 
