@@ -161,7 +161,7 @@ def main(argv: List[str]) -> int:
     with OutputFolder(out, args.force) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
         suite = run_benchmark(config, progress, registry)
         progress.close()
-        report, decided = write_outputs(suite, folder, args.no_report, options)
+        report, decided = write_outputs(suite, folder, args.no_report, options, args.charts)
     if decided is None:  # a partial run (Ctrl-C during timing): results.json only
         print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
@@ -187,8 +187,8 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv))
 
 
-def write_outputs(suite: Suite, folder: Path, no_report: bool,
-                  options: ReportOptions) -> Tuple[Optional[str], Optional[Decision]]:
+def write_outputs(suite: Suite, folder: Path, no_report: bool, options: ReportOptions,
+                  charts: Optional[str] = None) -> Tuple[Optional[str], Optional[Decision]]:
     """results.json/csv into ``folder``; for a complete run also the decision for ``options`` (made once, for the
     report and the terminal) and the report (unless ``no_report``): (the report's file name, the decision), each
     None when not made."""
@@ -198,7 +198,7 @@ def write_outputs(suite: Suite, folder: Path, no_report: bool,
     decided = decide(suite, options)
     if no_report:
         return None, decided
-    return Path(build(decided, str(folder))).name, decided
+    return Path(build(decided, str(folder), charts)).name, decided
 
 
 def list_codecs(registry: Registry) -> str:

@@ -99,6 +99,7 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
                    help="per-message headers added to the bytes: none, tcp (40 B), websocket (TCP + 2-10 B frame "
                    "header, +4 B client mask) or udp (28 B; stream codecs needing ordered delivery are not "
                    "recommended) (default: none)")
+    p.add_argument("--charts", metavar="DIR", help="also write each chart as DIR/<chart>.png and .svg (for slides)")
 
 
 def report_options(args: argparse.Namespace) -> ReportOptions:

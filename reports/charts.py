@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
 from collections import defaultdict
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
@@ -34,6 +35,7 @@ from .formatting import fmt_ratio, fmt_us, latency_us  # noqa: E402
 
 WIDTH_IN = 10.5
 LOG_RANGE = 10  #: an axis whose largest value is this many times its smallest is drawn on a log scale
+PNG_DPI = 150  #: --charts PNGs: sharp on a slide
 STAGE_ROOM = 1.45  #: the stages chart's axis reaches this many times its longest bar (room for the note right of it)
 LABEL_CHAR_SHARE = 0.0085  #: share of a bar chart's axis one character of an 8 pt label takes at the page's width
 FAILING = "#c44e52"  #: colour of a codec with undeclared failures, on every chart
@@ -63,8 +65,9 @@ def encoded(r: CodecResult) -> Timing:
     return r.encode
 
 
-def render_charts(d: Decision) -> Dict[str, str]:
-    """Every chart that has data, as chart name -> SVG markup to put inline in report.html."""
+def render_charts(d: Decision, files: Optional[str] = None) -> Dict[str, str]:
+    """Every chart that has data, as chart name -> SVG markup to put inline in report.html; with ``files`` (a
+    folder, created if needed), also each chart as ``<name>.png`` and ``<name>.svg`` there, for slides."""
     rendered = {}
     for name, draw in CHARTS.items():
         fig = draw(d)
@@ -74,6 +77,11 @@ def render_charts(d: Decision) -> Dict[str, str]:
         try:  # text stays text (smaller, selectable); a fixed salt keeps the page the same from run to run
             with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
                 fig.savefig(out, format="svg", bbox_inches="tight", pad_inches=0.15, metadata={"Date": None})
+                if files is not None:
+                    os.makedirs(files, exist_ok=True)
+                    for kind, meta in (("svg", {"Date": None}), ("png", {})):
+                        fig.savefig(os.path.join(files, f"{name}.{kind}"), format=kind, dpi=PNG_DPI,
+                                    bbox_inches="tight", pad_inches=0.15, metadata=meta)
         finally:
             plt.close(fig)
         rendered[name] = inline_svg(out.getvalue(), name)

@@ -42,6 +42,11 @@ def test_the_default_codecs_carry_a_foreign_trace_with_an_inferred_schema(tmp_pa
            "written to inferred.proto" in " ".join(done.stdout.split())
     assert "400 of the trace's 500 recorded RPC calls measured" in (out / "report.md").read_text()
     assert "inferred.proto" in (out / "report.html").read_text()
+    charts = run_bench("report", out, "--charts", tmp_path / "slides")
+    assert charts.returncode == 0, charts.stderr
+    names = sorted(p.name for p in (tmp_path / "slides").iterdir())
+    assert "bytes.png" in names and "bytes.svg" in names and len(names) % 2 == 0
+    assert all((tmp_path / "slides" / n).read_bytes().startswith(b"\x89PNG") for n in names if n.endswith(".png"))
     mode = stat.S_IMODE(os.stat(out).st_mode)
     assert mode & 0o055 == 0o055 & ~_umask()  # the umask's permissions, not a temporary folder's 700
 
