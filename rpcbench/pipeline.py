@@ -145,6 +145,9 @@ def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
     calls = max(size_pass.measured, 1)  # the calls the codecs' cost was measured over
     costs = [(t.ns / calls, len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) for t in size_pass.tallies]
     fitted = budget.fit(plan, costs, seconds_left, MEMORY_CALLS)
+    cut = budget.cuts(plan, fitted)
+    if cut:  # never quietly: the user asked for one plan and gets another
+        log.warning("--budget: %.0f s left after the size pass; timing cut to fit: %s", seconds_left, cut)
     if fitted.cost_s(costs, MEMORY_CALLS) > seconds_left:
         log.warning("--budget leaves %.0f s after the size pass; timing will need about %.0f s even with the "
                     "smallest plan", seconds_left, fitted.cost_s(costs, MEMORY_CALLS))
