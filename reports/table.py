@@ -175,7 +175,9 @@ def format_table(d: Decision, width: Optional[int] = None, full: str = "report.h
     if any(r.latency or r.memory for r in suite.results):
         out += ["", *_wrapped(f"Tails and allocations, per call (µs; sample of "
                               f"{fmt_count(suite.settings.get('sample'))} calls; peak = mean bytes allocated while "
-                              "handling one call):", width), *_fitted(tail_columns(d), suite.results, width, left_out)]
+                              "handling one call; a call timed on its own runs above the batch median, which is "
+                              "what compares codecs):", width), *_fitted(tail_columns(d), suite.results, width,
+                                                                         left_out)]
         if not all(r.latency and r.memory for r in suite.results):
             out += _wrapped(f"{MISSING}: not measured (per-connection streaming codec, --no-tails / --no-memory, or "
                             "timing failed)", width)
