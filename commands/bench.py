@@ -52,10 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1; a level range or list expands: "
                    "json+zlib-1..9, json+zstd-1,3,19 (default: %(default)s)")
-    p.add_argument("--out", help="output folder (default: a new folder under results/ in the current directory); "
-                   "one that holds files is refused without --force")
-    p.add_argument("--force", action="store_true", help="let --out name a folder that holds files: the new files "
-                   "replace their namesakes in it")
+    _add_output_options(p)
     p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
     p.add_argument("--warmup", type=whole_number(1, 1000), default=1,
@@ -92,10 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compression_options(p)
     _add_fleet_options(p)
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
-    p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
     add_report_options(p)
     return p
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """Where the results go and what is printed."""
+    p.add_argument("--out", help="output folder (default: a new folder under results/ in the current directory); "
+                   "one that holds files is refused without --force")
+    p.add_argument("--force", action="store_true", help="let --out name a folder that holds files: the new files "
+                   "replace their namesakes in it")
+    p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def _add_compression_options(p: argparse.ArgumentParser) -> None:
