@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, Sequence
 
 from rpc_capture import Call
@@ -64,7 +65,9 @@ def infer_schema(config: RunConfig, calls: Sequence[Call], where: str) -> Inferr
         covered = False
     if covered:
         return None
-    source, _ = protobuf.infer_calls(calls, where, PACKAGE)  # rpcbench-method comments map the odd names
+    traces = ", ".join(Path(t).name for t in config.trace_files)
+    source, _ = protobuf.infer_calls(calls, f"the training calls of {traces}, not measured", PACKAGE)
+    # (rpcbench-method comments in the source map the methods that cannot be rpc names)
     path = CACHE_DIR / "inferred" / hashlib.sha256(source.encode()).hexdigest()[:20] / FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file():
