@@ -173,11 +173,10 @@ def format_table(d: Decision, width: Optional[int] = None, full: str = "report.h
     if notes:
         out += [""] + [line for note in notes for line in _wrapped(f"* {note}", width)]
     if any(r.latency or r.memory for r in suite.results):
-        out += ["", *_wrapped(f"Tails and allocations, per call (µs; sample of "
-                              f"{fmt_count(suite.settings.get('sample'))} calls; peak = mean bytes allocated while "
-                              "handling one call; a call timed on its own runs above the batch median, which is "
-                              "what compares codecs):", width), *_fitted(tail_columns(d), suite.results, width,
-                                                                         left_out)]
+        out += ["", *_wrapped(f"Tails and allocations, per call (µs, each call timed alone: above the batch "
+                              f"medians; sample of {fmt_count(suite.settings.get('sample'))} calls; peak = mean "
+                              "bytes allocated per call):", width),
+                *_fitted(tail_columns(d), suite.results, width, left_out)]
         if not all(r.latency and r.memory for r in suite.results):
             out += _wrapped(f"{MISSING}: not measured (per-connection streaming codec, --no-tails / --no-memory, or "
                             "timing failed)", width)
