@@ -7,7 +7,7 @@ import msgspec
 from rpc_capture import Call
 from rpcbench import protobuf
 from rpcbench.codec import Codec, Received
-from rpcbench.fidelity import BIG_INTS, INT_AS_FLOAT, METHOD, SURROGATES, TUPLES, unknown_method
+from rpcbench.fidelity import BIG_INTS, INFERRED, INT_AS_FLOAT, METHOD, SURROGATES, TUPLES, Limit, unknown_method
 
 _UNSET = msgspec.UNSET
 _SCALARS = {"double": float, "float": float, "bool": bool, "string": str, "bytes": bytes}
@@ -21,7 +21,8 @@ Plain = Callable[[Any], Any]  #: what the Struct field holds -> plain value
 class _Planner:
     """One Struct type, builder and reader per protobuf message (recursive messages: Any below)."""
 
-    def __init__(self) -> None:
+    def __init__(self, checked: bool = False) -> None:
+        self.checked = checked  #: scalar fields check their values' types (an inferred schema: see _checked)
         self.done: Dict[str, Tuple[Any, Build, Plain]] = {}
         self.busy: set = set()
 
@@ -82,7 +83,8 @@ class _Planner:
             return Union[int, str], _same, _same
         msg = fd.message_type
         if msg is None:
-            return _SCALARS.get(_type_name(fd), int), _same, _same
+            kind = _SCALARS.get(_type_name(fd), int)
+            return kind, _checked(kind) if self.checked else _same, _same
         if msg.full_name.startswith("google.protobuf.") and msg.full_name.endswith("Value") and \
                 msg.full_name not in _ANY_MESSAGES:
             return self.single(msg.fields_by_name["value"])  # wrappers: the value itself, None when unset
@@ -105,6 +107,18 @@ def _type_name(fd: Any) -> str:
     names = {fd.TYPE_DOUBLE: "double", fd.TYPE_FLOAT: "float", fd.TYPE_BOOL: "bool", fd.TYPE_STRING: "string",
              fd.TYPE_BYTES: "bytes"}
     return names.get(fd.type, "int")
+
+
+def _checked(kind: type) -> Build:
+    """A builder that refuses a value of another type than the field's (msgspec checks types on decode
+    only): with an inferred schema, a value the training calls did not show fails at encode, declared."""
+    allowed = (int, float) if kind is float else (kind,)
+
+    def check(value: Any) -> Any:
+        if type(value) not in allowed:
+            raise TypeError(f"{type(value).__name__} in a {kind.__name__} field")
+        return value
+    return check
 
 
 def _same(value: Any) -> Any:
@@ -135,8 +149,11 @@ class MsgspecStruct(Codec):
     def __init__(self, settings: Optional[protobuf.Settings] = None) -> None:
         schema = protobuf.load(settings or protobuf.Settings())
         self.schemas = list(schema.files)
+        if schema.inferred:
+            self.changes = {**self.changes, INFERRED: protobuf.INFERRED_CHANGE}  # type: ignore[misc]
+        self._inferred = schema.inferred  #: a call the schema cannot carry is declared (INFERRED)
         self.envelope = "varint(method id) + msgpack of the message's Struct (keys: field numbers)"
-        planner = _Planner()
+        planner = _Planner(checked=schema.inferred)
         self._by_method: Dict[str, Tuple[bytes, Build]] = {}
         self._by_id: Dict[int, Tuple[str, Any, Plain]] = {}
         encode = msgspec.msgpack.Encoder().encode
@@ -151,7 +168,14 @@ class MsgspecStruct(Codec):
         if entry is None:
             raise unknown_method(call.method, ", ".join(self.schemas))
         prefix, build = entry
-        return prefix + self._encode(build(call.args))
+        try:
+            return prefix + self._encode(build(call.args))
+        except Limit:
+            raise
+        except (TypeError, ValueError, KeyError) as e:
+            if self._inferred:  # a key or type the training calls did not show
+                raise Limit(INFERRED, "args", f"{type(e).__name__}: {e}") from e
+            raise
 
     def decode(self, data: bytes) -> Received:
         method_id, pos = _varint(data)

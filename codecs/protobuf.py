@@ -12,8 +12,9 @@ from google.protobuf.internal import api_implementation
 from rpc_capture import Call
 from rpcbench.codec import Codec, Received, Stage
 from rpcbench.fidelity import (BIG_INTS, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOWN, FLOAT32, FLOAT_IN_INT, INT_AS_FLOAT,
-                               INT_KEYS, INT_RANGE, METHOD, NON_FINITE, NULLS, SURROGATES, TUPLES)
-from rpcbench.protobuf import Settings, jsonlike, load, read_field, value_kwargs, value_to_python, varint
+                               INFERRED, INT_KEYS, INT_RANGE, METHOD, NON_FINITE, NULLS, SURROGATES, TUPLES)
+from rpcbench.protobuf import (INFERRED_CHANGE, Settings, jsonlike, load, read_field, value_kwargs, value_to_python,
+                               varint)
 
 
 DEFAULT_SETTINGS = Settings()  #: every .proto in proto/ (frozen, so one shared default is safe)
@@ -42,7 +43,8 @@ class Protobuf(Codec):
         INT_RANGE: "an int beyond its field's type (over 2**31 in int32, negative in uint64...) fails to encode",
         FLOAT_IN_INT: "a float in an integer or enum field fails to encode",
         NON_FINITE: "NaN or infinity in an integer or enum field fails to encode (double/float fields carry them)",
-        METHOD: "a method the schemas do not define fails to encode",
+        METHOD: "a method the schemas have no message for fails to encode (an inferred schema knows the methods "
+                "of the training calls only)",
     }
 
     def __init__(self, settings: Settings = DEFAULT_SETTINGS) -> None:
@@ -56,6 +58,8 @@ class Protobuf(Codec):
         self.envelope = "oneof: varint(method id << 3 | 2) + varint(length) + message"
         self.serialization = "deterministic (map entries sorted by key)"
         self._schema = schema
+        if schema.inferred:
+            self.changes = {**self.changes, INFERRED: INFERRED_CHANGE}  # type: ignore[misc]
         self._encode = schema.encode
         self._decode = schema.decode
 

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 from rpc_capture import TraceError
 from rpcbench.errors import BenchError
+from rpcbench.registry import did_you_mean
 
 #: subcommand -> module with ``main(argv) -> int``; anything else is the benchmark itself
 SUBCOMMANDS = {
@@ -38,6 +39,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             module = importlib.import_module(SUBCOMMANDS[argv[0]])
             return module.main(argv[1:])
+        if argv and not argv[0].startswith("-"):  # the benchmark itself takes options only
+            raise BenchError(f"unknown command {argv[0][:40]!r}{did_you_mean(argv[0], [*SUBCOMMANDS, 'run'])}; "
+                             f"commands: run (the default), {', '.join(SUBCOMMANDS)}; options: --help")
         from .bench import main as bench_main
 
         return bench_main(argv)

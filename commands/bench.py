@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
@@ -20,7 +22,7 @@ from rpcbench.errors import BenchError
 from rpcbench.size_pass import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
-from rpcbench.registry import Registry, split_codec_list
+from rpcbench.registry import CODECS_DIR, Registry, split_codec_list
 from rpcbench.results import Suite
 
 from .options import (add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number,
@@ -51,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codecs", default=",".join(DEFAULT_CODECS),
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1; a level range or list expands: "
                    "json+zlib-1..9, json+zstd-1,3,19 (default: %(default)s)")
-    p.add_argument("--out", help="output folder (default: a new folder under results/ in the current directory)")
+    _add_output_options(p)
     p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
                    help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
     p.add_argument("--warmup", type=whole_number(1, 1000), default=1,
@@ -88,10 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compression_options(p)
     _add_fleet_options(p)
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
-    p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
     add_report_options(p)
     return p
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """Where the results go and what is printed."""
+    p.add_argument("--out", help="output folder (default: a new folder under results/ in the current directory); "
+                   "one that holds files is refused without --force")
+    p.add_argument("--force", action="store_true", help="let --out name a folder that holds files: the new files "
+                   "replace their namesakes in it")
+    p.add_argument("--no-report", action="store_true", help="write results.json/csv only, no charts or HTML")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def _add_compression_options(p: argparse.ArgumentParser) -> None:
@@ -159,10 +169,10 @@ def main(argv: List[str]) -> int:
         raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
     out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
-    with OutputFolder(out) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
+    with OutputFolder(out, args.force) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
         suite = run_benchmark(config, progress, registry)
         progress.close()
-        report, decided = write_outputs(suite, folder, args.no_report, options)
+        report, decided = write_outputs(suite, folder, args.no_report, options, args.charts)
     if decided is None:  # a partial run (Ctrl-C during timing): results.json only
         print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
@@ -189,8 +199,8 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         transport=args.transport, packet_overhead=args.packet_overhead)
 
 
-def write_outputs(suite: Suite, folder: Path, no_report: bool,
-                  options: ReportOptions) -> Tuple[Optional[str], Optional[Decision]]:
+def write_outputs(suite: Suite, folder: Path, no_report: bool, options: ReportOptions,
+                  charts: Optional[str] = None) -> Tuple[Optional[str], Optional[Decision]]:
     """results.json/csv into ``folder``; for a complete run also the decision for ``options`` (made once, for the
     report and the terminal) and the report (unless ``no_report``): (the report's file name, the decision), each
     None when not made."""
@@ -200,28 +210,36 @@ def write_outputs(suite: Suite, folder: Path, no_report: bool,
     decided = decide(suite, options)
     if no_report:
         return None, decided
-    return Path(build(decided, str(folder))).name, decided
+    return Path(build(decided, str(folder), charts)).name, decided
 
 
 def list_codecs(registry: Registry) -> str:
-    """One line per codec and compressor: id, library, origin, first docstring line."""
-    lines = ["codecs:"]
+    """One entry per codec, call stage and compressor: id, library or levels, the first line of its docstring as
+    plain text (no reST markup), wrapped to 100 columns; a plugin's origin under it."""
+    lines = ["codecs (use in --codecs):"]
     for cid, cls in sorted(registry.codecs.items()):
-        lines.append(f"  {cid:<18} {cls.library or 'stdlib':<10} {_first_line(cls.__doc__)}  [{registry.origin(cid)}]")
-    lines.append("call stages (use as <codec>+<name>, before any compressor):")
+        origin = registry.origin(cid) or ""
+        builtin = origin.startswith(str(CODECS_DIR))
+        lines += _entry(cid, cls.library or "stdlib", cls.__doc__) + ([] if builtin else [f"{'':32}[{origin}]"])
+    lines.append("call stages (<codec>+<name>, before any compressor):")
     for name, stage in sorted(registry.stages.items()):
-        lines.append(f"  {name:<18} {'':<10} {_first_line(stage.__doc__)}")
-    lines.append("compressors (use as <codec>+<name>-<level>):")
+        lines += _entry(name, "", stage.__doc__)
+    lines.append("compressors (<codec>+<name>-<level>):")
     for name, comp in sorted(registry.compressors.items()):
-        levels = f"levels {comp.levels.start}-{comp.levels.stop - 1}"
-        lines.append(f"  {name:<18} {levels:<10} {_first_line(comp.__doc__)}")
-    for file, why in registry.skipped.items():
-        lines.append(f"skipped: {file}: {why}")
+        lines += _entry(name, f"{comp.levels.start}-{comp.levels.stop - 1}", comp.__doc__)
+    lines += [f"skipped: {file}: {why}" for file, why in registry.skipped.items()]
     return "\n".join(lines)
 
 
-def _first_line(doc: Optional[str]) -> str:
-    return (doc or "").strip().splitlines()[0] if doc and doc.strip() else ""
+def _entry(name: str, library: str, doc: Optional[str]) -> List[str]:
+    """``  json         stdlib     {"method": m, "args": a} as compact JSON...``, wrapped under its text."""
+    text = re.sub(r":\w+:`~?([^`]+)`|``([^`]*)``|`([^`]*)`", lambda m: next(g for g in m.groups() if g is not None),
+                  (doc or "").strip().splitlines()[0] if doc and doc.strip() else "")
+    return textwrap.wrap(text, LIST_WIDTH, initial_indent=f"  {name:<18} {library:<10} ", subsequent_indent=" " * 32,
+                         break_on_hyphens=False) or [f"  {name:<18} {library}".rstrip()]
+
+
+LIST_WIDTH = 100  #: --list-codecs lines fit this many columns
 
 
 def make_out_dir(out: Optional[str], trace: str) -> Path:
@@ -240,17 +258,25 @@ def make_out_dir(out: Optional[str], trace: str) -> Path:
 class OutputFolder:
     """A hidden temporary folder beside ``final`` that becomes ``final`` when the run ends well.
 
-    A run that fails or is stopped leaves no folder behind. When ``final`` already exists
-    (``--out`` given an existing folder), the new files replace their namesakes in it.
+    A run that fails or is stopped leaves no folder behind. A folder that already holds files
+    (an earlier run) is refused before the run starts unless ``force``: then the new files
+    replace their namesakes in it. The folder gets the permissions of any new folder (the
+    umask's), not the private ones of a temporary folder.
     """
 
-    def __init__(self, final: Path) -> None:
+    def __init__(self, final: Path, force: bool = False) -> None:
         self.final = final
+        if final.is_dir() and any(final.iterdir()) and not force:
+            raise BenchError(f"--out {final}: the folder is not empty (an earlier run?); "
+                             "use --force to replace its files, or another folder")
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             if final.is_dir():
                 tempfile.TemporaryFile(dir=final).close()  # writable: found now, not after the whole run
             self.temp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+            umask = os.umask(0)
+            os.umask(umask)
+            self.temp.chmod(0o777 & ~umask)
         except OSError as e:
             raise BenchError(f"cannot write to output folder {final}: {e.strerror or e}") from None
 

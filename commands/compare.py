@@ -8,7 +8,7 @@ import os
 from typing import List
 
 from rpcbench.reports.compare import ALPHA, DEFAULT_REFERENCE, MIN_EFFECT_PCT, TEST, compare
-from rpcbench.reports.compare_report import Runs, format_comparison, write_compare_html
+from rpcbench.reports.compare_report import Runs, format_comparison, write_compare_html, write_compare_markdown
 from rpcbench.results import load
 
 
@@ -29,7 +29,7 @@ def main(argv: List[str]) -> int:
         prog="run_bench.py compare",
         description=f"Compare two runs per codec: bytes (exact) and encode/decode CPU, judged by each codec's "
                     f"ratio to a reference codec of the same run, with a {TEST} (alpha {ALPHA:g}). "
-                    "Writes compare.html.")
+                    "Writes compare.html and compare.md (a pull-request comment).")
     parser.add_argument("old", metavar="OLD", help="the baseline run: its folder or its results.json")
     parser.add_argument("new", metavar="NEW", help="the run to judge: its folder or its results.json")
     parser.add_argument("--reference", metavar="CODEC", default=DEFAULT_REFERENCE,
@@ -41,7 +41,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--min-effect", metavar="PCT", type=percent, default=MIN_EFFECT_PCT,
                         help=f"a CPU ratio change is called only when the test shows it exceeds PCT percent "
                              f"(default {MIN_EFFECT_PCT:g})")
-    parser.add_argument("--out", metavar="DIR", help="where to write compare.html (default: NEW's folder)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="where to write compare.html and compare.md (default: NEW's folder)")
     args = parser.parse_args(argv)
     runs = Runs(args.old, args.new, load(args.old), load(args.new))
     comparison = compare(runs.old, runs.new, args.reference, fail_above=args.fail_above,
@@ -49,4 +50,5 @@ def main(argv: List[str]) -> int:
     folder = args.out or (args.new if os.path.isdir(args.new) else os.path.dirname(args.new) or ".")
     print(format_comparison(runs, comparison))
     print(f"\ncompare.html: {write_compare_html(runs, comparison, folder)}")
+    print(f"compare.md: {write_compare_markdown(runs, comparison, folder)}")
     return 1 if comparison.violations else 0

@@ -130,6 +130,7 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
                    help="share of the trace's calls a codec must be able to send to be recommended or ranked "
                    "(declared value changes such as tuple -> list do not count against it; calls it fails to "
                    "encode do, declared or not) (default: 100)")
+    p.add_argument("--charts", metavar="DIR", help="also write each chart as DIR/<chart>.png and .svg (for slides)")
 
 
 def report_options(args: argparse.Namespace) -> ReportOptions:

@@ -24,7 +24,7 @@ def main(argv: List[str]) -> int:
     suite = load(args.results)
     decided = decide(suite, options)  # a bad --baseline stops here, before anything is written
     folder = args.out or (args.results if os.path.isdir(args.results) else os.path.dirname(args.results) or ".")
-    path = build(decided, folder)
+    path = build(decided, folder, args.charts)
     print(terminal_text(decided, table_width()))
     print(f"report: {path}")
     return 0

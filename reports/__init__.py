@@ -9,6 +9,7 @@ print and ``build(decision, folder)`` writes report.html and report.md into a fo
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from .capacity import ReportOptions
 from .charts import render_charts
@@ -21,10 +22,10 @@ __all__ = ["Decision", "ReportOptions", "build", "decide", "render_charts", "ter
            "write_report"]
 
 
-def build(d: Decision, folder: str) -> str:
-    """Write report.html (charts inline) and report.md into ``folder`` (created if needed); return report.html's
-    path. ``d``: the run's :func:`decide` for the user's options, made once by the caller, whose terminal text
-    shows the same decision."""
+def build(d: Decision, folder: str, charts: Optional[str] = None) -> str:
+    """Write report.html (charts inline) and report.md into ``folder`` (created if needed), and with ``charts`` (a
+    folder) each chart as PNG and SVG there; return report.html's path. ``d``: the run's :func:`decide` for the
+    user's options, made once by the caller, whose terminal text shows the same decision."""
     os.makedirs(folder, exist_ok=True)
     write_markdown(d, folder)
-    return write_report(d, folder, render_charts(d))
+    return write_report(d, folder, render_charts(d, charts))

@@ -102,10 +102,8 @@ class Capacity:
 
     def month_cost(self, ccu: int, egress_price: float) -> float:
         """$ per month at ``ccu`` players: server egress + server CPU + connection state (the balanced rule),
-        from the same :func:`figures` the table shows."""
-        f = figures(self, ccu, egress_price)
-        cores = f.server_cores.value if f.server_cores else 0.0
-        return f.egress_usd.value + cores * CORE_MONTH_PRICE + f.state_bytes / 1e9 * RAM_GB_MONTH_PRICE
+        the total $/month column of the table (:func:`figures`)."""
+        return figures(self, ccu, egress_price).total_usd.value
 
 
 @dataclass(frozen=True)
@@ -231,18 +229,24 @@ class Figures:
     down_kbps: Estimate
     up_kbps: Estimate
     gb_month: Estimate  #: both directions
-    egress_usd: Estimate  #: s2c bytes x price
+    egress_gb: Estimate  #: s2c only: what the egress price is paid on
+    egress_usd: Estimate  #: ``egress_gb`` x price
     server_cores: Optional[Estimate]
-    client_ms_per_s: Optional[Estimate]
+    client_ms_per_s: Optional[Estimate]  #: measured in CPython here: the client's own runtime may differ
     state_bytes: int  #: at one end, for all ccu connections
+    total_usd: Estimate  #: the balanced rule's $/month: egress + cores x CORE_MONTH_PRICE + state x RAM_GB_MONTH_PRICE
 
 
 def figures(row: Capacity, ccu: int, egress_price: float) -> Figures:
     """The table's figures for ``ccu`` players paying ``egress_price`` $/GB of egress."""
     month_gb = ccu * SECONDS_PER_MONTH / 1e9
+    egress_usd = row.down.scaled(month_gb * egress_price)
+    cores = row.server_us.scaled(ccu / 1e6) if row.server_us else None
+    state_usd = row.state_bytes * ccu / 1e9 * RAM_GB_MONTH_PRICE
+    total = egress_usd + cores.scaled(CORE_MONTH_PRICE) if cores else egress_usd
     return Figures(
         down_kbps=row.down.scaled(8 / 1000), up_kbps=row.up.scaled(8 / 1000),
-        gb_month=(row.down + row.up).scaled(month_gb), egress_usd=row.down.scaled(month_gb * egress_price),
-        server_cores=row.server_us.scaled(ccu / 1e6) if row.server_us else None,
-        client_ms_per_s=row.client_decode_us.scaled(1 / 1000) if row.client_decode_us else None,
-        state_bytes=row.state_bytes * ccu)
+        gb_month=(row.down + row.up).scaled(month_gb), egress_gb=row.down.scaled(month_gb), egress_usd=egress_usd,
+        server_cores=cores, client_ms_per_s=row.client_decode_us.scaled(1 / 1000) if row.client_decode_us else None,
+        state_bytes=row.state_bytes * ccu, total_usd=Estimate(total.value + state_usd, total.low + state_usd,
+                                                              total.high + state_usd))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
 from collections import defaultdict
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
@@ -36,6 +37,9 @@ from .wire import tick_series  # noqa: E402
 WIDTH_IN = 10.5
 WIRE_CODECS = 5  #: codecs on the kbit/s-against-tick chart: the fewest wire bytes under the chosen policy
 LOG_RANGE = 10  #: an axis whose largest value is this many times its smallest is drawn on a log scale
+PNG_DPI = 150  #: --charts PNGs: sharp on a slide
+STAGE_ROOM = 1.45  #: the stages chart's axis reaches this many times its longest bar (room for the note right of it)
+LABEL_CHAR_SHARE = 0.0085  #: share of a bar chart's axis one character of an 8 pt label takes at the page's width
 FAILING = "#c44e52"  #: colour of a codec with undeclared failures, on every chart
 FAILING_MARK = " ⚠"  #: after such a codec's name
 DOMINATED = "#b0b0b0"  #: codecs off the Pareto front
@@ -63,8 +67,9 @@ def encoded(r: CodecResult) -> Timing:
     return r.encode
 
 
-def render_charts(d: Decision) -> Dict[str, str]:
-    """Every chart that has data, as chart name -> SVG markup to put inline in report.html."""
+def render_charts(d: Decision, files: Optional[str] = None) -> Dict[str, str]:
+    """Every chart that has data, as chart name -> SVG markup to put inline in report.html; with ``files`` (a
+    folder, created if needed), also each chart as ``<name>.png`` and ``<name>.svg`` there, for slides."""
     rendered = {}
     for name, draw in CHARTS.items():
         fig = draw(d)
@@ -74,6 +79,11 @@ def render_charts(d: Decision) -> Dict[str, str]:
         try:  # text stays text (smaller, selectable); a fixed salt keeps the page the same from run to run
             with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
                 fig.savefig(out, format="svg", bbox_inches="tight", pad_inches=0.15, metadata={"Date": None})
+                if files is not None:
+                    os.makedirs(files, exist_ok=True)
+                    for kind, meta in (("svg", {"Date": None}), ("png", {})):
+                        fig.savefig(os.path.join(files, f"{name}.{kind}"), format=kind, dpi=PNG_DPI,
+                                    bbox_inches="tight", pad_inches=0.15, metadata=meta)
         finally:
             plt.close(fig)
         rendered[name] = inline_svg(out.getvalue(), name)
@@ -127,7 +137,9 @@ def timing_chart(d: Decision) -> Optional[Figure]:
                 xerr=errors, error_kw={"elinewidth": 1, "capsize": 2}, label=kind)
         for y, t in zip(ys, timings):
             _note_right(ax, (t.ci_us[1] if t else 0, y), fmt_us(t.median_us) if t else f"{kind}: n/a")
-    scale = _value_axis(ax, [v for r in rows for t in (r.encode, r.decode) if t for v in t.ci_us[:2]], room=1.15)
+    # linear even when the values span 10x: on a log axis a bar's length says nothing; each bar is labelled
+    scale = _value_axis(ax, [v for r in rows for t in (r.encode, r.decode) if t for v in t.ci_us[:2]], room=1.15,
+                        log=False)
     _frame(ax, f"µs per call{scale} (bar = median round; whiskers = its 95% confidence interval)",
            "Encode and decode CPU time per RPC call")
     _legend_below(fig)
@@ -182,7 +194,7 @@ def pareto_chart(d: Decision) -> Optional[Figure]:
 
 def _dominated_labels(dominated: List[CodecResult]) -> List[Tuple[CodecResult, str, Dict[str, Any]]]:
     """Grey labels for dominated codecs; a compression-level series (whose points crowd together) is named once,
-    at its lowest level, and its other points carry just their level number."""
+    at its lowest level (``json+zlib-1,9``), and the other points of a longer series carry just their level number."""
     style = {"fontsize": 8, "color": "#777777"}
     labels: List[Tuple[CodecResult, str, Dict[str, Any]]] = []
     in_series: Set[str] = set()
@@ -190,7 +202,8 @@ def _dominated_labels(dominated: List[CodecResult]) -> List[Tuple[CodecResult, s
         levels = [str(level) for level, _ in points]
         span = ",".join(levels) if len(levels) <= 3 else f"{levels[0]}..{levels[-1]}"
         labels.append((points[0][1], f"{name}-{span}", style))
-        labels += [(r, str(level), style) for level, r in points[1:]]
+        if len(levels) > 3:  # a short series is named whole above: a lone level number beside it would be a stray
+            labels += [(r, str(level), style) for level, r in points[1:]]
         in_series.update(r.codec for _, r in points)
     return labels + [(r, r.codec, style) for r in dominated if r.codec not in in_series]
 
@@ -261,8 +274,9 @@ def stages_chart(d: Decision) -> Optional[Figure]:
         left = 0.0
         for name, t in r.stages[op].items():
             ax.barh(y, t.median_us, left=left, height=0.6, color=colors[name], edgecolor="white")
-            if t.median_us > right * 0.07:
-                ax.text(left + t.median_us / 2, y, f"{name} {fmt_us(t.median_us)}", ha="center", va="center",
+            label = f"{name} {fmt_us(t.median_us)}"
+            if t.median_us > len(label) * LABEL_CHAR_SHARE * right * STAGE_ROOM:  # only a label that fits
+                ax.text(left + t.median_us / 2, y, label, ha="center", va="center",
                         fontsize=8, color="white", fontweight="bold")
             left += t.median_us
         whole = getattr(r, op)
@@ -270,7 +284,7 @@ def stages_chart(d: Decision) -> Optional[Figure]:
                     f"{fmt_us(left)} µs" + (f" (whole {fmt_us(whole.median_us)})" if whole else ""))
         if whole:
             ax.scatter([whole.median_us], [y], marker="|", s=400, linewidths=2, color="black", zorder=3)
-    ax.set_xlim(0, right * 1.3)
+    ax.set_xlim(0, right * STAGE_ROOM)
     _frame(ax, "µs per call (segments = median of each stage timed on its own; black tick = whole "
            "op's median)", "Where the time goes: stages of multi-step codecs")
     ax.legend(handles=[Patch(color=c, label=name) for name, c in colors.items()], loc="lower right", fontsize=8)
@@ -365,16 +379,17 @@ def _bar_figure(rows: List[Tuple[str, CodecResult]], failing_codecs: AbstractSet
     return fig, ax
 
 
-def _value_axis(ax: Axes, values: List[float], room: float, axis: str = "x", reach: Sequence[float] = ()) -> str:
+def _value_axis(ax: Axes, values: List[float], room: float, axis: str = "x", reach: Sequence[float] = (),
+                log: bool = True) -> str:
     """Fit the value axis to ``values`` (and the marks in ``reach``) with ``room`` (a factor) past the largest:
-    a log scale when ``values`` span LOG_RANGE x or more, else linear from 0. Returns ", log scale" or "" for the
-    axis label."""
+    a log scale when ``values`` span LOG_RANGE x or more (and ``log``), else linear from 0. Returns ", log scale"
+    or "" for the axis label."""
     known = [v for v in values if v and not math.isnan(v)]
     if not known:
         return ""
     low, high = min(known), max([*known, *reach])
     limits = getattr(ax, f"set_{axis}lim")
-    if max(known) / low >= LOG_RANGE:
+    if log and max(known) / low >= LOG_RANGE:
         getattr(ax, f"set_{axis}scale")("log")
         _plain_log(ax.xaxis if axis == "x" else ax.yaxis)
         limits(low / 1.5, high * room ** 3)  # labels right of the bars need more room on a log axis

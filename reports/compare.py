@@ -1,7 +1,9 @@
 """Every judgment ``run_bench.py compare OLD NEW`` makes: what changed per codec between two runs,
 whether a CPU change is significant, and whether a change breaks a ``--fail-above`` gate.
 
-Bytes are exact (``len()`` of every encoded call), so any change in them is real. CPU times
+Bytes are exact (``len()`` of every encoded call), so any change in them is real, when both runs measured the
+same calls (:func:`calls_differ`: the trace, the held-out calls, the size pass's sample); otherwise the comparison
+says so and claims no exact byte change. CPU times
 are not: on a shared host the machine's speed drifts between runs, so each codec's time is
 judged as its ratio to a reference codec measured in the same run (the drift cancels in the
 ratio). Rounds share their process's speed state, so the unit of the test is the *process set*,
@@ -121,10 +123,14 @@ class CodecChange:
     bytes: Optional[Shift]
     cpu: Tuple[CpuChange, ...]
     missing: Tuple[str, ...]  #: e.g. ``decode not timed in NEW (timing failed: ...)``
+    same_calls: bool = True  #: both runs measured the same calls (:func:`calls_differ`): bytes compare exactly
 
     @property
     def bytes_verdict(self) -> str:
-        """``larger``, ``smaller`` or ``same`` (bytes are exact: any change is real)."""
+        """``larger``, ``smaller`` or ``same`` (bytes are exact over the same calls: any change is real);
+        ``other calls`` when the runs measured different calls, whose bytes no one can compare exactly."""
+        if self.bytes is not None and not self.same_calls:
+            return "other calls"
         if self.bytes is None or self.bytes.new == self.bytes.old:
             return "same" if self.bytes else "-"
         return "larger" if self.bytes.new > self.bytes.old else "smaller"
@@ -145,6 +151,12 @@ class Comparison:
     kept: Tuple[Tuple[int, int], ...] = ((0, 0), (0, 0))  #: (kept, all) rounds over every CPU change, in OLD, NEW
     fail_above: Optional[float] = None  #: the ``--fail-above`` gate, percent (None: no gate)
     violations: Tuple["Violation", ...] = ()  #: the changes that fail it
+    calls_differ: Tuple[str, ...] = ()  #: how the runs' measured calls differ (:func:`calls_differ`); () = the same
+
+    @property
+    def same_calls(self) -> bool:
+        """Both runs measured the same calls: byte changes are exact."""
+        return not self.calls_differ
 
 
 @dataclass(frozen=True)
@@ -167,18 +179,19 @@ def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: f
     old_ref, new_ref = (old.find(ref), new.find(ref)) if ref else (None, None)
     test = _Test(_repeat(old), _repeat(new), alpha, min_effect)
     policy = wire.shared_policy(old, new)
+    differ = tuple(calls_differ(old, new))
     changes = []
     for r_new in new.results:
         r_old = old.find(r_new.codec)
         if r_old is not None:
-            changes.append(_codec_change(r_old, r_new, old_ref, new_ref, test, policy))
+            changes.append(replace(_codec_change(r_old, r_new, old_ref, new_ref, test, policy), same_calls=not differ))
     old_ids, new_ids = {r.codec for r in old.results}, {r.codec for r in new.results}
     found = Comparison(
         reference=ref, reference_note=note, codecs=tuple(changes),
         added=tuple(r.codec for r in new.results if r.codec not in old_ids),
         removed=tuple(r.codec for r in old.results if r.codec not in new_ids),
         warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha, min_effect=min_effect,
-        kept=_kept(changes))
+        kept=_kept(changes), calls_differ=differ)
     if fail_above is None:
         return found
     return replace(found, fail_above=fail_above, violations=tuple(gate(found, fail_above)))
@@ -340,8 +353,10 @@ def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], change
     """Reasons to read the comparison with care: different traces or timing samples, partial runs,
     too few rounds for the test, a different machine speed between the runs."""
     notes = []
-    if old.trace.get("sha256") != new.trace.get("sha256"):
-        notes.append("the runs replayed different traces (sha256 differs): bytes and CPU cover different calls")
+    differ = calls_differ(old, new)
+    if differ:
+        notes.append(f"the runs measured different calls ({'; '.join(differ)}): bytes per call average other "
+                     "calls, so their changes are not exact and the gate does not judge them")
     sample_keys = ("sample", "sample_seed", "sample_by_method", "gc")
     differ = [k for k in sample_keys if old.settings.get(k) != new.settings.get(k)]
     if differ:
@@ -393,6 +408,27 @@ def unseen(comparison: Comparison, pct: float) -> List[Tuple[str, float]]:
             and (d := t.ratio.detectable_pct if t.ratio.detectable_pct is not None else math.inf) > pct]
 
 
+def calls_differ(old: Suite, new: Suite) -> List[str]:
+    """How the calls the two runs measured differ, in words (empty: the same calls): the trace (its sha256),
+    the calls held out to train dictionaries or infer a schema, and the size pass's sample."""
+    def held(run: Suite) -> int:
+        return int((run.trace.get("training") or {}).get("held_out_calls") or 0)
+
+    found = []
+    if old.trace.get("sha256") != new.trace.get("sha256"):
+        found.append("different traces: sha256 differs")
+    if held(old) != held(new):
+        found.append(f"{held(old):,} calls held out for training in OLD, {held(new):,} in NEW")
+    if old.trace.get("calls") != new.trace.get("calls"):
+        found.append(f"{old.trace.get('calls') or 0:,} calls measured in OLD, {new.trace.get('calls') or 0:,} in NEW")
+    sampled = any(run.settings.get("size_pass_method", "every call") != "every call" for run in (old, new))
+    changed = [k for k in ("size_pass_method", "size_pass_calls", "sample_seed")
+               if old.settings.get(k) != new.settings.get(k)]
+    if sampled and changed:
+        found.append(f"the size pass's sample differs ({', '.join(changed)})")
+    return found
+
+
 def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[str]:
     """A note when the reference codec ran over SLOW_STATE_FACTOR x faster or slower in NEW than in OLD:
     the host's speed states do not slow codecs alike, so even the ratios can shift between such runs."""
@@ -412,10 +448,10 @@ def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[
 def gate(comparison: Comparison, fail_above_pct: float) -> List[Violation]:
     """The changes over ``fail_above_pct`` percent that fail a gate: any bytes increase (exact), and any
     significant increase (at least ``min_effect``) of a CPU ratio to the reference. Absolute CPU changes never
-    fail it."""
+    fail it, nor bytes of runs that measured different calls."""
     found = []
     for c in comparison.codecs:
-        if c.bytes and c.bytes.change_pct > fail_above_pct:
+        if c.bytes and c.same_calls and c.bytes.change_pct > fail_above_pct:
             found.append(Violation(c.codec, "bytes", c.bytes.change_pct,
                                    f"{c.codec}: bytes per call +{c.bytes.change_pct:.1f}% "
                                    f"({c.bytes.old:.1f} -> {c.bytes.new:.1f} B/call)"))

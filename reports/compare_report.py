@@ -1,5 +1,6 @@
-"""``run_bench.py compare`` output: the comparison as text for the terminal (at most 100 columns) and
-as ``compare.html`` (Jinja2, autoescaping, inline CSS), both from the same rows.
+"""``run_bench.py compare`` output: the comparison as text for the terminal (at most 100 columns), as
+``compare.html`` (Jinja2, autoescaping, inline CSS) and as ``compare.md`` (a pull-request comment), all from the
+same rows.
 
 Every judgment (significance, verdicts, the gate) comes from :mod:`reports.compare`; this module
 only writes it down.
@@ -20,6 +21,7 @@ from rpcbench.results import SLOW_STATE_FACTOR, Suite
 from .compare import FAST_END_PERCENTILE, MIN_KEPT_SHARE, MIN_SETS, TEST, Comparison, CpuChange, Shift, unseen
 from .formatting import MISSING, fmt_us
 from .html import TEMPLATES, Table, plain_table
+from .markdown import md_escape
 
 WIDTH = 100  #: terminal lines never exceed this
 BYTES_HEAD = ("codec", "old B/call", "new B/call", "change", "verdict")
@@ -67,7 +69,10 @@ def explanation(comparison: Comparison) -> List[str]:
     """How to read the figures: the reference codec, the test and alpha, what a verdict means."""
     return [
         f"Reference codec: {comparison.reference_note}.",
-        "Bytes: mean bytes per call over every call of the trace; exact, so any change is real.",
+        "Bytes: mean bytes per call over every call of the trace; exact, so any change is real." if
+        comparison.same_calls else "Bytes: mean bytes per call, but over different calls in the two runs ("
+        f"{'; '.join(comparison.calls_differ)}): a change may come from the calls, not the codec, so none is "
+        "exact (verdict: other calls) and the gate leaves bytes out; rerun both on the same trace and settings.",
         f"CPU: rounds over {SLOW_STATE_FACTOR:g}x their timing's fastest were crowded out by other work and are "
         f"set aside ({kept_text(comparison)}). Each process set of a run gives one figure: its ratio = the median "
         f"of its kept rounds over the reference's round of the same turn (the machine's speed cancels); its µs "
@@ -99,7 +104,8 @@ def gate_lines(comparison: Comparison) -> List[str]:
                                                 for name, pct in blind[:4]) + (", ..." if len(blind) > 4 else "")
               + "): a pass says nothing about them; run longer (more --processes)"] if blind else [])
     if not violations:
-        return [f"gate --fail-above {fail_above:g}: passed (no bytes increase and no significant CPU ratio "
+        judged = "no bytes increase and no" if comparison.same_calls else "bytes not judged (other calls); no"
+        return [f"gate --fail-above {fail_above:g}: passed ({judged} significant CPU ratio "
                 f"increase over {fail_above:g}%)", *short]
     return [f"gate --fail-above {fail_above:g}: FAILED, {len(violations)} change(s) over {fail_above:g}%:",
             *(f"  {v.text}" for v in violations), *short]
@@ -163,6 +169,40 @@ def write_compare_html(runs: Runs, comparison: Comparison, folder: str) -> str:
     except OSError as e:
         raise BenchError(f"cannot write {path}: {e.strerror or e}") from None
     return path
+
+
+def write_compare_markdown(runs: Runs, comparison: Comparison, folder: str) -> str:
+    """Write ``compare.md`` (a pull-request comment) into ``folder`` (created if needed); return its path."""
+    path = os.path.join(folder, "compare.md")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w", encoding="utf-8", errors="replace") as f:
+            f.write(render_compare_markdown(runs, comparison))
+    except OSError as e:
+        raise BenchError(f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+def render_compare_markdown(runs: Runs, comparison: Comparison) -> str:
+    """The comparison in Markdown: the same rows, explanation, warnings and gate as the terminal, every
+    value escaped (:func:`reports.markdown.md_escape`)."""
+    def grid(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int]) -> List[str]:
+        def line(cells: Sequence[str]) -> str:
+            return f"| {' | '.join(md_escape(c) for c in cells)} |"
+        rule = " | ".join("---:" if i in numeric else ":---" for i in range(len(head)))
+        return [line(head), f"| {rule} |", *map(line, rows)]
+
+    gate = gate_lines(comparison)
+    lines = [f"## rpcbench compare{': FAILED' if comparison.violations else ''}", ""]
+    lines += [f"- {name} {md_escape(label)}: {md_escape(run.created)}, {len(run.results)} codecs"
+              for name, label, run in (("OLD", runs.old_label, runs.old), ("NEW", runs.new_label, runs.new))]
+    lines += ["", *(f"**{md_escape(g.strip())}**" if i == 0 else f"- {md_escape(g.strip())}"
+                    for i, g in enumerate(gate)), ""] if gate else [""]
+    lines += [f"- **warning:** {md_escape(w)}" for w in comparison.warnings] + ([""] if comparison.warnings else [])
+    lines += ["### Bytes per call", "", *grid(BYTES_HEAD, bytes_rows(comparison), (1, 2, 3)), ""]
+    lines += ["### CPU per call", "", *grid(CPU_HEAD, cpu_rows(comparison), range(2, 10)), ""]
+    lines += [f"- {md_escape(line)}" for line in (*unmatched(comparison), *explanation(comparison))]
+    return "\n".join(lines) + "\n"
 
 
 def render_compare_html(runs: Runs, comparison: Comparison) -> str:

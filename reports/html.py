@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import jinja2
+from markupsafe import Markup
 
 from rpcbench.results import CodecResult, Suite
 
 from . import analysis
 from .breakdown import MIN_TAIL_CALLS, MethodTails, SampleShare, StageSplit
+from . import capacity
 from .capacity import Estimate
 from .decision import CapacityRow, Decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, shown
@@ -100,6 +102,7 @@ class Part:
     title: str
     gather: Callable[[Decision], Section]
     applies: Callable[[Decision], bool] = lambda d: True  #: False: the run has nothing for this part (no heading)
+    collapsed: bool = True  #: a detail section: closed under its heading until opened (open when printed)
 
 
 def write_report(d: Decision, folder: str, charts: Mapping[str, str]) -> str:
@@ -121,7 +124,7 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
     figures = {name: Figure(svg, CHART_CAPTIONS.get(name, "")) for name, svg in charts.items()}
     parts = [part for part in PARTS if part.applies(d)]
     return env.get_template("report.html").render(
-        title=f"rpcbench: {page_title(suite)}", suite=suite, parts=parts,
+        title=page_title(suite), suite=suite, parts=parts, calls_line=d.calls_line, schema_line=d.schema_line,
         gathered={part.id: part.gather(d) for part in parts},
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
@@ -131,8 +134,10 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
 
 
 def page_title(suite: Suite) -> str:
-    """The game named in the trace's metadata, else the trace file's name."""
-    return str((suite.trace.get("metadata") or {}).get("game") or os.path.basename(str(suite.trace.get("path"))))
+    """``rpcbench: `` and the game named in the trace's metadata, else the trace file's name (a name that already
+    starts with rpcbench, as the bundled simulator's does, is not prefixed twice)."""
+    name = str((suite.trace.get("metadata") or {}).get("game") or os.path.basename(str(suite.trace.get("path"))))
+    return name if name.lower().startswith("rpcbench") else f"rpcbench: {name}"
 
 
 # -- sections ---------------------------------------------------------------------------------------
@@ -314,17 +319,19 @@ def reading_section(d: Decision) -> Section:
 def capacity_section(d: Decision) -> Section:
     """The capacity table's cells: the recommendation, the baseline and the front, then every other codec."""
     return Section(facts={"lead": [_capacity_cells(r) for r in d.capacity_rows],
-                          "others": [_capacity_cells(r) for r in d.other_rows]})
+                          "others": [_capacity_cells(r) for r in d.other_rows],
+                          "core_price": capacity.CORE_MONTH_PRICE, "ram_price": capacity.RAM_GB_MONTH_PRICE})
 
 
 def _capacity_cells(row: CapacityRow) -> Dict[str, Any]:
     """One codec's row: the cells at the user's CCU and price, and per-CCU figures the page's script rescales."""
     f, one = row.figures, row.per_player
     return {
-        "codec": row.codec, "role": row.role, "down": ci_text(f.down_kbps), "up": ci_text(f.up_kbps),
-        "gb": ci_text(f.gb_month, 0), "usd": ci_text(f.egress_usd, 0), "cores": ci_text(f.server_cores, 2),
-        "client": ci_text(f.client_ms_per_s, 3), "state": fmt_bytes(f.state_bytes) if f.state_bytes else "0",
-        "scale": {"gb": _triple(one.gb_month), "usd": _triple(one.egress_usd), "cores": _triple(one.server_cores),
+        "codec": row.codec, "role": row.role, "down": ci_cell(f.down_kbps), "up": ci_cell(f.up_kbps),
+        "gb": ci_cell(f.egress_gb, 0), "usd": ci_cell(f.egress_usd, 0), "cores": ci_cell(f.server_cores, 2),
+        "client": ci_cell(f.client_ms_per_s, 3), "state": fmt_bytes(f.state_bytes) if f.state_bytes else "0",
+        "total": ci_cell(f.total_usd, 0),
+        "scale": {"gb": _triple(one.egress_gb), "usd": _triple(one.egress_usd), "cores": _triple(one.server_cores),
                   "state": row.state_bytes},
     }
 
@@ -336,6 +343,12 @@ def ci_text(e: Optional[Estimate], digits: int = 1) -> str:
     if math.isnan(e.low) or math.isnan(e.high):
         return f"{e.value:,.{digits}f}"
     return f"{e.value:,.{digits}f} [{e.low:,.{digits}f}-{e.high:,.{digits}f}]"
+
+
+def ci_cell(e: Optional[Estimate], digits: int = 1) -> Markup:
+    """:func:`ci_text` for a narrow table cell: the interval kept whole on its own line under the figure."""
+    figure, _, interval = ci_text(e, digits).partition(" ")
+    return Markup("{} <span class='ci'>{}</span>").format(figure, interval) if interval else Markup.escape(figure)
 
 
 def _triple(e: Optional[Estimate]) -> str:
@@ -506,13 +519,13 @@ def _classes(*flags: Tuple[str, bool]) -> str:
 
 #: the page, top to bottom; each part's text is ``templates/_<id>.html``. The table of contents is built from it.
 PARTS: Tuple[Part, ...] = (
-    Part("verdict", "Verdict", from_page_globals),
-    Part("capacity", "Capacity and cost", capacity_section),
+    Part("verdict", "Verdict", from_page_globals, collapsed=False),
+    Part("capacity", "Capacity and cost", capacity_section, collapsed=False),
     Part("wire", "On the wire", wire_section, lambda d: d.wire.chosen is not None and d.wire.policies != ("per-call",)),
-    Part("summary", "Summary", summary_section),
+    Part("summary", "Summary", summary_section, collapsed=False),
     Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),
-    Part("results", "Results", results_section),
+    Part("results", "Results", results_section, collapsed=False),
     Part("fleet", "Fleet", fleet_section, lambda d: d.fleet.shown),
     Part("charts", "Charts", from_page_globals),
     Part("latency", "Latency tails", latency_section),

@@ -54,10 +54,11 @@ def memory_column(op: str, key: str, title: str, fmt: Callable[[float], str] = f
 
 
 def columns(d: Decision) -> List[Column]:
-    """The table's columns; the ratio to the reference codec (``x json``) only when there is one."""
+    """The table's columns; the ratio to the reference codec (``x json``) only when there is one, CPU time only
+    when a codec was timed (not after ``--sizes-only``)."""
     suite = d.suite
     cols = [
-        Column("codec", False, lambda r: r.codec, lambda r: bool(r.error)),
+        Column("codec", False, lambda r: r.codec, lambda r: _failed(r, suite)),
         figure_column("calls", lambda r: r.calls, "{:,}".format),
     ]
     cols += [_fidelity_column(name, d) for name in ("failures", "mismatches")]
@@ -72,12 +73,18 @@ def columns(d: Decision) -> List[Column]:
     if any(r.floor_ratio for r in suite.results):
         cols.append(figure_column("x floor", lambda r: d.figures[r.codec].floor_ratio or None, fmt_ratio))
     for op in OPS:
-        cols += _timing_columns(op, d)
+        cols += _timing_columns(op, d) if any(r.encode or r.decode for r in suite.results) else []
     cols += [figure_column("state/conn", lambda r: r.state_bytes_per_conn or 0, lambda v: fmt_bytes(v) if v else "0"),
              figure_column(f"{PROJECTED_CONNECTIONS // 1000}k conns",
                            lambda r: r.state_bytes_for(PROJECTED_CONNECTIONS), fmt_bytes)]
-    cols.append(Column("note", False, lambda r: _note(r, d), lambda r: bool(r.error or d.figures[r.codec].unstable)))
+    cols.append(Column("note", False, lambda r: _note(r, d),
+                       lambda r: _failed(r, suite) or bool(d.figures[r.codec].unstable)))
     return cols
+
+
+def _failed(r: CodecResult, suite: Suite) -> bool:
+    """The codec has an error worth a flag: not the untimed state every codec of a ``--sizes-only`` run is in."""
+    return bool(r.error) and not suite.settings.get("sizes_only")
 
 
 def footnotes(d: Decision) -> List[str]:
@@ -111,7 +118,9 @@ def footnotes(d: Decision) -> List[str]:
         notes.append("ordered: the codec keeps state across calls, so it needs reliable, ordered delivery (TCP, "
                      "WebSocket, a reliable channel); one lost or reordered message breaks every later one of its "
                      "connection.")
-    notes += [f"stages (medians, timed each on its own): {split}" for split in _stage_notes(d.breakdown.stages)]
+    splits = _stage_notes(d.breakdown.stages)
+    if splits:  # one note for every multi-step codec: the same words once, not once per codec
+        notes.append(f"stages (medians, timed each on its own): {'; '.join(splits)}")
     if any(split.alone for split in d.breakdown.stages):
         notes.append("a stage is timed in its codec's own process, in the first rounds of each process set, on the "
                      "previous stage's outputs; the codec of the same name alone is set beside it over those same "
@@ -129,6 +138,8 @@ def footnotes(d: Decision) -> List[str]:
 def _error_notes(suite: Suite) -> List[str]:
     """One note per codec that has no figures or no timing; one note for all when every codec has the same reason
     (``--sizes-only``, an interrupted run)."""
+    if suite.settings.get("sizes_only"):
+        return []  # not timed by request: nothing went wrong
     errors = [r.error for r in suite.results]
     if len(errors) > 1 and len(set(errors)) == 1 and errors[0]:
         return [f"error: every codec: {errors[0]}"]
@@ -179,9 +190,10 @@ def format_table(d: Decision, width: Optional[int] = None, full: str = "report.h
     if notes:
         out += [""] + [line for note in notes for line in _wrapped(f"* {note}", width)]
     if any(r.latency or r.memory for r in suite.results):
-        out += ["", *_wrapped(f"Tails and allocations, per call (µs; sample of "
-                              f"{fmt_count(suite.settings.get('sample'))} calls; peak = mean bytes allocated while "
-                              "handling one call):", width), *_fitted(tail_columns(d), suite.results, width, left_out)]
+        out += ["", *_wrapped(f"Tails and allocations, per call (µs, each call timed alone: above the batch "
+                              f"medians; sample of {fmt_count(suite.settings.get('sample'))} calls; peak = mean "
+                              "bytes allocated per call):", width),
+                *_fitted(tail_columns(d), suite.results, width, left_out)]
         if not all(r.latency and r.memory for r in suite.results):
             out += _wrapped(f"{MISSING}: not measured (per-connection streaming codec, --no-tails / --no-memory, or "
                             "timing failed)", width)
@@ -196,7 +208,8 @@ def _split(cols: List[Column], d: Decision, width: Optional[int]) -> List[List[C
     if width is None or _width(cols, d.suite.results) <= width:
         return [cols]
     timing = {c.title for op in OPS for c in _timing_columns(op, d)}
-    return [[c for c in cols if c.title not in timing], cols[:1] + [c for c in cols if c.title in timing]]
+    timed = [c for c in cols if c.title in timing]
+    return [[c for c in cols if c.title not in timing], cols[:1] + timed] if timed else [cols]
 
 
 def _fitted(cols: List[Column], results: Sequence[CodecResult], width: Optional[int], left_out: List[str]) -> List[str]:
@@ -328,7 +341,7 @@ def _fidelity(total: int, bad: int) -> str:
 
 def _note(r: CodecResult, d: Decision) -> str:
     shaky = d.figures[r.codec].unstable
-    flags = (["error"] if r.error else []) + (["ordered"] if r.ordered_delivery else [])
+    flags = (["error"] if _failed(r, d.suite) else []) + (["ordered"] if r.ordered_delivery else [])
     flags += ["partial"] if d.figures[r.codec].same_calls else []
     flags += [f"unstable ({', '.join(k[:3] for k in shaky)})"] if shaky else []
     return ", ".join(flags)

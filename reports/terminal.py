@@ -16,8 +16,9 @@ WIRE_CODECS_SHOWN = 6  #: codecs the wire note gives figures for: the fewest wir
 def terminal_text(d: Decision, width: Optional[int] = None, full: str = "report.html") -> str:
     """The table (fitted to ``width``; ``full`` names the file with every column), the fleet lines, then the
     verdict: the lines a run or a rebuilt report ends with."""
-    return "\n".join([format_table(d, width, full), *fleet_lines(d), "", *fit_lines(d.verdict.lines(), width),
-                      *fit_lines(wire_note(d), width)])
+    head = [d.calls_line + "."] + ([d.schema_line] if d.schema_line else [])
+    return "\n".join([format_table(d, width, full), *fleet_lines(d), "", *fit_lines(head, width),
+                      *fit_lines(d.verdict.lines(), width), *fit_lines(wire_note(d), width)])
 
 
 def wire_note(d: Decision) -> List[str]:

@@ -27,7 +27,7 @@ from rpcbench.results import CodecResult, Suite
 from rpcbench.wire import PER_CALL
 
 from . import analysis, coverage
-from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Plan, ReportOptions, figures
+from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Capacity, Plan, ReportOptions, figures
 from .formatting import fmt_bytes, fmt_ratio
 
 
@@ -196,8 +196,8 @@ def _nothing_to_pick(suite: Suite) -> str:
 
 def _sentence(pick: analysis.CodecFigures, baseline: Optional[CodecResult], options: ReportOptions,
               plan: Plan) -> str:
-    """``X: 0.31x the bytes of json at 1.40x its encode CPU (0.90x decode); saves 41 GB/month ($3/month of
-    egress) at 10,000 CCU``: the pick against the baseline (the ratios of the pick's ``figures``)."""
+    """``X: 0.31x the bytes of json at 1.40x its encode CPU (0.90x decode); saves 41 GB/month of egress
+    ($3/month)...``: the pick against the baseline (the ratios of the pick's ``figures``, savings: :func:`_savings`)."""
     if baseline is None or pick.bytes_ratio is None:
         return f"{pick.codec} (no baseline measured to compare with)"
     if pick.codec == baseline.codec:
@@ -212,12 +212,26 @@ def _sentence(pick: analysis.CodecFigures, baseline: Optional[CodecResult], opti
     if encode is not None:
         text += f" at {fmt_ratio(encode)} its encode CPU" + (f" ({fmt_ratio(decode)} decode)" if decode else "")
     if mine and theirs:
-        now, then = (figures(row, options.ccu, options.egress_price) for row in (mine, theirs))
-        saved_gb, saved_usd = then.gb_month.value - now.gb_month.value, then.egress_usd.value - now.egress_usd.value
-        verb = "saves" if saved_gb >= 0 else "costs"
-        text += (f"; {verb} {_gb(abs(saved_gb))}/month (${abs(saved_usd):,.0f}/month of egress) "
-                 f"at {options.ccu:,} CCU")
+        text += _savings(mine, theirs, options)
     return text
+
+
+def _savings(mine: Capacity, theirs: Capacity, options: ReportOptions) -> str:
+    """``; saves 41 GB/month of egress ($3/month), $5/month in all at 10,000 CCU``: the capacity table's egress GB,
+    egress $ and total $ columns of the baseline less the pick's (and, with a transport, the wire ratio of its
+    kbit/s columns), so every figure is one the table beside it shows."""
+    now, then = (figures(row, options.ccu, options.egress_price) for row in (mine, theirs))
+    saved_gb, saved_usd = then.egress_gb.value - now.egress_gb.value, then.egress_usd.value - now.egress_usd.value
+    text = ""
+    if options.transport != "none":
+        wire = (now.down_kbps.value + now.up_kbps.value) / (then.down_kbps.value + then.up_kbps.value)
+        text += f", {fmt_ratio(wire)} on the wire with {options.transport} headers"
+    verb = "saves" if saved_gb >= 0 else "costs"
+    text += f"; {verb} {_gb(abs(saved_gb))}/month of egress (${abs(saved_usd):,.0f}/month)"
+    if options.goal == "balanced":
+        total = then.total_usd.value - now.total_usd.value
+        text += f", {'saves' if total >= 0 else 'costs'} ${abs(total):,.0f}/month in all (egress + cores + state)"
+    return text + f" at {options.ccu:,} CCU"
 
 
 def _caveats(pick: CodecResult, options: ReportOptions) -> List[str]:

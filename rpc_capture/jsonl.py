@@ -27,6 +27,7 @@ from .trace import TraceError
 log = logging.getLogger("rpc_capture")
 
 _FIELDS = {"method", "args", "t", "dir", "conn"}
+T_RANGE = (-(1 << 63), (1 << 63) - 1)  #: ``t`` as any language's signed 64-bit nanosecond clock holds it
 MAX_LINE = 16 << 20  #: longest line accepted, bytes (as a binary trace's record limit)
 BOM = b"\xef\xbb\xbf"  #: a UTF-8 byte order mark, which some Windows editors put first
 
@@ -157,6 +158,8 @@ def _call_from(obj: Any) -> Call:
     t = obj.get("t", 0)
     if type(t) is not int:
         raise ValueError('"t" must be an integer (nanoseconds)')
+    if not T_RANGE[0] <= t <= T_RANGE[1]:
+        raise ValueError(f'"t" must fit in 64 bits (nanoseconds; {len(str(abs(t)))} digits given)')
     direction = obj.get("dir", DIRECTIONS[0])
     if direction not in DIRECTIONS:
         raise ValueError(f'"dir" must be one of {list(DIRECTIONS)}')

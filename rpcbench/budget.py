@@ -67,3 +67,12 @@ def fit(plan: Plan, per_call_ns: list, seconds_left: float, memory_calls: int) -
                 break
             plan = smaller
     return plan
+
+
+def cuts(before: Plan, after: Plan) -> str:
+    """What fitting into a budget changed, in words (``timing sample 1,000 -> 300 calls, rounds 40 -> 12``), or ""."""
+    changes = [f"{label} {old:,g} -> {new:,g}{unit}" for label, old, new, unit in (
+        ("timing sample", before.sample, after.sample, " calls"), ("rounds", before.repeat, after.repeat, ""),
+        ("process sets", before.processes, after.processes, ""), ("warmup", before.warmup, after.warmup, ""),
+        ("min batch time", before.min_time, after.min_time, " s")) if old != new]
+    return ", ".join(changes)

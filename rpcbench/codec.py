@@ -190,7 +190,7 @@ class Compressed(Codec):
         self.per_connection = inner.per_connection or compressor.per_connection  # type: ignore[misc]
         self.ordered_delivery = inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
         self.changes = inner.changes  # type: ignore[misc]
-        self.library = inner.library  # type: ignore[misc]
+        self.library = "+".join(self.libraries()) or None  # type: ignore[misc]  # json+zstd: zstandard, not stdlib
         self._steps = (inner.encode, compressor.compress, compressor.decompress, inner.decode)  # bound once
 
     @property

@@ -32,7 +32,11 @@ def environment(libraries: Iterable[str]) -> Dict[str, Any]:
 
 
 def library_version(name: str) -> Optional[str]:
-    """Installed version of a distribution, or None."""
+    """Installed version of a distribution, or None; of each for a codec built on several (``orjson+zstandard``:
+    ``3.10.1+0.23.0``)."""
+    if "+" in name:
+        versions = [library_version(part) for part in name.split("+")]
+        return "+".join(v or "?" for v in versions) if any(versions) else None
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

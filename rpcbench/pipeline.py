@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from rpc_capture import Call, TraceWriter
 
-from . import budget, worker
+from . import budget, inference, worker
 from .budget import Plan
 from .codec import Codec
 from .config import RunConfig
@@ -83,11 +83,14 @@ def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tu
     training, the codecs and the merged pass."""
     with open_executor(config.dask, config.jobs, config.codec_timeout, progress) as executor:
         progress("size pass", "indexing the traces")
-        index = index_traces(config, count=config.sample_calls is not None or bool(wanted(config, registry)))
+        index = index_traces(config, count=config.sample_calls is not None or bool(wanted(config, registry))
+                             or inference.wanted(config, registry))
         training = train_dictionaries(config, registry, [t.calls for t in index], progress)
         if training is not None:  # the config carries the dictionaries: every task builds the same codecs
             registry.dictionaries.update(training.dictionaries)
             config = dataclasses.replace(config, dictionaries=tuple(sorted(training.dictionaries.items())))
+        if training is not None and training.schema is not None:  # ...and the inferred schema
+            config = inference.use_schema(config, registry, training.schema)
         codecs, skipped = config.create_codecs(registry)
         for line in skipped:
             log.warning("%s", line)
@@ -142,6 +145,9 @@ def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
     calls = max(size_pass.measured, 1)  # the calls the codecs' cost was measured over
     costs = [(t.ns / calls, len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) for t in size_pass.tallies]
     fitted = budget.fit(plan, costs, seconds_left, MEMORY_CALLS)
+    cut = budget.cuts(plan, fitted)
+    if cut:  # never quietly: the user asked for one plan and gets another
+        log.warning("--budget: %.0f s left after the size pass; timing cut to fit: %s", seconds_left, cut)
     if fitted.cost_s(costs, MEMORY_CALLS) > seconds_left:
         log.warning("--budget leaves %.0f s after the size pass; timing will need about %.0f s even with the "
                     "smallest plan", seconds_left, fitted.cost_s(costs, MEMORY_CALLS))

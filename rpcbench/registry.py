@@ -16,6 +16,7 @@ A file or package whose import fails is skipped with one line.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -181,7 +182,8 @@ class Registry:
         (``json``, ``json+zlib-6``, ``msgpack+delta+zstdstream-3``); unknown parts are a clear error."""
         base, *parts = codec_id.strip().split("+")
         if not _BASE.match(base) or base not in self.codecs:
-            raise BenchError(f"unknown codec {base!r}; known: {', '.join(self.known())}{self._skipped_note()}")
+            raise BenchError(f"unknown codec {base!r}{did_you_mean(base, self.codecs)}; known: "
+                             f"{', '.join(self.known())}{self._skipped_note()}")
         codec = self.codecs[base](**self.codec_options.get(base, {}))
         for part in parts:
             codec = self._wrap(codec, part, codec_id)
@@ -196,7 +198,8 @@ class Registry:
             return self.stages[m["name"]](codec)
         if not m or m["name"] not in self.compressors:
             raise BenchError(
-                f"unknown compressor {m['name'] if m else part!r} in {codec_id!r}; known: "
+                f"unknown compressor {m['name'] if m else part!r} in {codec_id!r}"
+                f"{did_you_mean(m['name'] if m else part, [*self.compressors, *self.stages])}; known: "
                 f"{', '.join(sorted(self.compressors)) or 'none'}; call stages: "
                 f"{', '.join(sorted(self.stages)) or 'none'}{self._skipped_note()}"
             )
@@ -294,3 +297,9 @@ def _module_stem(path: Path) -> str:
     """A module-name-safe stem; distinct files with the same stem get distinct names."""
     stem = re.sub(r"\W", "_", path.stem)
     return stem if path.parent.resolve() == CODECS_DIR else f"{stem}_{zlib.crc32(str(path.resolve()).encode()):08x}"
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``; did you mean 'json'?`` for the closest of ``known`` to a mistyped ``word``, or ""."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -37,8 +37,9 @@ MIN_STATE_PAIRS = 5  #: round pairs needed in a state before a ratio is given fo
 
 CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
-    "encode_us", "decode_us", "encode_spread_pct", "decode_spread_pct", "declared_only", "state_bytes_per_conn",
-    "ordered_delivery", "floor_ratio", "trace", "wire", "packets", "payload_bytes", "wire_bytes", "fragmented",
+    "encode_us", "encode_ci_low_us", "encode_ci_high_us", "decode_us", "decode_ci_low_us", "decode_ci_high_us",
+    "ci_confidence", "declared_only", "state_bytes_per_conn", "ordered_delivery", "floor_ratio", "trace",
+    "wire", "packets", "payload_bytes", "wire_bytes", "fragmented",
 )
 MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
@@ -259,7 +260,8 @@ class Suite:
         return data
 
     def save(self, folder: str) -> None:
-        """Write ``results.json`` and ``results.csv`` into ``folder``.
+        """Write ``results.json`` and ``results.csv`` into ``folder``, and the typed codecs' schema when the run
+        inferred it (``inferred.proto``: what a team would start its own .proto from).
 
         A lone surrogate in a trace-derived string (a method name...) has no UTF-8 form: it is
         written as the JSON escape ``\\udc00``, which reads back as the same string.
@@ -273,6 +275,10 @@ class Suite:
             writer.writerow(CSV_COLUMNS)
             writer.writerows(row for r in self.results for row in csv_rows(r))
             writer.writerows(row for t in self.traces for r in t.results for row in csv_rows(r, t.trace["path"]))
+        schema = (self.trace.get("training") or {}).get("schema")
+        if schema:
+            with open(os.path.join(folder, schema["file"]), "w", encoding="utf-8") as f:
+                f.write(schema["proto"])
 
 
 def _derived(t: Timing) -> Dict[str, Any]:
@@ -285,12 +291,18 @@ def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
     """One results.csv row (empty cells where a figure could not be measured); ``trace`` is the trace's
     path for a fleet's per-trace rows."""
     s, e, d = r.sizes, r.encode, r.decode
+
+    def median_and_ci(t: Optional[Timing]) -> List[str]:
+        return [f"{v:.3f}" for v in (t.median_us, *t.ci_us[:2])] if t else ["", "", ""]
+
+    timed = e or d
+    confidence = timed.ci_us[2] if timed else None
     return [
         r.codec, r.calls, r.failures, r.mismatches,
         s.total if s else "", f"{s.mean:.2f}" if s else "", s.p50 if s else "", s.p99 if s else "",
-        f"{e.median_us:.3f}" if e else "", f"{d.median_us:.3f}" if d else "",
-        f"{e.spread_pct:.1f}" if e else "", f"{d.spread_pct:.1f}" if d else "", int(r.declared_only),
-        r.state_bytes_per_conn, int(r.ordered_delivery), f"{r.floor_ratio:.3f}" if r.floor_ratio else "", trace,
+        *median_and_ci(e), *median_and_ci(d), f"{confidence:.3f}" if confidence is not None else "",
+        int(r.declared_only), r.state_bytes_per_conn, int(r.ordered_delivery),
+        f"{r.floor_ratio:.3f}" if r.floor_ratio else "", trace,
     ]
 
 

@@ -1,4 +1,5 @@
-"""Dictionaries for ``trained`` compressors (``X+zstddict-N``), made before the size pass.
+"""Dictionaries for ``trained`` compressors (``X+zstddict-N``) and an inferred schema for the typed
+codecs (rpcbench/inference.py), made before the size pass.
 
 A dictionary is trained on calls the run never measures: the first ``--train-fraction``
 of each trace (traces are in time order, as the recorder writes them: the dictionary is
@@ -18,9 +19,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from rpc_capture import Call, open_trace
 
+from . import inference
 from .codec import Codec, Compressor, stream_key
 from .config import RunConfig
 from .errors import BenchError
+from .inference import InferredSchema
 from .registry import Registry
 from .progress import Progress, quiet
 
@@ -35,6 +38,7 @@ class Training:
     dictionaries: Dict[str, bytes] = field(default_factory=dict)  #: inner codec id -> dictionary
     seconds: Dict[str, float] = field(default_factory=dict)  #: inner codec id -> training time
     compressors: Dict[str, Type[Compressor]] = field(default_factory=dict)  #: inner codec id -> who trained it
+    schema: Optional[InferredSchema] = None  #: the typed codecs' schema, inferred from the same calls
 
     @property
     def held_out(self) -> int:
@@ -43,7 +47,10 @@ class Training:
 
     def summary(self) -> Dict[str, Any]:
         """What results.json keeps under ``trace.training``."""
-        return {"source": self.source, "calls": self.calls, "held_out_calls": self.held_out}
+        out: Dict[str, Any] = {"source": self.source, "calls": self.calls, "held_out_calls": self.held_out}
+        if self.schema is not None:
+            out["schema"] = self.schema.summary()
+        return out
 
     def figures(self, inner: str, connections: int, calls: int) -> Dict[str, Any]:
         """A dictionary's size, training time and shipping cost (once per client, amortized over ``calls``)."""
@@ -68,14 +75,19 @@ def wanted(config: RunConfig, registry: Registry) -> Dict[str, Type[Compressor]]
 
 def train_dictionaries(config: RunConfig, registry: Registry, counts: Sequence[int],
                        progress: Progress = quiet) -> Optional[Training]:
-    """Train one dictionary per inner codec the run's trained codecs need (None if none does), on the
-    first calls of each trace (``counts``: calls per trace) or on ``--train-trace``."""
+    """Train one dictionary per inner codec the run's trained codecs need, and infer a schema for the
+    typed codecs when the run has none for the trace (rpcbench/inference.py), on the first calls of
+    each trace (``counts``: calls per trace) or on ``--train-trace``; None if neither is needed."""
     needed = wanted(config, registry)
-    if not needed:
+    typed = inference.wanted(config, registry)
+    if not needed and not typed:
         return None
     progress("training", "reading the training calls")
     calls, held, where = _training_calls(config, counts)
-    training = Training(held, where, len(calls))
+    schema = inference.infer_schema(config, calls, where) if typed else None
+    if not needed and schema is None:
+        return None  # the bundled schemas carry the trace's methods: nothing to hold out
+    training = Training(held, where, len(calls), schema=schema)
     for done, (inner_id, compressor) in enumerate(needed.items()):
         progress("training", f"dictionary for {inner_id}", done, len(needed))
         codec = registry.create(inner_id)

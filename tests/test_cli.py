@@ -207,6 +207,7 @@ def test_in_process_timing_and_budget(tmp_path):
     assert settings["sample"] == 200 and settings["sample_method"] == "stratified by method, seeded"
     assert settings["sample_by_method"] == {"move": 150, "snapshot": 50}  # 3:1, like the trace
     assert "warning: --budget leaves" in result.stderr
+    assert "timing cut to fit: timing sample 1,000 -> 200 calls" in result.stderr  # said, never quietly
     assert all(len(r["encode"]["rounds_ns"]) == 3 for r in data["results"])
 
 

@@ -83,7 +83,7 @@ def test_unknown_ids_list_the_known_ones():
     with pytest.raises(BenchError, match=r"unknown codec 'nope'; known: bson, cbor, json, msgpack, .*orjson, "
                                          r".*ujson.*<codec>\+zlib-<level>"):
         REGISTRY.create("nope")
-    with pytest.raises(BenchError, match=r"unknown compressor 'lz9' in 'json\+lz9-1'; "
+    with pytest.raises(BenchError, match=r"unknown compressor 'lz9' in 'json\+lz9-1'; did you mean 'lz4'\?; "
                                          r"known: brotli, lz4, zlib, zlibstream, zstd"):
         REGISTRY.create("json+lz9-1")
     with pytest.raises(BenchError, match=r"zlib levels are 0..9"):

@@ -220,3 +220,30 @@ def test_html_escapes_everything_and_needs_nothing_else(runs, tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&#34;&gt;&lt;img src=x" in page
     assert not re.search(r"<[^>]*\b(src|href)\s*=|@import|url\(|https?://", page)
     assert "jsonbuild" in page and "t-test on the process sets" in page and "passed" in page
+
+
+def test_runs_over_different_calls_claim_no_exact_byte_change(runs, tmp_path):
+    """A run that held out other calls (a dictionary's training share) measured other calls: its bytes differ
+    for that reason alone, so compare says so, calls no byte change exact and leaves bytes out of the gate."""
+    data = json.loads((runs["a"] / "results.json").read_text(encoding="utf-8"))
+    held = data["trace"]["calls"] // 5
+    data["trace"]["training"] = {"source": "the first 20% of the trace", "calls": held, "held_out_calls": held}
+    data["trace"]["calls"] -= held
+    for r in data["results"]:
+        r["sizes"]["mean"] *= 1.2  # what other calls can do to bytes per call
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    done = compare_cli(str(runs["a"]), str(other), "--fail-above", "10", "--out", str(tmp_path))
+    text = done.stdout.replace("\n  ", " ")
+    assert done.returncode == 0, text
+    assert f"the runs measured different calls (0 calls held out for training in OLD, {held:,} in NEW" in text
+    assert "exact, so any change is real" not in text and "none is exact" in text
+    assert re.search(r"^jsonbuild\s+[\d.]+\s+[\d.]+\s+\+20\.0%\s+other calls$", done.stdout, re.M), done.stdout
+    assert "bytes not judged (other calls)" in text
+    md = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert "| jsonbuild |" in md and "other calls |" in md and "different calls" in md
+    same = compare_cli(str(runs["a"]), str(runs["b"]), "--out", str(tmp_path))
+    assert "exact, so any change is real" in same.stdout and "other calls" not in same.stdout
+    md = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert md.startswith("## rpcbench compare\n") and "| codec | old B/call | new B/call | change | verdict |" in md

@@ -269,8 +269,10 @@ def test_every_output_prints_the_decisions_figures(suite: Suite, tmp_path: Path)
             assert f"data-value='{value}'" in html, (codec, value)
         assert csv_rows[codec][5] == f"{f.bytes_mean:.2f}" and csv_rows[codec][8] == f"{f.encode.median_us:.3f}"
     for capacity_row in (*d.capacity_rows, *d.other_rows):
-        gb = capacity_row.figures.gb_month
-        assert f"<td class='num cap-gb'>{gb.value:,.0f} [{gb.low:,.0f}-{gb.high:,.0f}]</td>" in out["html"]
+        gb, total = capacity_row.figures.egress_gb, capacity_row.figures.total_usd
+        for css, e in (("cap-gb", gb), ("cap-total", total)):
+            cell = f"<td class='num {css}'>{e.value:,.0f} <span class='ci'>[{e.low:,.0f}-{e.high:,.0f}]</span></td>"
+            assert cell in out["html"], cell
     for finding in d.findings:
         assert f"<td>{escape(finding.evidence)}</td>" in out["html"]
 
@@ -291,7 +293,7 @@ def perturbed(d: Decision) -> Decision:
     return dataclasses.replace(
         d, figures=figures, verdict=dataclasses.replace(d.verdict, sentence="PERTURBED verdict"),
         headlines=(dataclasses.replace(first, text="PERTURBED headline"), *rest),
-        capacity_rows=(dataclasses.replace(lead, figures=dataclasses.replace(lead.figures, gb_month=Estimate(
+        capacity_rows=(dataclasses.replace(lead, figures=dataclasses.replace(lead.figures, egress_gb=Estimate(
             123456789.0, 123456788.0, 123456790.0))), *rest_rows),
         findings=(dataclasses.replace(d.findings[0], evidence="PERTURBED finding"), *d.findings[1:]),
         warnings=("PERTURBED warning",), fleet=Fleet(2, 1234, (spread,), ("PERTURBED trace",), ()))
@@ -314,7 +316,7 @@ def test_outputs_follow_the_decision_rather_than_recompute(suite: Suite, tmp_pat
         assert "PERTURBED verdict" in out[kind]
     for kind in ("html", "md"):
         assert "PERTURBED headline" in out[kind] and "PERTURBED warning" in out[kind]
-    assert "123,456,789 [123,456,788-123,456,790]" in out["html"]  # the capacity table's GB/month
+    assert "123,456,789 <span class='ci'>[123,456,788-123,456,790]</span>" in out["html"]  # egress GB/month
     assert "PERTURBED finding" in out["html"] and "PERTURBED trace" in out["html"]
     assert "fleet: 2 traces, 1,234 calls merged" in out["terminal"] and "differs: PERTURBED trace" in out["terminal"]
     assert "9876.5" not in out["csv"]  # results.csv is the measured results, which did not change
@@ -342,3 +344,38 @@ def test_compare_reference_comes_from_the_one_chooser(suite: Suite, tmp_path: Pa
     for text in (format_comparison(runs, moved), render_compare_html(runs, moved)):
         assert "+50.0%" in text and "150.0" in text and "larger" in text
         assert f"{comparison.codecs[1].bytes.new:.1f}" in text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("transport", ["none", "udp"])
+def test_every_verdict_figure_is_recomputed_from_the_tables_beside_it(suite: Suite, transport: str) -> None:
+    """The headline's ratios come from the results table; its GB, egress $ and total $ are differences of the
+    capacity table's cells (egress $ = egress GB x price); with a transport, its wire ratio is that of the
+    kbit/s columns."""
+    import re
+    d = decide(suite, ReportOptions(transport=transport))
+    pick, base = d.verdict.pick, d.verdict.baseline
+    assert pick is not None and base is not None and pick.codec != base.codec
+    rows = {r.codec: r.figures for r in (*d.capacity_rows, *d.other_rows)}
+    mine, theirs, f = rows[pick.codec], rows[base.codec], d.figures[pick.codec]
+    assert f.encode and f.decode and f.bytes_ratio
+    text = d.verdict.sentence
+    assert text.startswith(f"{pick.codec}: {fmt_ratio(f.bytes_ratio)} the bytes of {base.codec} at "
+                           f"{fmt_ratio(f.encode.ratio or 0)} its encode CPU ({fmt_ratio(f.decode.ratio or 0)} decode)")
+    saved = re.search(r"(saves|costs) ([\d,.]+) GB/month of egress \(\$([\d,]+)/month\), (saves|costs) "
+                      r"\$([\d,]+)/month in all", text)
+    assert saved, text
+    gb, usd, total = (float(saved[i].replace(",", "")) for i in (2, 3, 5))
+    sign = 1 if saved[1] == "saves" else -1
+    assert sign * gb == pytest.approx(theirs.egress_gb.value - mine.egress_gb.value, abs=1)
+    assert sign * usd == pytest.approx(theirs.egress_usd.value - mine.egress_usd.value, abs=1)
+    assert usd == pytest.approx(gb * d.options.egress_price, abs=1)  # GB and $ count the same bytes
+    total_sign = 1 if saved[4] == "saves" else -1
+    assert total_sign * total == pytest.approx(theirs.total_usd.value - mine.total_usd.value, abs=1)
+    for r in (mine, theirs):
+        cores = r.server_cores.value if r.server_cores else 0.0
+        assert r.total_usd.value == pytest.approx(r.egress_usd.value + cores * 32.0 + r.state_bytes / 1e9 * 2.6)
+    if transport == "udp":
+        wire = (mine.down_kbps.value + mine.up_kbps.value) / (theirs.down_kbps.value + theirs.up_kbps.value)
+        assert f", {fmt_ratio(wire)} on the wire with udp headers;" in text
+    else:
+        assert "on the wire" not in text

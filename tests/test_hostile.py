@@ -347,7 +347,7 @@ def test_an_unwritable_output_folder_is_refused_before_the_run(tmp_path):
     started = time.perf_counter()
     line = one_line_error(run_bench("--out", target, "--codecs", "json", *FAST))
     assert "cannot write to output folder" in line
-    line = one_line_error(run_bench("--out", "/proc/self", "--codecs", "json", "--trace", write_trace(
+    line = one_line_error(run_bench("--out", "/proc/self", "--force", "--codecs", "json", "--trace", write_trace(
         tmp_path / "t.rpct", 10), *FAST)) if os.path.isdir("/proc/self") else line
     assert "cannot write to output folder" in line
     assert time.perf_counter() - started < 120

@@ -102,8 +102,11 @@ def test_installed_command_takes_a_trace_from_any_folder(installed: Path, tmp_pa
 def test_plugin_package_is_listed_with_its_distribution(installed: Path, tmp_path: Path) -> None:
     done = run(installed / "rpcbench", "--list-codecs", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    (line,) = [line for line in done.stdout.splitlines() if line.strip().startswith("examplecodec ")]
-    assert line.endswith("[rpcbench-examplecodec 0.1.0]")
+    lines = done.stdout.splitlines()
+    (start,) = [i for i, line in enumerate(lines) if line.strip().startswith("examplecodec ")]
+    entry = lines[start:start + 1] + [line for line in lines[start + 1:start + 4] if line.startswith(" " * 32)]
+    assert entry[-1].strip() == "[rpcbench-examplecodec 0.1.0]"  # a plugin's origin ends its entry
+    assert all(len(line) <= 100 for line in lines)
 
 
 def test_plugin_package_tests_pass_against_the_installed_rpcbench(installed: Path, tmp_path: Path) -> None:

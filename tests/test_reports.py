@@ -277,8 +277,11 @@ def test_table_of_contents_and_sections_come_from_one_list(report: Tuple[str, Di
     toc = text[text.index("<nav class='toc'"):text.index("</nav>")]
     shown = [p for p in PARTS if p.applies(decide(suite))]
     assert re.findall(r"<a href='#([^']+)'>([^<]+)</a>", toc) == [(p.id, escaped(p.title)) for p in shown]
-    for part in shown:
-        assert f"<section id='{part.id}' class='{part.id}'><h2>{escaped(part.title)}</h2>" in text
+    for part in shown:  # detail sections collapsed under their heading (the page stays short), the decision open
+        heading = f"<details class='part'><summary><h2>{escaped(part.title)}</h2></summary>" if part.collapsed \
+            else f"<h2>{escaped(part.title)}</h2>"
+        assert f"<section id='{part.id}' class='{part.id}'>{heading}" in text
+    assert [p.id for p in PARTS if not p.collapsed] == ["verdict", "capacity", "summary", "results"]
     # one trace, every call measured, sent per call: no fleet part, no wire part
     assert len(shown) == len(PARTS) - 2 and "id='fleet'" not in text and "id='wire'" not in text
     assert text.index("<section id='summary'") < text.index("<section id='results'") < text.index(

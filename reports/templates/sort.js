@@ -37,3 +37,19 @@
     });
   });
 }());
+
+/* Detail sections are closed <details>: a link to one (the contents, #fidelity) opens it, and printing opens
+   them all (the printed page keeps every section). */
+(function () {
+  "use strict";
+  function open(hash) {
+    var target = hash && document.getElementById(hash.slice(1));
+    var box = target && target.querySelector("details.part");
+    if (box) { box.open = true; }
+  }
+  window.addEventListener("hashchange", function () { open(location.hash); });
+  open(location.hash);
+  window.addEventListener("beforeprint", function () {
+    Array.prototype.forEach.call(document.querySelectorAll("details.part"), function (d) { d.open = true; });
+  });
+}());

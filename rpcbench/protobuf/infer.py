@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-from rpc_capture import open_trace
+from rpc_capture import Call, open_trace
 
 from ..errors import BenchError
 
@@ -339,16 +339,22 @@ def package_for(trace: str) -> str:
 
 def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
     """The .proto source for a trace, and the mapping needed for methods that are not rpc names."""
+    return infer_calls(open_trace(trace), Path(trace).name, package)
+
+
+def infer_calls(source: Iterable[Call], name: str, package: str) -> Tuple[str, Dict[str, str]]:
+    """The .proto source for calls (``name``: where they came from, for the header), and the
+    mapping needed for methods that are not rpc names."""
     shapes: Dict[str, Shape] = {}
     calls = 0
-    for call in open_trace(trace):
+    for call in source:
         args = call.args
         if type(args) is list or type(args) is tuple:  # positional: fields arg0, arg1, ...
             args = {f"arg{i}": v for i, v in enumerate(args)}
         shapes.setdefault(call.method, Shape()).add(args)
         calls += 1
     if not calls:
-        raise BenchError(f"{trace}: the trace holds no calls")
+        raise BenchError(f"{name}: the trace holds no calls")
     taken: Set[str] = {"Game"}  # the service's name
     methods: List[Tuple[str, str, Shape]] = []
     mapping: Dict[str, str] = {}
@@ -363,4 +369,4 @@ def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
             mapping[method] = f"{package}.{message}"
             aliases[rpc] = method
         methods.append((rpc, message, shape))
-    return SchemaWriter(package).source(Path(trace).name, calls, methods, aliases), mapping
+    return SchemaWriter(package).source(name, calls, methods, aliases), mapping

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Container, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import BenchError
-from ..fidelity import Limit, unknown_method
+from ..fidelity import INFERRED, Limit, unknown_method
 from .compile import compile_descriptors, virtual_names
 from .convert import Converters, MessageConverter, find_limit
 from .wire import read_varint, varint
@@ -35,6 +35,10 @@ _RESERVED_IDS = range(19000, 20000)  # field numbers protobuf keeps for itself
 _MAX_ID = (1 << 29) - 1
 
 
+INFERRED_CHANGE = ("the schema was inferred from the training calls: a measured call with a method, key or type "
+                   "they did not show fails to encode")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Which schemas the protobuf codecs use. Empty ``files``: every .proto in ``proto/``."""
@@ -43,6 +47,7 @@ class Settings:
     include: Tuple[str, ...] = ()
     mapping: Optional[str] = None
     enums: str = "names"  #: how decoded enum values come back: "names" or "numbers" (convert.ENUM_FORMS)
+    inferred: bool = False  #: ``files`` is a schema inferred from the training calls (rpcbench/inference.py)
 
 
 def load(chosen: Settings = Settings()) -> Schema:
@@ -52,7 +57,9 @@ def load(chosen: Settings = Settings()) -> Schema:
         raise BenchError(f"no .proto schema: put one in {PROTO_DIR} or pass --proto FILE")
     includes = [Path(d) for d in chosen.include]
     data = compile_descriptors(files, includes)
-    return Schema(data, virtual_names(files, includes), read_mapping(chosen.mapping), chosen.enums, chosen.mapping)
+    schema = Schema(data, virtual_names(files, includes), read_mapping(chosen.mapping), chosen.enums, chosen.mapping)
+    schema.inferred = chosen.inferred
+    return schema
 
 
 def read_mapping(path: Optional[str]) -> Dict[str, Tuple[str, Optional[int]]]:
@@ -122,6 +129,7 @@ class Schema:
         self.files = list(files)
         self.enums = enums
         self.mapping_path = mapping_path
+        self.inferred = False  #: inferred from the training calls: a call it cannot carry is declared (INFERRED)
         self.methods: Dict[str, Method] = {}
         self.by_id: Dict[int, Method] = {}
         self._add_methods(mapping)
@@ -192,6 +200,8 @@ class Schema:
             limit = self._limit(method, args)
             if limit:
                 raise limit from e
+            if self.inferred:
+                raise Limit(INFERRED, "args", f"{type(e).__name__}: {e}") from e
             raise
         return entry.tag + varint(len(payload)) + payload
 
