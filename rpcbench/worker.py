@@ -61,9 +61,12 @@ def time_in_processes(sample_path: str, config: RunConfig, plan: Dict[str, Any],
     short. The zygote runs in a session of its own, so the terminal's Ctrl-C reaches this
     process only; it is passed on once the zygote said it is ready to stop softly (it
     then answers with what was measured). A second Ctrl-C stops everything at once.
+    A run started with SIGINT ignored (a background job of a script) keeps ignoring it, as
+    the in-process timing does: Python installs no KeyboardInterrupt handler then.
     """
     zygote = _Zygote()
-    previous = signal.signal(signal.SIGINT, zygote.interrupt)
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else zygote.interrupt)
     try:
         answers = zygote.start(sample_path, config, plan)
         for line in answers:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 
@@ -137,28 +138,37 @@ def test_misbehaving_codecs_fail_alone(tmp_path, phase, after, reasons):
     assert time.monotonic() - started < 60  # a guard against a hang, not a speed target
 
 
-@pytest.mark.parametrize("processes", ["1", "0"])
-def test_ctrl_c_during_timing_keeps_partial_results(tmp_path, processes):
+def _start_timing_run(tmp_path: Path, processes: str, repeat: str, sigint) -> subprocess.Popen:
+    """A run whose marker plugin touches a file once timing is under way; SIGINT as its parent leaves it."""
     marker = tmp_path / "timing-started"
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "run_bench.py"), "--trace", str(write_trace(tmp_path / "t.rpct")),
          "--codec-path", str(_plugin(tmp_path, 2000)), "--codecs", "json,marker", "--out", str(tmp_path / "out"),
-         "--repeat", "100000", "--min-time", "0.001", "--no-report", "--quiet", "--processes", processes],
+         "--repeat", repeat, "--min-time", "0.001", "--no-report", "--quiet", "--processes", processes],
         cwd=REPO, env=dict(os.environ, MARKER=str(marker)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True)
+        text=True, start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     deadline = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     assert marker.exists(), proc.communicate()
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground process group
+    return proc
+
+
+def _communicate(proc: subprocess.Popen) -> Tuple[str, str]:
     try:
-        out, err = proc.communicate(timeout=60)
+        return proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # never leave a 100,000-round run burning the suite's CPU
+        os.killpg(proc.pid, signal.SIGKILL)  # never leave a long run burning the suite's CPU
         proc.communicate()
-        if processes == "0":  # seen twice in full fresh-clone suites, never alone: under investigation
-            pytest.xfail("Ctrl-C during in-process timing was not honoured within 60 s (intermittent)")
         raise
+
+
+@pytest.mark.parametrize("processes", ["1", "0"])
+def test_ctrl_c_during_timing_keeps_partial_results(tmp_path, processes):
+    # SIGINT as a terminal leaves it, whatever the suite inherited (a script's background job ignores it)
+    proc = _start_timing_run(tmp_path, processes, "100000", signal.SIG_DFL)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground process group
+    out, err = _communicate(proc)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert err.startswith("run_bench.py: interrupted (Ctrl-C) during timing; partial results in")
@@ -166,6 +176,16 @@ def test_ctrl_c_during_timing_keeps_partial_results(tmp_path, processes):
     assert found["partial"] == "interrupted (Ctrl-C) during timing"
     assert found["json"]["calls"] == CALLS and found["json"]["encode"]["rounds_ns"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+@pytest.mark.parametrize("processes", ["1", "0"])
+def test_run_started_with_sigint_ignored_runs_to_the_end(tmp_path, processes):
+    proc = _start_timing_run(tmp_path, processes, "40", signal.SIG_IGN)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = _communicate(proc)
+    assert proc.returncode == 0, err
+    found = results(tmp_path)
+    assert found["partial"] is None and len(found["json"]["encode"]["rounds_ns"]) == 40
 
 
 def _plugin(tmp_path: Path, after: int) -> Path:
