@@ -7,6 +7,7 @@ import csv
 import json
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from rpc_capture import C2S, S2C, Call, TraceWriter, open_trace
 from rpcbench.config import RunConfig
 from rpcbench.pipeline import run_benchmark
 from rpcbench.simulate import simulate_profile
-from rpcbench.wire import Batcher, WirePolicy, WireTally, detect_tick, leb128, packets, parse_policies, unframe
+from rpcbench.wire import Batcher, WirePolicy, WireTally, detect_tick, frame, leb128, packets, parse_policies
 
 REPO = Path(__file__).resolve().parent.parent
 CODECS = {"json": (ref.encode_json, False), "msgpack": (ref.encode_msgpack, False),
@@ -34,7 +35,9 @@ def run_bench(*args):
 
 @given(st.lists(st.binary(max_size=400), max_size=20))
 def test_framed_messages_unframe_to_themselves(messages):
-    assert unframe(b"".join(leb128(len(m)) + m for m in messages)) == messages
+    """The size pass checks a packet by comparing its decompressed bytes with the framed payload: that proves
+    the messages come back only if framing is undone exactly, which an independent unframing shows here."""
+    assert ref.unframe(b"".join(frame(m) for m in messages)) == messages
     assert all(ref.leb128(n) == leb128(n) for n in (len(m) for m in messages))
 
 
@@ -111,6 +114,41 @@ def test_a_tally_sends_the_batches_it_is_given():
     assert tally.directions[S2C][:4] == [4, 1 + 3 + 1, 31 + 41 + 252 + 11, 3]  # calls, packets, payload, fragments
     calls = [("m", size, 0, S2C, 1) for size in (30, 40, 250, 10)]
     assert ref.packets(calls, lambda method, size: b"x" * size, 50, 100) == (5, 335, 3)
+
+
+class ZlibForTest:
+    """zlib on each packet; ``lossy`` drops the payload's last byte on the way back."""
+
+    per_connection = False
+
+    def __init__(self, lossy=False):
+        self.lossy = lossy
+
+    def compress(self, data):
+        return zlib.compress(data, 1)
+
+    def decompress(self, data):
+        out = zlib.decompress(data)
+        return out[:-1] if self.lossy else out
+
+
+def test_a_batch_whose_calls_all_failed_sends_nothing():
+    for compressor in (None, ZlibForTest()):
+        tally = WireTally(WirePolicy("tick:50", 50.0), compressor)
+        tally.put((1, S2C), None)
+        tally.send(((1, S2C), 0, [0]))
+        assert tally.directions == {} and not tally.payloads
+
+
+@pytest.mark.parametrize("lossy", [False, True])
+def test_a_packet_that_does_not_decompress_to_its_payload_is_a_problem(lossy):
+    tally = WireTally(WirePolicy("tick:50", 50.0), ZlibForTest(lossy))
+    for message in (b"a" * 30, b"b" * 200):
+        tally.put((1, C2S), message)
+    tally.send(((1, C2S), 0, [0, 0]))
+    payload = ref.leb128(30) + b"a" * 30 + ref.leb128(200) + b"b" * 200
+    assert tally.directions[C2S][:3] == [2, 1, len(zlib.compress(payload, 1))]
+    assert (tally.problem is not None) == lossy
 
 
 def test_stream_compressors_flush_once_per_packet(tmp_path):
