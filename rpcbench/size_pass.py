@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import heapq
+import itertools
 import logging
 import math
 import os
@@ -36,7 +37,8 @@ from .fidelity import OTHER, Limit, compare, features_of
 from .floor import Floor, floor_figures
 from .registry import Registry
 from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
-from .wire import TRANSPORTS, Batcher, Closed, WirePolicy, WireTally, detect_tick, resolve, wire_figures
+from .wire import (DETECT_CALLS, TRANSPORTS, Batcher, Closed, TickGuess, WirePolicy, WireTally, detect_tick, resolve,
+                   wire_figures)
 from rpc_capture.stats import TraceStats
 
 log = logging.getLogger("rpcbench")
@@ -432,7 +434,7 @@ class Piece:
     first_call: int = 0  #: index of the piece's first call in its trace
     count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
-    wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies, resolved for this trace (tick:auto)
+    wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies (resolved by the piece for its trace)
 
     @property
     def live(self) -> Tuple[str, ...]:
@@ -442,19 +444,19 @@ class Piece:
 
 
 def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int,
-                wire: Sequence[Tuple[WirePolicy, ...]] = ()) -> List[Piece]:
+                wire: Tuple[WirePolicy, ...] = ()) -> List[Piece]:
     """The tasks of a run: a trace split in chunks goes through its stateless codecs chunk by chunk and
     whole through its codecs with per-connection state (a chunk would cut their streams); a trace not
     split goes whole through all. With fewer such parts than ``slots``, the codecs are shared among
     tasks as well, so every slot has work. Whole traces first: they take longest.
 
-    ``wire``: each trace's policies; a trace with a batched one goes whole through every codec (a
+    ``wire``: the run's policies; with a batched one, every trace goes whole through every codec (a
     connection's tick window may straddle any chunk boundary)."""
-    policies = list(wire) or [()] * len(traces)
-    traces = [dataclasses.replace(t, cuts=()) if any(p.batched for p in w) else t for t, w in zip(traces, policies)]
+    if any(p.batched for p in wire):
+        traces = [dataclasses.replace(t, cuts=()) for t in traces]
     parts = sum(max(1, len(t.cuts)) for t in traces)
     groups = -(-slots // parts)
-    pieces = [dataclasses.replace(p, wire=w) for number, (t, w) in enumerate(zip(traces, policies))
+    pieces = [dataclasses.replace(p, wire=wire) for number, t in enumerate(traces)
               for p in _trace_pieces(number, t, codecs, groups)]
     return sorted(pieces, key=lambda p: p.start is not None)
 
@@ -541,18 +543,19 @@ class PieceTask:
 
 def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = None) -> Dict[str, Any]:
     """One piece's calls through its live codecs: a summary that :class:`SizePass` merges."""
+    reader = open_trace(piece.path, config.salvage)
+    if piece.start is not None and isinstance(reader, TraceReader):
+        reader.seek(piece.start, piece.first_call)
+    calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
+    wire, tick, calls = _wire_of(piece, calls)
     registry = _registry(config)
     tallies = []
     for position, name in enumerate(piece.live):
         if beat is not None:
             beat[1] = position
-        tallies.append(CodecTally(registry.create(name), piece.wire))
-    reader = open_trace(piece.path, config.salvage)
-    if piece.start is not None and isinstance(reader, TraceReader):
-        reader.seek(piece.start, piece.first_call)
+        tallies.append(CodecTally(registry.create(name), wire))
     stats, candidates, measured = TraceStats(), _Candidates(plan.timing_calls), 0
-    calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
-    batchers = {p.text: Batcher(p) for p in piece.wire if p.batched}
+    batchers = {p.text: Batcher(p) for p in wire if p.batched}
     for index, call in enumerate(calls, piece.first_call):
         if index == 0:  # windows start at the trace's first timestamp, held out or not
             for batcher in batchers.values():
@@ -575,9 +578,21 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     states = {t.codec.name: t.export() for t in tallies}
     failed = dict(piece.failed)
     return {"piece": piece, "tallies": [states.get(name) or {"error": failed[name]} for name in piece.codecs],
-            "measured": measured, "stats": stats if piece.count else None,
+            "measured": measured, "stats": stats if piece.count else None, "tick": tick,
             "candidates": candidates.export() if piece.count else None,
             "reader": _reader_info(reader) if piece.stop is None else None}
+
+
+def _wire_of(piece: Piece, calls: Iterator[Call]) -> Tuple[Tuple[WirePolicy, ...], Optional[TickGuess],
+                                                          Iterator[Call]]:
+    """The piece's --wire policies for its trace, the tick read from the trace (None without a batched policy)
+    and its calls: a batched policy's piece holds a whole trace, whose first calls show its tick
+    (:func:`rpcbench.wire.detect_tick`); they are read once, kept, and measured like the rest."""
+    if not any(p.batched for p in piece.wire):
+        return piece.wire, None, calls
+    head = list(itertools.islice(calls, DETECT_CALLS))
+    guess = detect_tick(head)
+    return resolve(piece.wire, guess), guess, itertools.chain(head, calls)
 
 
 @dataclass(frozen=True)
@@ -623,6 +638,7 @@ class TracePass:
     candidates: Dict[str, List[Tuple[float, int]]] = field(default_factory=dict)
     reader: Dict[str, Any] = field(default_factory=dict)
     floor: Optional[Dict[str, Any]] = None  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
+    tick: Optional[TickGuess] = None  #: the tick its timestamps show (batched --wire only)
 
     def absorb(self, summary: Dict[str, Any]) -> None:
         """Add one piece's summary (pieces of a trace arrive here in call order)."""
@@ -636,6 +652,7 @@ class TracePass:
             for method, ranked in summary["candidates"].items():
                 self.candidates[method] = heapq.nsmallest(self.keep, [*self.candidates.get(method, []), *ranked])
         self.reader.update(summary["reader"] or {})
+        self.tick = self.tick or summary["tick"]
 
     def entry(self) -> Dict[str, Any]:
         """What results.json records of this trace."""
@@ -682,31 +699,29 @@ class SizePass:
             trace.floor = totals
         for summary in sorted(answers[len(floors):], key=lambda s: (s["piece"].trace, s["piece"].first_call)):
             self.traces[summary["piece"].trace].absorb(summary)
+        self._note_ticks()
         self._merge_traces()
         self.floor = floor_figures([t.floor for t in self.traces])
 
-    def _wire(self) -> List[Tuple[WirePolicy, ...]]:
-        """Each trace's --wire policies: with a batched one, its tick read from the trace (tick:auto) and
-        whether its timestamps are already the flush; a trace without usable timestamps gets per-call only."""
+    def _wire(self) -> Tuple[WirePolicy, ...]:
+        """The run's --wire policies (each piece reads its trace's tick itself: :func:`_wire_of`)."""
         policies = self.config.wire
-        if not any(p.batched for p in policies):
-            return [policies] * len(self.index)
-        if self.sampled:
+        if any(p.batched for p in policies) and self.sampled:
             raise BenchError("--wire: batching by tick needs every call of a connection: not with --sample-calls")
-        out = []
-        for trace in self.index:
-            guess = detect_tick(open_trace(trace.path, self.config.salvage))
-            self.ticks.append({"path": trace.path, **dataclasses.asdict(guess)})
-            if guess.tick_ms is None:
+        return policies
+
+    def _note_ticks(self) -> None:
+        """Record and tell the tick each trace's timestamps showed (batched --wire only)."""
+        for trace in self.traces:
+            if trace.tick is None:
+                continue
+            self.ticks.append({"path": trace.path, **dataclasses.asdict(trace.tick)})
+            if trace.tick.tick_ms is None:
                 log.warning("%s: too few server-to-client calls with distinct timestamps to batch by tick: "
                             "per-call only", trace.path)
-                out.append(tuple(p for p in policies if not p.batched))
-                continue
-            if any(p.auto for p in policies):
+            elif any(p.auto for p in self.config.wire):
                 log.info("%s: server tick %.2f ms (%.1f Hz), phase coherence %.3f over %d flushes", trace.path,
-                         guess.tick_ms, 1000 / guess.tick_ms, guess.confidence, guess.gaps)
-            out.append(resolve(policies, guess))
-        return out
+                         trace.tick.tick_ms, 1000 / trace.tick.tick_ms, trace.tick.confidence, trace.tick.gaps)
 
     def _merge_traces(self) -> None:
         for number, trace in enumerate(self.traces):

@@ -424,16 +424,16 @@ def _on_ticks(gaps: Sequence[int], tick_ns: float) -> bool:
     return bool(gaps) and near >= QUANTIZED_SHARE * len(gaps)
 
 
-def resolve(policies: Sequence[WirePolicy], guess: Optional[TickGuess]) -> Tuple[WirePolicy, ...]:
-    """The policies for one trace: ``tick:auto`` given the tick found (dropped when none was), quantized
-    directions marked on every batched policy."""
+def resolve(policies: Sequence[WirePolicy], guess: TickGuess) -> Tuple[WirePolicy, ...]:
+    """The policies for one trace whose timestamps showed ``guess``: per-call only when no tick was found;
+    else ``tick:auto`` at the tick found and the quantized directions marked on every batched policy."""
+    if guess.tick_ms is None:
+        return tuple(p for p in policies if not p.batched)
     out = []
     for policy in policies:
-        if policy.batched and guess is not None:
+        if policy.batched:
             policy = replace(policy, quantized=guess.quantized)
         if policy.auto:
-            if guess is None or guess.tick_ms is None:
-                continue
             policy = replace(policy, tick_ms=guess.tick_ms, confidence=guess.confidence)
         out.append(policy)
     return tuple(out)
