@@ -344,6 +344,7 @@ def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher]) -> None:
                 continue
             for batch in rest:
                 wire.send(batch)
+            wire.flush()
             wire.latency = Counter(batcher.latency)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -32,6 +32,7 @@ BURST_NS = 1_000_000  #: calls closer than this to the one before are one flush 
 QUANTIZED_SHARE = 0.9  #: a direction's calls are tick-quantized when this share of its gaps is a burst or a tick
 DETECT_CALLS = 20_000  #: tick detection reads at most this many calls of a trace
 MAX_GAP_MS, MAX_GAPS = 260, 2000  #: tick detection scores the first gaps between flushes up to this long
+HOLD = 512  #: closed batches a compressing tally holds, then compresses together (:meth:`WireTally.flush`)
 _POLICY = re.compile(r"^tick:(auto|\d+(?:\.\d+)?)(?:\+mtu:(\d+))?$")
 
 
@@ -224,7 +225,8 @@ class WireTally:
         self.ns = 0  #: framing, compressing and checking packets
         self.problem: Optional[str] = None  #: the first packet that did not give its messages back
         #: (connection, direction) -> its open batch: framed messages with a compressor, else their framed sizes
-        self._open: Dict[Any, List[Any]] = {}
+        self._open: Dict[Any, List[Any]] = defaultdict(list)
+        self._held: List[Tuple[Any, List[bytes]]] = []  #: closed batches of a compressing tally, not yet sent
         self._sessions: Dict[Any, Any] = {}
         self._streams = bool(getattr(compressor, "per_connection", False))  #: a context per connection
 
@@ -239,31 +241,47 @@ class WireTally:
 
     def put(self, key: Any, message: Optional[bytes]) -> None:
         """One call into its connection's open batch (None: it failed to encode, nothing to send)."""
-        if message is None:
-            return
-        batch = self._open.get(key)
-        if batch is None:
-            batch = self._open[key] = []
-        batch.append(_framed_size(len(message)) if self.compressor is None else frame(message))
+        if message is not None:
+            self._open[key].append(frame(message) if self.compressor is not None else
+                                   len(message) + 1 if len(message) < 0x80 else _framed_size(len(message)))
 
     def send(self, closed: Closed) -> None:
         """Send a closed batch: packed, framed, compressed when the codec compresses (a batch whose every call
-        failed to encode sends nothing)."""
-        t0 = time.perf_counter_ns()
-        key = closed[0]
-        framed = self._open.pop(key, None)
+        failed to encode sends nothing). A compressing tally holds the batch until it has HOLD of them
+        (:meth:`flush`)."""
+        framed = self._open.pop(closed[0], None)
         if not framed:
             return
-        figures = self._direction(key[1])
-        sizes = framed if self.compressor is None else [len(f) for f in framed]
-        total, mtu = sum(sizes), self.policy.mtu
+        if self.compressor is not None:
+            self._held.append((closed[0], framed))
+            if len(self._held) >= HOLD:
+                self.flush()
+            return
+        t0 = time.perf_counter_ns()
+        total, mtu = sum(framed), self.policy.mtu
+        figures = self._direction(closed[0][1])
         if mtu is None or total <= mtu:  # the usual case: the window's messages fit one packet
-            self._packet(figures, total if self.compressor is None else self._compressed(key, framed), 1)
+            self._packet(figures, total, 1)
         else:
-            for start, stop, pieces in packets(sizes, mtu):
-                self._packet(figures, sum(sizes[start:stop]) if self.compressor is None else
-                             self._compressed(key, framed[start:stop]), pieces)
+            for start, stop, pieces in packets(framed, mtu):
+                self._packet(figures, sum(framed[start:stop]), pieces)
         figures[_CALLS] += len(framed)
+        self.ns += time.perf_counter_ns() - t0
+
+    def flush(self) -> None:
+        """Compress, check and count the batches held, in the order they were sent (at the end of the calls,
+        every one). Compressing them together, rather than each between other codecs' work on the next
+        calls, keeps the compressor's tables in the CPU's caches: the same bytes, for less time."""
+        t0 = time.perf_counter_ns()
+        held, self._held, mtu = self._held, [], self.policy.mtu
+        for key, framed in held:
+            figures = self._direction(key[1])
+            if mtu is None or sum(map(len, framed)) <= mtu:
+                self._packet(figures, self._compressed(key, framed), 1)
+            else:
+                for start, stop, pieces in packets([len(f) for f in framed], mtu):
+                    self._packet(figures, self._compressed(key, framed[start:stop]), pieces)
+            figures[_CALLS] += len(framed)
         self.ns += time.perf_counter_ns() - t0
 
     def _compressed(self, key: Any, framed: List[bytes]) -> int:

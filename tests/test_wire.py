@@ -137,6 +137,7 @@ def test_a_batch_whose_calls_all_failed_sends_nothing():
         tally = WireTally(WirePolicy("tick:50", 50.0), compressor)
         tally.put((1, S2C), None)
         tally.send(((1, S2C), 0, [0]))
+        tally.flush()
         assert tally.directions == {} and not tally.payloads
 
 
@@ -146,6 +147,8 @@ def test_a_packet_that_does_not_decompress_to_its_payload_is_a_problem(lossy):
     for message in (b"a" * 30, b"b" * 200):
         tally.put((1, C2S), message)
     tally.send(((1, C2S), 0, [0, 0]))
+    assert C2S not in tally.directions  # held until flushed with others
+    tally.flush()
     payload = ref.leb128(30) + b"a" * 30 + ref.leb128(200) + b"b" * 200
     assert tally.directions[C2S][:3] == [2, 1, len(zlib.compress(payload, 1))]
     assert (tally.problem is not None) == lossy
