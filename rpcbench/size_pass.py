@@ -252,7 +252,7 @@ class CodecTally:
                 batch = closed.get(text)
                 if batch is not None:
                     wire.send(batch)
-            wire.put(key, None if data is None else data if wire.compressor is None else inner)
+            wire.put(key, data if data is None or wire.compressor is None else inner)
 
     def _count_traffic(self, call: Call, n: int) -> None:
         """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""

@@ -124,23 +124,22 @@ def leb128(n: int) -> bytes:
 _SHORT = tuple(bytes((n,)) for n in range(0x80))  #: the one-byte prefixes, built once (most messages are short)
 
 
-def frame(message: bytes) -> bytes:
-    """``message`` with its LEB128 length in front, as it goes into a packet's payload."""
-    n = len(message)
-    return (_SHORT[n] if n < 0x80 else leb128(n)) + message
+def framed(messages: Iterable[bytes]) -> List[bytes]:
+    """Each message with its LEB128 length in front, as they go into a packet's payload."""
+    return [(_SHORT[len(m)] if len(m) < 0x80 else leb128(len(m))) + m for m in messages]
 
 
-def packets(framed: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, int]]:
+def packets(sizes: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, int]]:
     """Framed messages (their sizes) packed in order into packets of at most ``mtu`` payload bytes:
     (first, past the last, packets it takes); a message over the MTU goes alone, fragmented into
     ceil(size / mtu) packets."""
-    if not framed:
+    if not sizes:
         return []
-    if mtu is None or (len(framed) == 1 and framed[0] <= mtu):
-        return [(0, len(framed), 1)]
+    if mtu is None or (len(sizes) == 1 and sizes[0] <= mtu):
+        return [(0, len(sizes), 1)]
     out: List[Tuple[int, int, int]] = []
     start = size = 0
-    for i, n in enumerate(framed):
+    for i, n in enumerate(sizes):
         if i > start and size + n > mtu:
             out.append((start, i, 1))
             start, size = i, 0
@@ -149,8 +148,8 @@ def packets(framed: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, i
             start, size = i + 1, 0
             continue
         size += n
-    if start < len(framed):
-        out.append((start, len(framed), 1))
+    if start < len(sizes):
+        out.append((start, len(sizes), 1))
     return out
 
 
@@ -224,7 +223,7 @@ class WireTally:
         self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
         self.ns = 0  #: framing, compressing and checking packets
         self.problem: Optional[str] = None  #: the first packet that did not give its messages back
-        #: (connection, direction) -> its open batch: framed messages with a compressor, else their framed sizes
+        #: (connection, direction) -> the messages of its open batch
         self._open: Dict[Any, List[Any]] = defaultdict(list)
         self._held: List[Tuple[Any, List[bytes]]] = []  #: closed batches of a compressing tally, not yet sent
         self._sessions: Dict[Any, Any] = {}
@@ -242,30 +241,30 @@ class WireTally:
     def put(self, key: Any, message: Optional[bytes]) -> None:
         """One call into its connection's open batch (None: it failed to encode, nothing to send)."""
         if message is not None:
-            self._open[key].append(frame(message) if self.compressor is not None else
-                                   len(message) + 1 if len(message) < 0x80 else _framed_size(len(message)))
+            self._open[key].append(message)
 
     def send(self, closed: Closed) -> None:
         """Send a closed batch: packed, framed, compressed when the codec compresses (a batch whose every call
         failed to encode sends nothing). A compressing tally holds the batch until it has HOLD of them
         (:meth:`flush`)."""
-        framed = self._open.pop(closed[0], None)
-        if not framed:
+        messages = self._open.pop(closed[0], None)
+        if not messages:
             return
         if self.compressor is not None:
-            self._held.append((closed[0], framed))
+            self._held.append((closed[0], messages))
             if len(self._held) >= HOLD:
                 self.flush()
             return
         t0 = time.perf_counter_ns()
-        total, mtu = sum(framed), self.policy.mtu
+        sizes = [n + 1 if n < 0x80 else _framed_size(n) for n in map(len, messages)]  # framed: the payload
+        total, mtu = sum(sizes), self.policy.mtu
         figures = self._direction(closed[0][1])
         if mtu is None or total <= mtu:  # the usual case: the window's messages fit one packet
             self._packet(figures, total, 1)
         else:
-            for start, stop, pieces in packets(framed, mtu):
-                self._packet(figures, sum(framed[start:stop]), pieces)
-        figures[_CALLS] += len(framed)
+            for start, stop, pieces in packets(sizes, mtu):
+                self._packet(figures, sum(sizes[start:stop]), pieces)
+        figures[_CALLS] += len(messages)
         self.ns += time.perf_counter_ns() - t0
 
     def flush(self) -> None:
@@ -274,18 +273,19 @@ class WireTally:
         calls, keeps the compressor's tables in the CPU's caches: the same bytes, for less time."""
         t0 = time.perf_counter_ns()
         held, self._held, mtu = self._held, [], self.policy.mtu
-        for key, framed in held:
+        for key, messages in held:
+            frames = framed(messages)
             figures = self._direction(key[1])
-            if mtu is None or sum(map(len, framed)) <= mtu:
-                self._packet(figures, self._compressed(key, framed), 1)
+            if mtu is None or sum(map(len, frames)) <= mtu:
+                self._packet(figures, self._compressed(key, frames), 1)
             else:
-                for start, stop, pieces in packets([len(f) for f in framed], mtu):
-                    self._packet(figures, self._compressed(key, framed[start:stop]), pieces)
-            figures[_CALLS] += len(framed)
+                for start, stop, pieces in packets([len(f) for f in frames], mtu):
+                    self._packet(figures, self._compressed(key, frames[start:stop]), pieces)
+            figures[_CALLS] += len(messages)
         self.ns += time.perf_counter_ns() - t0
 
-    def _compressed(self, key: Any, framed: List[bytes]) -> int:
-        """Bytes of one packet's payload (``framed`` messages) compressed whole, checked.
+    def _compressed(self, key: Any, frames: List[bytes]) -> int:
+        """Bytes of one packet's payload (``frames``: its framed messages) compressed whole, checked.
 
         The check: the packet decompresses to exactly the payload that went in. The payload is the messages,
         each behind its LEB128 length, and that framing is undone exactly (tests/test_wire.py checks an
@@ -297,10 +297,10 @@ class WireTally:
             session = self._sessions.get(key)
             if session is None:
                 session = self._sessions[key] = self.compressor.connection()
-        payload = b"".join(framed)
+        payload = b"".join(frames)
         packed = session.compress(payload)
         if self.problem is None and session.decompress(packed) != payload:
-            self.problem = f"a {key[1]} packet of {len(framed)} messages did not decode back to them"
+            self.problem = f"a {key[1]} packet of {len(frames)} messages did not decode back to them"
         return len(packed)
 
     def _packet(self, figures: List[int], payload: int, pieces: int) -> None:

@@ -19,7 +19,7 @@ from rpc_capture import C2S, S2C, Call, TraceWriter, open_trace
 from rpcbench.config import RunConfig
 from rpcbench.pipeline import run_benchmark
 from rpcbench.simulate import simulate_profile
-from rpcbench.wire import Batcher, WirePolicy, WireTally, detect_tick, frame, leb128, packets, parse_policies
+from rpcbench.wire import Batcher, WirePolicy, WireTally, detect_tick, framed, leb128, packets, parse_policies
 
 REPO = Path(__file__).resolve().parent.parent
 CODECS = {"json": (ref.encode_json, False), "msgpack": (ref.encode_msgpack, False),
@@ -37,7 +37,7 @@ def run_bench(*args):
 def test_framed_messages_unframe_to_themselves(messages):
     """The size pass checks a packet by comparing its decompressed bytes with the framed payload: that proves
     the messages come back only if framing is undone exactly, which an independent unframing shows here."""
-    assert ref.unframe(b"".join(frame(m) for m in messages)) == messages
+    assert ref.unframe(b"".join(framed(messages))) == messages
     assert all(ref.leb128(n) == leb128(n) for n in (len(m) for m in messages))
 
 
