@@ -114,7 +114,9 @@ class CodecTally:
         self.codec = codec
         compressor = codec.compressor if isinstance(codec, Compressed) else None
         self.wire = {p.text: WireTally(p, compressor) for p in wire}  #: policy -> its packets (--wire)
-        self._wires = [(text, w, w.policy.batched) for text, w in self.wire.items()]
+        self._per_call = [w for w in self.wire.values() if not w.policy.batched]
+        self._compresses = compressor is not None
+        self.message: Optional[bytes] = None  #: what the last call puts in its batches (batched --wire)
         self.declared = frozenset(codec.changes)
         self.sizes: Counter = Counter()
         self.by_method: Dict[str, List[int]] = {}
@@ -145,7 +147,7 @@ class CodecTally:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
         self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
         self.failures = self.mismatches = 0
-        self.wire, self._wires = {}, []
+        self.wire, self._per_call, self.message = {}, [], None
         self.error = reason
 
     def export(self) -> Dict[str, Any]:
@@ -202,14 +204,12 @@ class CodecTally:
                 self.problems[key] = list(group)
         return new
 
-    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None,
-              closed: Optional[Dict[str, Closed]] = None) -> None:
+    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
         """Encode, measure, decode and compare one call.
 
         ``shared`` (one dict per call, passed to every tally) lets codecs built on the same
         stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
-        the call once; each compressor then only has to give the inner bytes back exactly. ``closed``: per
-        batched --wire policy, the batch this call closes (:class:`rpcbench.wire.Batcher`), sent first.
+        the call once; each compressor then only has to give the inner bytes back exactly.
         """
         codec = self._session(stream_key(call)) if self.codec.per_connection else self.codec
         stateful_inner = codec.inner.per_connection if isinstance(codec, Compressed) else codec.per_connection
@@ -237,22 +237,16 @@ class CodecTally:
             tally[1] += n
             self._count_traffic(call, n)
         if self.wire:
-            self._wire(call, outcome.data, base.data, closed or {})
+            self._wire(call, outcome.data, base.data)
 
-    def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes], closed: Dict[str, Closed]) -> None:
-        """The call into each --wire policy's packets: alone, or into its batch (compressed whole, a batch
-        takes the inner codec's bytes), after sending the batch it closes."""
-        key = (call.conn, call.dir)
-        for text, wire, batched in self._wires:
-            if not batched:
-                if data is not None:
-                    wire.add(call, data)
-                continue
-            if closed:
-                batch = closed.get(text)
-                if batch is not None:
-                    wire.send(batch)
-            wire.put(key, data if data is None or wire.compressor is None else inner)
+    def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes]) -> None:
+        """The call into each --wire policy's packets: alone under per-call; under a batched policy, its
+        :attr:`message` waits in its batch (:func:`check_call`): the inner codec's bytes when the codec
+        compresses (a packet is compressed whole), None when it failed to encode."""
+        self.message = data if data is None or not self._compresses else inner
+        if data is not None:
+            for wire in self._per_call:
+                wire.add(call, data)
 
     def _count_traffic(self, call: Call, n: int) -> None:
         """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""
@@ -321,7 +315,6 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
     """
     if beat is not None:
         beat[0] = index
-    closed = {text: found for text, b in batchers.items() if (found := b.step(call))} if batchers else None
     shared: Dict[str, Outcome] = {}
     for position, tally in enumerate(tallies):
         if tally.error:
@@ -329,22 +322,50 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
         if beat is not None:
             beat[1] = position
         try:
-            tally.check(index, call, shared, closed)
+            tally.check(index, call, shared)
         except (Exception, SystemExit) as e:
             tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+    if batchers:  # the call's messages (one per codec) join its batches; a batch it closes is sent
+        row = [tally.message for tally in tallies]
+        for text, batcher in batchers.items():
+            closed = batcher.step(call, row)
+            if closed is not None:
+                _send(tallies, text, closed, beat, f"at call {index}")
 
 
-def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher]) -> None:
-    """At the end of the calls: send every batch still open, and give each tally its policy's added latency."""
+def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where: str) -> None:
+    """A closed batch to each live tally's policy ``text``, each tally taking its own messages from the batch's
+    rows; a codec that raises is stopped (``where``: the call the pass is at)."""
+    key, rows = batch[0], batch[3]
+    for position, tally in enumerate(tallies):
+        wire = tally.wire.get(text)  # none once the codec failed
+        if wire is None:
+            continue
+        if beat is not None:
+            beat[1] = position
+        try:
+            wire.send(key, [m for row in rows if (m := row[position]) is not None])
+        except (Exception, SystemExit) as e:
+            tally.fail(f"size pass stopped {where}: {_error_text(e)}")
+
+
+def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher], beat: Any = None) -> None:
+    """At the end of the calls: send every batch still open and the batches held, and give each tally its
+    policy's added latency."""
     for text, batcher in batchers.items():
-        rest = batcher.rest()
-        for tally in tallies:
+        for batch in batcher.rest():
+            _send(tallies, text, batch, beat, "at the end of the calls")
+        for position, tally in enumerate(tallies):
             wire = tally.wire.get(text)
-            if wire is None or tally.error:
+            if wire is None:
                 continue
-            for batch in rest:
-                wire.send(batch)
-            wire.flush()
+            if beat is not None:
+                beat[1] = position
+            try:
+                wire.flush()
+            except (Exception, SystemExit) as e:
+                tally.fail(f"size pass stopped at the end of the calls: {_error_text(e)}")
+                continue
             wire.latency = Counter(batcher.latency)
 
 
@@ -570,7 +591,7 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             continue
         measured += 1
         check_call(tallies, index, call, beat, batchers)
-    send_rest(tallies, batchers)
+    send_rest(tallies, batchers, beat)
     for position, tally in enumerate(tallies):
         if beat is not None:
             beat[1] = position

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -161,22 +161,25 @@ def _framed_size(n: int) -> int:
 _CALLS, _PACKETS, _PAYLOAD, _FRAGMENTED = 0, 1, 2, 3  #: per direction: then packets by size class (3)
 
 
-Closed = Tuple[Any, int, List[int]]  #: a batch to send: (connection and direction, window, its calls' times)
+#: a batch to send: (connection and direction, window, its calls' times, their rows: per call, each codec's message)
+Closed = Tuple[Any, int, List[int], List[Sequence[Optional[bytes]]]]
 
 
 class Batcher:
     """The tick windows of one batched policy over a share of the calls, shared by every codec's tally (the
-    windows depend on the calls' times only): which batch each call closes, and the latency batching adds."""
+    windows depend on the calls' times only): which batch each call closes, the latency batching adds, and
+    the calls' messages (a row per call, a message per codec) until their batch is sent."""
 
     def __init__(self, policy: WirePolicy, origin: Optional[int] = None) -> None:
         self.policy = policy
         self.origin = origin  #: the trace's first timestamp: windows start there
         self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
         self._tick_ns = round(policy.tick_ms * 1_000_000)  # type: ignore[operator]
-        self._open: Dict[Any, Tuple[int, List[int]]] = {}
+        self._open: Dict[Any, Tuple[int, List[int], List[Sequence[Optional[bytes]]]]] = {}
 
-    def step(self, call: Call) -> Optional[Closed]:
-        """Take ``call`` into its connection's open batch; the batch it closes (to send first), if any."""
+    def step(self, call: Call, row: Sequence[Optional[bytes]] = ()) -> Optional[Closed]:
+        """Take ``call`` (and ``row``, its messages) into its connection's open batch; the batch it closes
+        (to send), if any."""
         t = call.t
         if self.origin is None:
             self.origin = t
@@ -185,8 +188,9 @@ class Batcher:
         batch = self._open.get(key)
         if batch is not None and window <= batch[0]:  # a late call (stamped before its window) joins the open batch
             batch[1].append(t)
+            batch[2].append(row)
             return None
-        self._open[key] = (window, [t])
+        self._open[key] = (window, [t], [row])
         return None if batch is None else self._close(key, batch)
 
     def rest(self) -> List[Closed]:
@@ -195,22 +199,22 @@ class Batcher:
         self._open.clear()
         return out
 
-    def _close(self, key: Any, batch: Tuple[int, List[int]]) -> Closed:
-        window, times = batch
+    def _close(self, key: Any, batch: Tuple[int, List[int], List[Sequence[Optional[bytes]]]]) -> Closed:
+        window, times, rows = batch
         flush = max(times) if key[1] in self.policy.quantized else \
             (self.origin or 0) + (window + 1) * self._tick_ns
         latency = self.latency
         for t in times:
             latency[max(0, (flush - t + _UNIT_NS // 2) // _UNIT_NS)] += 1
-        return key, window, times
+        return key, window, times, rows
 
 
 class WireTally:
     """One codec's messages under one policy: packets, payload bytes and size classes per direction, and the
     added latency, kept so that tallies of consecutive calls merge exactly (a whole trace when batched).
 
-    Per call, :meth:`add` makes each message a packet of its own (the codec's bytes). Batched, :meth:`put`
-    adds a message to its connection's open batch and :meth:`send` sends a batch a :class:`Batcher` closed.
+    Per call, :meth:`add` makes each message a packet of its own (the codec's bytes). Batched, :meth:`send`
+    sends the codec's messages of a batch a :class:`Batcher` closed.
     ``compressor``: the codec's compressor when it compresses (each packet's payload whole, with a context per
     connection and direction for a stream compressor); messages are then the inner codec's bytes.
     """
@@ -223,8 +227,6 @@ class WireTally:
         self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
         self.ns = 0  #: framing, compressing and checking packets
         self.problem: Optional[str] = None  #: the first packet that did not give its messages back
-        #: (connection, direction) -> the messages of its open batch
-        self._open: Dict[Any, List[Any]] = defaultdict(list)
         self._held: List[Tuple[Any, List[bytes]]] = []  #: closed batches of a compressing tally, not yet sent
         self._sessions: Dict[Any, Any] = {}
         self._streams = bool(getattr(compressor, "per_connection", False))  #: a context per connection
@@ -238,27 +240,21 @@ class WireTally:
         figures[_CALLS] += 1
         self.latency[0] += 1
 
-    def put(self, key: Any, message: Optional[bytes]) -> None:
-        """One call into its connection's open batch (None: it failed to encode, nothing to send)."""
-        if message is not None:
-            self._open[key].append(message)
-
-    def send(self, closed: Closed) -> None:
-        """Send a closed batch: packed, framed, compressed when the codec compresses (a batch whose every call
-        failed to encode sends nothing). A compressing tally holds the batch until it has HOLD of them
-        (:meth:`flush`)."""
-        messages = self._open.pop(closed[0], None)
+    def send(self, key: Any, messages: List[bytes]) -> None:
+        """Send the codec's ``messages`` of a closed batch of connection and direction ``key`` (those of its calls
+        that encoded; none: nothing is sent): packed, framed, compressed when the codec compresses. A compressing
+        tally holds the batch until it has HOLD of them (:meth:`flush`)."""
         if not messages:
             return
         if self.compressor is not None:
-            self._held.append((closed[0], messages))
+            self._held.append((key, messages))
             if len(self._held) >= HOLD:
                 self.flush()
             return
         t0 = time.perf_counter_ns()
-        sizes = [n + 1 if n < 0x80 else _framed_size(n) for n in map(len, messages)]  # framed: the payload
+        sizes = [n + 1 if n < 0x80 else _framed_size(n) for n in map(len, messages)]
         total, mtu = sum(sizes), self.policy.mtu
-        figures = self._direction(closed[0][1])
+        figures = self._direction(key[1])
         if mtu is None or total <= mtu:  # the usual case: the window's messages fit one packet
             self._packet(figures, total, 1)
         else:
