@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar, cast
 
 from rpc_capture import C2S, Call, TraceReader, damage_note, open_trace
 
@@ -336,15 +336,16 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
 def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where: str) -> None:
     """A closed batch to each live tally's policy ``text``, each tally taking its own messages from the batch's
     rows; a codec that raises is stopped (``where``: the call the pass is at)."""
-    key, rows = batch[0], batch[3]
-    for position, tally in enumerate(tallies):
+    key = batch[0]
+    for position, (tally, column) in enumerate(zip(tallies, zip(*batch[3]))):  # column: the codec's messages
         wire = tally.wire.get(text)  # none once the codec failed
         if wire is None:
             continue
         if beat is not None:
             beat[1] = position
         try:
-            wire.send(key, [m for row in rows if (m := row[position]) is not None])
+            wire.send(key, [m for m in column if m is not None] if None in column else
+                      cast(Tuple[bytes, ...], column))
         except (Exception, SystemExit) as e:
             tally.fail(f"size pass stopped {where}: {_error_text(e)}")
 

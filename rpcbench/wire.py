@@ -227,7 +227,7 @@ class WireTally:
         self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
         self.ns = 0  #: framing, compressing and checking packets
         self.problem: Optional[str] = None  #: the first packet that did not give its messages back
-        self._held: List[Tuple[Any, List[bytes]]] = []  #: closed batches of a compressing tally, not yet sent
+        self._held: List[Tuple[Any, Sequence[bytes]]] = []  #: closed batches of a compressing tally, not yet sent
         self._sessions: Dict[Any, Any] = {}
         self._streams = bool(getattr(compressor, "per_connection", False))  #: a context per connection
 
@@ -240,7 +240,7 @@ class WireTally:
         figures[_CALLS] += 1
         self.latency[0] += 1
 
-    def send(self, key: Any, messages: List[bytes]) -> None:
+    def send(self, key: Any, messages: Sequence[bytes]) -> None:
         """Send the codec's ``messages`` of a closed batch of connection and direction ``key`` (those of its calls
         that encoded; none: nothing is sent): packed, framed, compressed when the codec compresses. A compressing
         tally holds the batch until it has HOLD of them (:meth:`flush`)."""
