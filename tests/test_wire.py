@@ -139,9 +139,13 @@ def test_the_run_compares_policies_and_decides_on_the_wire(tmp_path):
     assert "json+zlib-1: 0.69x the wire bytes of json (tick:50+mtu:1200, udp)" in " ".join(text.split())
     assert "1.3 up + 17.7 down packets/s per player" in text and "1.3 up + 6.4 down packets/s" in text
     assert "ranking by wire bytes per call under tick:50+mtu:1200 (vs per-call)" in text
+    same = run_bench("report", out)  # the run's own --transport udp and --goal bandwidth, not the defaults
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.splitlines()[:-1] == text.splitlines()[:-1]  # all but the closing report: line
     again = run_bench("report", out, "--transport", "tcp", "--decide-wire", "per-call")
     assert again.returncode == 0, again.stderr
-    assert "decided on per-call" in again.stdout
+    assert "decided on per-call" in again.stdout and "(tcp headers; decided on per-call)" in again.stdout
+    assert "verdict (bandwidth" in again.stdout  # what was not given again is still the run's
 
 
 @pytest.mark.parametrize("args, message", [
