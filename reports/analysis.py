@@ -8,7 +8,7 @@ so they can never disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
@@ -178,16 +178,21 @@ def cpu_us(r: CodecResult) -> Optional[float]:
     return r.encode.median_us + r.decode.median_us if r.encode and r.decode else None
 
 
-def _front_candidates(suite: Suite) -> List[CodecResult]:
-    """Codecs that can stand on the front: every failure declared, bytes and both timings measured."""
-    return [r for r in rankable(suite) if r.sizes and cpu_us(r) is not None and not r.error]
+def _front_candidates(suite: Suite, size_of: Mapping[str, float]) -> List[CodecResult]:
+    """Codecs that can stand on the front: every failure declared, bytes (in ``size_of``) and both timings."""
+    return [r for r in rankable(suite) if r.codec in size_of and cpu_us(r) is not None and not r.error]
 
 
-def dominated(suite: Suite) -> Dict[str, str]:
-    """Codec id -> a codec that beats it on both axes of the front (mean bytes per call, encode + decode
-    µs per call): at least as good on both and better on one. Only front candidates are listed."""
-    rows = [(r.sizes.mean, cpu, r.codec)
-            for r in _front_candidates(suite) if r.sizes and (cpu := cpu_us(r)) is not None]
+def mean_bytes(suite: Suite) -> Dict[str, float]:
+    """Each codec's mean bytes per call: the front's bytes axis when the run priced no wire."""
+    return {r.codec: r.sizes.mean for r in suite.results if r.sizes}
+
+
+def dominated(suite: Suite, size_of: Mapping[str, float]) -> Dict[str, str]:
+    """Codec id -> a codec that beats it on both axes of the front (bytes per call as ``size_of`` gives them,
+    encode + decode µs per call): at least as good on both and better on one. Only front candidates are listed."""
+    rows = [(size_of[r.codec], cpu, r.codec)
+            for r in _front_candidates(suite, size_of) if (cpu := cpu_us(r)) is not None]
     beaten = {}
     for size, cpu, name in rows:
         better = [(s, c, n) for s, c, n in rows if n != name and s <= size and c <= cpu and (s < size or c < cpu)]
@@ -196,13 +201,13 @@ def dominated(suite: Suite) -> Dict[str, str]:
     return beaten
 
 
-def pareto_front(suite: Suite) -> List[CodecResult]:
-    """The codecs no other beats on both bytes per call and encode + decode CPU, smallest first.
+def pareto_front(suite: Suite, size_of: Mapping[str, float]) -> List[CodecResult]:
+    """The codecs no other beats on both bytes per call (``size_of``) and encode + decode CPU, smallest first.
 
     Codecs with undeclared failures, or without bytes or timings, are not on it."""
-    beaten = dominated(suite)
-    front = [r for r in _front_candidates(suite) if r.codec not in beaten]
-    return sorted(front, key=lambda r: (r.sizes.mean if r.sizes else 0, cpu_us(r) or 0))
+    beaten = dominated(suite, size_of)
+    front = [r for r in _front_candidates(suite, size_of) if r.codec not in beaten]
+    return sorted(front, key=lambda r: (size_of[r.codec], cpu_us(r) or 0))
 
 
 def comparisons(notable: Sequence[CodecResult], references: Sequence[CodecResult]) -> List[str]:

@@ -53,6 +53,11 @@ class WireView:
     rankings: Mapping[str, Tuple[str, ...]]  #: policy -> codecs, fewest wire bytes per call first
     notes: Tuple[str, ...]  #: the tick found, ranking changes, delivery needs
 
+    @property
+    def headers(self) -> str:
+        """What the wire figures include besides the payload, in words: ``udp headers`` or ``payload only``."""
+        return "payload only" if self.transport == "none" else f"{self.transport} headers"
+
     def row(self, codec: str, policy: str) -> Optional[WireRow]:
         """The codec's row under ``policy``."""
         return next((r for r in self.rows if r.codec == codec and r.policy == policy), None)
@@ -138,6 +143,16 @@ def _row(r: CodecResult, w: Dict[str, Any], seconds: float) -> WireRow:
                    w["problem"])
 
 
+def front_axis(wire: WireView) -> Optional[Tuple[str, Dict[str, float]]]:
+    """The Pareto front's bytes axis on the wire: (its label, codec -> wire bytes per call under the decided
+    policy, headers included), for codecs whose packets gave their messages back. None when the wire adds
+    nothing to the mean bytes per call (no wire figures, or one call per packet without headers)."""
+    if wire.chosen is None or (wire.chosen == PER_CALL and wire.transport == "none"):
+        return None
+    return (f"wire bytes per call ({wire.chosen}, {wire.headers})",
+            {r.codec: r.bytes_per_call for r in wire.rows if r.policy == wire.chosen and r.problem is None})
+
+
 def ranking_changes(rankings: Mapping[str, Sequence[str]]) -> List[str]:
     """Sentences saying how each policy's ranking differs from the first policy's."""
     if len(rankings) < 2:
@@ -184,7 +199,7 @@ def closing_lines(wire: WireView, codecs: Sequence[str]) -> List[str]:
     second, wire bytes per call and kbit/s per player, then how the ranking changed."""
     if not wire.rows:
         return []
-    out = [f"on the wire ({wire.transport} headers; decided on {wire.chosen}):"]
+    out = [f"on the wire ({wire.headers}; decided on {wire.chosen}):"]
     for policy in wire.policies:
         parts = [f"{r.codec} {r.bytes_per_call:.1f} B/call, {r.kbps_up + r.kbps_down:.2f} kbit/s"
                  for c in codecs if (r := wire.row(c, policy))]

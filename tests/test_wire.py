@@ -181,3 +181,30 @@ def test_a_trace_without_timestamps_gets_a_note_and_per_call_only(tmp_path):
     assert "per-call only" in done.stderr + done.stdout
     rows = list(csv.DictReader(open(out / "results.csv", encoding="utf-8")))
     assert [r["wire"] for r in rows] == ["per-call"]
+
+
+def test_the_pareto_front_is_drawn_on_the_wire_bytes_of_the_decided_policy(tmp_path):
+    from rpcbench.reports import ReportOptions, decide
+    from rpcbench.reports.analysis import cpu_us
+    from rpcbench.results import load
+
+    done = run_bench("--codecs", "json,msgpack,json+zlib-1,json+zstddict-3,msgpack+zstd-3", "--wire",
+                     "per-call,tick:50+mtu:1200", "--transport", "udp", "--repeat", "3", "--sample", "500",
+                     "--no-report", "--out", tmp_path / "out", "--quiet")
+    assert done.returncode == 0, done.stderr
+    suite = load(str(tmp_path / "out"))
+    fronts = {}
+    for policy, transport in (("tick:50+mtu:1200", "udp"), ("per-call", "udp"), ("per-call", "none")):
+        d = decide(suite, ReportOptions(transport=transport, wire=policy))
+        if (policy, transport) == ("per-call", "none"):  # nothing on the wire but the messages: the mean
+            assert d.front_label == "bytes per call (mean)"
+            assert dict(d.front_bytes) == {r.codec: r.sizes.mean for r in suite.results}
+        else:
+            assert d.front_label == f"wire bytes per call ({policy}, udp headers)"
+            assert dict(d.front_bytes) == {r.codec: r.bytes_per_call for r in d.wire.rows if r.policy == policy}
+        points = {c: (d.front_bytes[c], cpu_us(suite.result(c))) for c in d.front_bytes}
+        for codec, (size, cpu) in points.items():  # on the front exactly when nothing is smaller and cheaper
+            beaten = any(s <= size and c <= cpu and (s, c) != (size, cpu) for s, c in points.values())
+            assert (codec in d.front) == (not beaten), (policy, codec)
+        fronts[policy, transport] = d.front
+    assert fronts["per-call", "udp"] == fronts["per-call", "none"]  # the same headers on every call move nothing
