@@ -214,10 +214,12 @@ def wire_section(d: Decision) -> Section:
     """Each codec under each --wire policy: wire bytes, packets, rates per player, added latency."""
     w = d.wire
     head = ("codec", "policy", "B/call on the wire", "payload B/packet p50", "p99", "packets/s up", "down",
-            "kbit/s up", "down", "latency +ms mean", "p99", "fragmented", "packing µs/call")
+            "kbit/s up", "down", "latency +ms mean", "p99", "fragmented", "packing µs/call", "encode µs/call",
+            "decode µs/call")
     rows = [(r.codec, r.policy, f"{r.bytes_per_call:.1f}", f"{r.payload_p50:.0f}", f"{r.payload_p99:.0f}",
              f"{r.packets_up:.1f}", f"{r.packets_down:.1f}", f"{r.kbps_up:.2f}", f"{r.kbps_down:.2f}",
-             f"{r.latency_mean_ms:.1f}", f"{r.latency_p99_ms:.1f}", f"{r.fragmented:,}", f"{r.packet_us_per_call:.2f}")
+             f"{r.latency_mean_ms:.1f}", f"{r.latency_p99_ms:.1f}", f"{r.fragmented:,}", f"{r.packet_us_per_call:.2f}",
+             shown(r.encode_us, fmt_us), shown(r.decode_us, fmt_us))
             for policy in w.policies for codec in w.rankings.get(policy, ()) if (r := w.row(codec, policy))]
     problems = [f"{r.codec} under {r.policy}: {r.problem}" for r in w.rows if r.problem]
     return Section(tables={"wire": plain_table(head, rows, numeric=range(2, len(head)))},
@@ -522,7 +524,7 @@ def _classes(*flags: Tuple[str, bool]) -> str:
 PARTS: Tuple[Part, ...] = (
     Part("verdict", "Verdict", from_page_globals, collapsed=False),
     Part("capacity", "Capacity and cost", capacity_section, collapsed=False),
-    Part("wire", "On the wire", wire_section, lambda d: d.wire.chosen is not None and d.wire.policies != ("per-call",)),
+    Part("wire", "On the wire", wire_section, lambda d: d.wire.compared),
     Part("summary", "Summary", summary_section, collapsed=False),
     Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),
