@@ -8,6 +8,7 @@ so they can never disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
@@ -178,21 +179,32 @@ def cpu_us(r: CodecResult) -> Optional[float]:
     return r.encode.median_us + r.decode.median_us if r.encode and r.decode else None
 
 
-def _front_candidates(suite: Suite, size_of: Mapping[str, float]) -> List[CodecResult]:
-    """Codecs that can stand on the front: every failure declared, bytes (in ``size_of``) and both timings."""
-    return [r for r in rankable(suite) if r.codec in size_of and cpu_us(r) is not None and not r.error]
+@dataclass(frozen=True)
+class Axes:
+    """The Pareto front's axes: per codec, bytes per call and encode + decode µs per call, and what each is."""
+
+    bytes_label: str
+    cpu_label: str
+    bytes: Mapping[str, float]
+    cpu: Mapping[str, float]
 
 
-def mean_bytes(suite: Suite) -> Dict[str, float]:
-    """Each codec's mean bytes per call: the front's bytes axis when the run priced no wire."""
-    return {r.codec: r.sizes.mean for r in suite.results if r.sizes}
+def message_axes(suite: Suite) -> Axes:
+    """Mean bytes and CPU per message: the front's axes when the run priced no wire."""
+    return Axes("bytes per call (mean)", "encode + decode µs per call (medians)",
+                MappingProxyType({r.codec: r.sizes.mean for r in suite.results if r.sizes}),
+                MappingProxyType({r.codec: cpu for r in suite.results if (cpu := cpu_us(r)) is not None}))
 
 
-def dominated(suite: Suite, size_of: Mapping[str, float]) -> Dict[str, str]:
-    """Codec id -> a codec that beats it on both axes of the front (bytes per call as ``size_of`` gives them,
-    encode + decode µs per call): at least as good on both and better on one. Only front candidates are listed."""
-    rows = [(size_of[r.codec], cpu, r.codec)
-            for r in _front_candidates(suite, size_of) if (cpu := cpu_us(r)) is not None]
+def _front_candidates(suite: Suite, axes: Axes) -> List[CodecResult]:
+    """Codecs that can stand on the front: every failure declared, bytes and CPU on both axes."""
+    return [r for r in rankable(suite) if r.codec in axes.bytes and r.codec in axes.cpu and not r.error]
+
+
+def dominated(suite: Suite, axes: Axes) -> Dict[str, str]:
+    """Codec id -> a codec that beats it on both axes of the front: at least as good on both and better on one.
+    Only front candidates are listed."""
+    rows = [(axes.bytes[r.codec], axes.cpu[r.codec], r.codec) for r in _front_candidates(suite, axes)]
     beaten = {}
     for size, cpu, name in rows:
         better = [(s, c, n) for s, c, n in rows if n != name and s <= size and c <= cpu and (s < size or c < cpu)]
@@ -201,13 +213,13 @@ def dominated(suite: Suite, size_of: Mapping[str, float]) -> Dict[str, str]:
     return beaten
 
 
-def pareto_front(suite: Suite, size_of: Mapping[str, float]) -> List[CodecResult]:
-    """The codecs no other beats on both bytes per call (``size_of``) and encode + decode CPU, smallest first.
+def pareto_front(suite: Suite, axes: Axes) -> List[CodecResult]:
+    """The codecs no other beats on both of the front's axes (bytes and CPU per call), smallest first.
 
     Codecs with undeclared failures, or without bytes or timings, are not on it."""
-    beaten = dominated(suite, size_of)
-    front = [r for r in _front_candidates(suite, size_of) if r.codec not in beaten]
-    return sorted(front, key=lambda r: (size_of[r.codec], cpu_us(r) or 0))
+    beaten = dominated(suite, axes)
+    front = [r for r in _front_candidates(suite, axes) if r.codec not in beaten]
+    return sorted(front, key=lambda r: (axes.bytes[r.codec], axes.cpu[r.codec]))
 
 
 def comparisons(notable: Sequence[CodecResult], references: Sequence[CodecResult]) -> List[str]:

@@ -152,20 +152,20 @@ def _legend_below(fig: Figure) -> None:
 
 
 def pareto_chart(d: Decision) -> Optional[Figure]:
-    """Each codec a point at (encode+decode µs, bytes per call on the front's axis: on the wire under the decided
-    policy, else the mean); the Pareto front joined by its line and named, dominated codecs grey, codecs with
+    """Each codec a point on the front's axes (encode + decode µs, bytes per call: as sent under the decided --wire
+    policy, else per message); the Pareto front joined by its line and named, dominated codecs grey, codecs with
     undeclared failures red (they cannot be on the front)."""
-    suite = d.suite
-    rows = [r for r in suite.results if r.codec in d.front_bytes and d.figures[r.codec].cpu_us]
+    suite, axes = d.suite, d.front_axes
+    rows = [r for r in suite.results if r.codec in axes.bytes and r.codec in axes.cpu]
     if not rows:
         return None
     front = [suite.result(c) for c in d.front]
 
     def cpu(r: CodecResult) -> float:
-        return d.figures[r.codec].cpu_us or math.nan
+        return axes.cpu[r.codec]
 
     def size(r: CodecResult) -> float:
-        return d.front_bytes[r.codec]
+        return axes.bytes[r.codec]
 
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.5), layout="constrained")
     xs, ys = [cpu(r) for r in front], [size(r) for r in front]
@@ -188,8 +188,8 @@ def pareto_chart(d: Decision) -> Optional[Figure]:
     _place_labels(fig, ax, [((cpu(r), size(r)), text, style) for r, text, style in labels])
     ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
             color="#555555", style="italic")
-    ax.set_xlabel(f"encode + decode µs per call (medians){x_scale}")
-    ax.set_ylabel(f"{d.front_label}{y_scale}")
+    ax.set_xlabel(f"{axes.cpu_label}{x_scale}")
+    ax.set_ylabel(f"{axes.bytes_label}{y_scale}")
     ax.set_title("Size vs CPU: the Pareto front")
     ax.grid(alpha=0.3, which="both")
     _legend_below(fig)

@@ -36,10 +36,11 @@ from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 CHART_CAPTIONS = {
-    "pareto": "Each codec at (encode + decode CPU, bytes per call: on the wire under the decided --wire policy, "
-              "headers included, when the run priced one; the axis says). The line joins the Pareto front: codecs no "
-              "other beats on both; grey ones are dominated (another codec is smaller and cheaper). Red: calls failed "
-              "or came back different without the codec declaring why, so the codec is not ranked.",
+    "pareto": "Each codec at (encode + decode CPU, bytes) per call, as sent under the decided --wire policy when "
+              "the run priced one (wire bytes with headers, CPU on whole packets where timed; the axes say). The "
+              "line joins the Pareto front: codecs no other beats on both; grey ones are dominated (another codec is "
+              "smaller and cheaper). Red: calls failed or came back different without the codec declaring why, so "
+              "the codec is not ranked.",
     "bytes": "Bytes per call: bar = mean over every call of the trace; the grey line runs from the median (p50, "
              "black mark) to the 99th percentile (red mark).",
     "timing": "CPU time per call: bar = median round, whiskers = the median's 95% confidence interval.",

@@ -10,12 +10,14 @@ terminal, page and charts format the :class:`WireView`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.errors import BenchError
 from rpcbench.results import CodecResult, Suite, Timing, wire_timing
 from rpcbench.wire import PER_CALL, TRANSPORTS, reprice
 
+from .analysis import Axes, message_axes
 from .formatting import fmt_us
 
 C2S, S2C = "c2s", "s2c"
@@ -176,14 +178,22 @@ def _median(timing: Optional[Timing]) -> Optional[float]:
     return timing.median_us if timing else None
 
 
-def front_axis(wire: WireView) -> Optional[Tuple[str, Dict[str, float]]]:
-    """The Pareto front's bytes axis on the wire: (its label, codec -> wire bytes per call under the decided
-    policy, headers included), for codecs whose packets gave their messages back. None when the wire adds
-    nothing to the mean bytes per call (no wire figures, or one call per packet without headers)."""
+def front_axes(wire: WireView, suite: Suite) -> Optional[Axes]:
+    """The Pareto front's axes as sent under the decided policy: wire bytes per call (headers included), for codecs
+    whose packets gave their messages back, and CPU per call as sent (on whole packets where the run timed them,
+    else per message). None when the wire changes nothing (no wire figures, or one call per packet without
+    headers): the front then stands on the messages (:func:`reports.analysis.message_axes`)."""
     if wire.chosen is None or (wire.chosen == PER_CALL and wire.transport == "none"):
         return None
-    return (f"wire bytes per call ({wire.chosen}, {wire.headers})",
-            {r.codec: r.bytes_per_call for r in wire.rows if r.policy == wire.chosen and r.problem is None})
+    rows = [r for r in wire.rows if r.policy == wire.chosen and r.problem is None]
+    on_packets = {r.codec: r.encode_us + r.decode_us for r in rows
+                  if wire.chosen != PER_CALL and r.encode_us is not None and r.decode_us is not None}
+    per_message = message_axes(suite).cpu
+    cpu = {r.codec: on_packets.get(r.codec, per_message.get(r.codec)) for r in rows}
+    where = f"; on whole {wire.chosen} packets" if on_packets else ""
+    return Axes(f"wire bytes per call ({wire.chosen}, {wire.headers})", f"encode + decode µs per call (medians{where})",
+                MappingProxyType({r.codec: r.bytes_per_call for r in rows}),
+                MappingProxyType({c: v for c, v in cpu.items() if v is not None}))
 
 
 def ranking_changes(rankings: Mapping[str, Sequence[str]]) -> List[str]:

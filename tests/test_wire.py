@@ -183,7 +183,7 @@ def test_a_trace_without_timestamps_gets_a_note_and_per_call_only(tmp_path):
     assert [r["wire"] for r in rows] == ["per-call"]
 
 
-def test_the_pareto_front_is_drawn_on_the_wire_bytes_of_the_decided_policy(tmp_path):
+def test_the_pareto_front_stands_on_the_wire_figures_of_the_decided_policy(tmp_path):
     from rpcbench.reports import ReportOptions, decide
     from rpcbench.reports.analysis import cpu_us
     from rpcbench.results import load
@@ -196,13 +196,20 @@ def test_the_pareto_front_is_drawn_on_the_wire_bytes_of_the_decided_policy(tmp_p
     fronts = {}
     for policy, transport in (("tick:50+mtu:1200", "udp"), ("per-call", "udp"), ("per-call", "none")):
         d = decide(suite, ReportOptions(transport=transport, wire=policy))
-        if (policy, transport) == ("per-call", "none"):  # nothing on the wire but the messages: the mean
-            assert d.front_label == "bytes per call (mean)"
-            assert dict(d.front_bytes) == {r.codec: r.sizes.mean for r in suite.results}
+        axes = d.front_axes
+        if (policy, transport) == ("per-call", "none"):  # nothing on the wire but the messages
+            assert axes.bytes_label == "bytes per call (mean)"
+            assert dict(axes.bytes) == {r.codec: r.sizes.mean for r in suite.results}
         else:
-            assert d.front_label == f"wire bytes per call ({policy}, udp headers)"
-            assert dict(d.front_bytes) == {r.codec: r.bytes_per_call for r in d.wire.rows if r.policy == policy}
-        points = {c: (d.front_bytes[c], cpu_us(suite.result(c))) for c in d.front_bytes}
+            assert axes.bytes_label == f"wire bytes per call ({policy}, udp headers)"
+            assert dict(axes.bytes) == {r.codec: r.bytes_per_call for r in d.wire.rows if r.policy == policy}
+        if policy == "per-call":  # CPU per message
+            assert dict(axes.cpu) == {r.codec: cpu_us(r) for r in suite.results}
+        else:  # CPU on whole packets, as timed under the batched policy
+            rows = [r for r in d.wire.rows if r.policy == policy]
+            assert "on whole tick:50+mtu:1200 packets" in axes.cpu_label
+            assert dict(axes.cpu) == {r.codec: r.encode_us + r.decode_us for r in rows}
+        points = {c: (axes.bytes[c], axes.cpu[c]) for c in axes.bytes}
         for codec, (size, cpu) in points.items():  # on the front exactly when nothing is smaller and cheaper
             beaten = any(s <= size and c <= cpu and (s, c) != (size, cpu) for s, c in points.values())
             assert (codec in d.front) == (not beaten), (policy, codec)
