@@ -30,7 +30,7 @@ from rpcbench.wire import WirePolicy, parse_policies
 from rpcbench.reports import build, capacity, terminal_text
 from rpcbench.reports.capacity import ReportOptions
 from rpcbench.reports.decision import decide
-from rpcbench.reports.formatting import fmt_us
+from rpcbench.reports.formatting import fmt_ratio, fmt_us
 from rpcbench.reports.markdown import render_markdown
 
 REPO = Path(__file__).resolve().parent.parent
@@ -203,6 +203,26 @@ def test_the_capacity_plan_counts_the_decided_policys_cpu(run: Path) -> None:
             assert server is not None and server.value == pytest.approx(
                 encode.median_us * rates["s2c"].value + decode.median_us * rates["c2s"].value)
         assert ("whole packets" in d.plan.cpu_note) == (policy == BATCHED)
+
+
+def test_the_cpu_goal_and_the_verdicts_ratios_use_the_decided_policys_cpu(run: Path) -> None:
+    suite = load(str(run))
+    json_, zlib = suite.result("json"), suite.result("json+zlib-1")
+
+    def sent(r: Any, policy: str, op: str) -> Any:
+        return wire_timing(next(w for w in r.wire if w["wire"] == policy), op) or (r.encode if op == "encode"
+                                                                                   else r.decode)
+    for policy in ("per-call", BATCHED):
+        d = decide(suite, ReportOptions(transport="udp", wire=policy, goal="cpu"))
+        cpu = {r.codec: sent(r, policy, "encode").median_us + sent(r, policy, "decode").median_us
+               for r in (json_, zlib)}
+        assert d.verdict.pick is not None and d.verdict.pick.codec == min(cpu, key=cpu.__getitem__)
+        smallest = decide(suite, ReportOptions(transport="udp", wire=policy, goal="bandwidth")).verdict
+        assert smallest.pick is not None and smallest.pick.codec == "json+zlib-1"  # fewer bytes under both
+        ratio = sent(zlib, policy, "encode").ratio_to(sent(json_, policy, "encode"))
+        packets = " on whole packets" if policy == BATCHED else ""
+        decode = sent(zlib, policy, "decode").ratio_to(sent(json_, policy, "decode"))
+        assert f"at {fmt_ratio(ratio)} its encode CPU ({fmt_ratio(decode)} decode){packets}," in smallest.sentence
 
 
 def test_every_output_prints_the_decisions_cpu_on_packets(run: Path, tmp_path: Path) -> None:
