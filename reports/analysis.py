@@ -188,6 +188,11 @@ class Axes:
     bytes: Mapping[str, float]
     cpu: Mapping[str, float]
 
+    @property
+    def text(self) -> str:
+        """Both axes in words, for the sentence that names the front."""
+        return f"{self.bytes_label} against {self.cpu_label}"
+
 
 def message_axes(suite: Suite) -> Axes:
     """Mean bytes and CPU per message: the front's axes when the run priced no wire."""

@@ -186,6 +186,7 @@ def test_a_trace_without_timestamps_gets_a_note_and_per_call_only(tmp_path):
 def test_the_pareto_front_stands_on_the_wire_figures_of_the_decided_policy(tmp_path):
     from rpcbench.reports import ReportOptions, decide
     from rpcbench.reports.analysis import cpu_us
+    from rpcbench.reports.markdown import render_markdown
     from rpcbench.results import load
 
     done = run_bench("--codecs", "json,msgpack,json+zlib-1,json+zstddict-3,msgpack+zstd-3", "--wire",
@@ -214,4 +215,5 @@ def test_the_pareto_front_stands_on_the_wire_figures_of_the_decided_policy(tmp_p
             beaten = any(s <= size and c <= cpu and (s, c) != (size, cpu) for s, c in points.values())
             assert (codec in d.front) == (not beaten), (policy, codec)
         fronts[policy, transport] = d.front
+        assert f"smallest first: {', '.join(d.front)}; on {axes.text}." in render_markdown(d)
     assert fronts["per-call", "udp"] == fronts["per-call", "none"]  # the same headers on every call move nothing
