@@ -212,18 +212,21 @@ def stages_section(d: Decision) -> Section:
 
 
 def wire_section(d: Decision) -> Section:
-    """Each codec under each --wire policy: wire bytes, packets, rates per player, added latency."""
+    """Each codec under each --wire policy, in two tables that fit the page: what it costs (wire bytes, payload per
+    packet, kbit/s, CPU as sent), then how it is sent (packets per second, added latency, packing work)."""
     w = d.wire
-    head = ("codec", "policy", "B/call on the wire", "payload B/packet p50", "p99", "packets/s up", "down",
-            "kbit/s up", "down", "latency +ms mean", "p99", "fragmented", "packing µs/call", "encode µs/call",
-            "decode µs/call")
-    rows = [(r.codec, r.policy, f"{r.bytes_per_call:.1f}", f"{r.payload_p50:.0f}", f"{r.payload_p99:.0f}",
-             f"{r.packets_up:.1f}", f"{r.packets_down:.1f}", f"{r.kbps_up:.2f}", f"{r.kbps_down:.2f}",
-             f"{r.latency_mean_ms:.1f}", f"{r.latency_p99_ms:.1f}", f"{r.fragmented:,}", f"{r.packet_us_per_call:.2f}",
-             shown(r.encode_us, fmt_us), shown(r.decode_us, fmt_us))
-            for policy in w.policies for codec in w.rankings.get(policy, ()) if (r := w.row(codec, policy))]
+    ranked = [r for policy in w.policies for codec in w.rankings.get(policy, ()) if (r := w.row(codec, policy))]
+    cost = ("codec", "policy", "B/call on the wire", "payload B/packet p50", "p99", "kbit/s up", "down", "fragmented",
+            "encode µs/call", "decode µs/call")
+    sending = ("codec", "policy", "packets/s up", "down", "latency +ms mean", "p99", "packing µs/call")
+    cost_rows = [(r.codec, r.policy, f"{r.bytes_per_call:.1f}", f"{r.payload_p50:.0f}", f"{r.payload_p99:.0f}",
+                  f"{r.kbps_up:.2f}", f"{r.kbps_down:.2f}", f"{r.fragmented:,}", shown(r.encode_us, fmt_us),
+                  shown(r.decode_us, fmt_us)) for r in ranked]
+    sending_rows = [(r.codec, r.policy, f"{r.packets_up:.1f}", f"{r.packets_down:.1f}", f"{r.latency_mean_ms:.1f}",
+                     f"{r.latency_p99_ms:.1f}", f"{r.packet_us_per_call:.2f}") for r in ranked]
     problems = [f"{r.codec} under {r.policy}: {r.problem}" for r in w.rows if r.problem]
-    return Section(tables={"wire": plain_table(head, rows, numeric=range(2, len(head)))},
+    return Section(tables={"wire": plain_table(cost, cost_rows, numeric=range(2, len(cost))),
+                           "sending": plain_table(sending, sending_rows, numeric=range(2, len(sending)))},
                    facts={"chosen": w.chosen, "transport": w.transport, "notes": [*w.notes, *problems]})
 
 
