@@ -10,12 +10,13 @@ from rpcbench.reports import build, decide, terminal_text
 from rpcbench.results import load
 
 from .options import add_report_options, report_options, run_report_defaults, table_width
+from . import program
 
 
 def main(argv: List[str]) -> int:
     """``report RESULTS_DIR_OR_JSON [--out DIR]``: print the table and rebuild charts + report.html."""
     parser = argparse.ArgumentParser(
-        prog="run_bench.py report", description="Rebuild the charts and report.html from a saved results.json, with "
+        prog=program("report"), description="Rebuild the charts and report.html from a saved results.json, with "
         "the run's own verdict and capacity options (--transport, --goal, --ccu...) unless given here.")
     parser.add_argument("results", metavar="RESULTS_DIR_OR_JSON", help="a results.json or the folder holding one")
     parser.add_argument("--out", metavar="DIR", help="where to write the report (default: next to results.json)")
