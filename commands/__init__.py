@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from typing import List, Optional
 
@@ -26,6 +27,12 @@ SUBCOMMANDS = {
     "report": "rpcbench.commands.report",
     "compare": "rpcbench.commands.compare",
 }
+
+
+def program(subcommand: str = "") -> str:
+    """The name the user typed, for usage and error lines: ``rpcbench`` when installed, else ``run_bench.py``."""
+    name = "rpcbench" if os.path.basename(sys.argv[0]) == "rpcbench" else "run_bench.py"
+    return f"{name} {subcommand}".rstrip()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -46,10 +53,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         return bench_main(argv)
     except (BenchError, TraceError) as e:
-        print(f"run_bench.py: error: {e}", file=sys.stderr)
+        print(f"{program()}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("run_bench.py: interrupted", file=sys.stderr)
+        print(f"{program()}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -28,6 +28,7 @@ from rpcbench.results import Suite
 from .options import (add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number,
                       wire_policies)
 from .progress import ProgressDisplay
+from . import program
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine
@@ -36,7 +37,7 @@ MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a mac
 def build_parser() -> argparse.ArgumentParser:
     """The benchmark's options (subcommands are listed in the epilog)."""
     p = argparse.ArgumentParser(
-        prog="run_bench.py",
+        prog=program(),
         allow_abbrev=False,
         description="Replay a recorded RPC trace through serialization codecs and measure bytes per call, "
         "encode and decode CPU time per call, and whether each codec gives the same call back.",
@@ -174,7 +175,7 @@ def main(argv: List[str]) -> int:
         progress.close()
         report, decided = write_outputs(suite, folder, args.no_report, options, args.charts)
     if decided is None:  # a partial run (Ctrl-C during timing): results.json only
-        print(f"run_bench.py: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
+        print(f"{program()}: {suite.partial}; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
     print(terminal_text(decided, table_width(), "results.json" if args.no_report else "report.html"))
     where = f"report: {out / report} (results.json, results.csv beside it)" if report else f"results: {out}"

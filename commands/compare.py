@@ -10,6 +10,7 @@ from typing import List
 from rpcbench.reports.compare import ALPHA, DEFAULT_REFERENCE, MIN_EFFECT_PCT, TEST, compare
 from rpcbench.reports.compare_report import Runs, format_comparison, write_compare_html, write_compare_markdown
 from rpcbench.results import load
+from . import program
 
 
 def percent(text: str) -> float:
@@ -26,7 +27,7 @@ def percent(text: str) -> float:
 def main(argv: List[str]) -> int:
     """Print the comparison, write compare.html; exit 1 when ``--fail-above`` finds a change over it, else 0."""
     parser = argparse.ArgumentParser(
-        prog="run_bench.py compare",
+        prog=program("compare"),
         description=f"Compare two runs per codec: bytes (exact) and encode/decode CPU, judged by each codec's "
                     f"ratio to a reference codec of the same run, with a {TEST} (alpha {ALPHA:g}). "
                     "Writes compare.html and compare.md (a pull-request comment).")

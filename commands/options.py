@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from rpcbench.reports import ReportOptions
 from rpcbench.reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS
@@ -131,6 +131,19 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
                    "(declared value changes such as tuple -> list do not count against it; calls it fails to "
                    "encode do, declared or not) (default: 100)")
     p.add_argument("--charts", metavar="DIR", help="also write each chart as DIR/<chart>.png and .svg (for slides)")
+
+
+def run_report_defaults(command: Sequence[str]) -> Dict[str, Any]:
+    """The verdict's and planner's options a saved run was given on its command line (``--transport``, ``--goal``,
+    ``--ccu``...), so that ``report DIR`` rebuilds the run's own decision unless told otherwise; ``--charts`` is
+    not carried over. A command that no longer parses (an older version's values) gives today's defaults."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    add_report_options(parser)
+    try:
+        known, _ = parser.parse_known_args(list(command))
+    except argparse.ArgumentError:
+        return {}
+    return {name: value for name, value in vars(known).items() if name != "charts"}
 
 
 def report_options(args: argparse.Namespace) -> ReportOptions:

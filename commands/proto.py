@@ -16,6 +16,7 @@ from typing import List
 
 from rpcbench.errors import BenchError
 from rpcbench.protobuf import PROTO_DIR, Settings, infer, is_identifier, load, package_for
+from . import program
 
 
 def main(argv: List[str]) -> int:
@@ -27,7 +28,7 @@ def main(argv: List[str]) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="run_bench.py proto", description="Protobuf schemas for the protobuf codecs "
+    p = argparse.ArgumentParser(prog=program("proto"), description="Protobuf schemas for the protobuf codecs "
                                 "(docs/protobuf.md).", allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
     inf = sub.add_parser("infer", help="print a .proto inferred from a trace "

@@ -11,12 +11,13 @@ from rpcbench.errors import BenchError
 from rpcbench.simulate import DEFAULT_PROFILE, PROFILES, TICKS_PER_S, capture_start, json_size, simulate_profile
 
 from .options import whole_number
+from . import program
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``run_bench.py simulate``: write a simulated battle trace and print a one-line summary."""
     parser = argparse.ArgumentParser(
-        prog="run_bench.py simulate",
+        prog=program("simulate"),
         description="Write a trace of simulated real-time battle RPC traffic (5v5 on a 10 Hz server tick). "
                     "The same --profile, --calls and --seed always give the same bytes.")
     parser.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE,

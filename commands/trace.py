@@ -26,8 +26,9 @@ from rpc_capture import (DIRECTIONS, JsonlReader, Selection, TraceReader, call_l
 from rpcbench.errors import BenchError
 
 from .options import whole_number
+from . import program
 
-PROG = "run_bench.py trace"
+PROG = program("trace")
 
 
 # ------------------------------------------------------------------------------ parser

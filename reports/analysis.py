@@ -8,7 +8,8 @@ so they can never disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from types import MappingProxyType
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
@@ -178,16 +179,37 @@ def cpu_us(r: CodecResult) -> Optional[float]:
     return r.encode.median_us + r.decode.median_us if r.encode and r.decode else None
 
 
-def _front_candidates(suite: Suite) -> List[CodecResult]:
-    """Codecs that can stand on the front: every failure declared, bytes and both timings measured."""
-    return [r for r in rankable(suite) if r.sizes and cpu_us(r) is not None and not r.error]
+@dataclass(frozen=True)
+class Axes:
+    """The Pareto front's axes: per codec, bytes per call and encode + decode µs per call, and what each is."""
+
+    bytes_label: str
+    cpu_label: str
+    bytes: Mapping[str, float]
+    cpu: Mapping[str, float]
+
+    @property
+    def text(self) -> str:
+        """Both axes in words, for the sentence that names the front."""
+        return f"{self.bytes_label} against {self.cpu_label}"
 
 
-def dominated(suite: Suite) -> Dict[str, str]:
-    """Codec id -> a codec that beats it on both axes of the front (mean bytes per call, encode + decode
-    µs per call): at least as good on both and better on one. Only front candidates are listed."""
-    rows = [(r.sizes.mean, cpu, r.codec)
-            for r in _front_candidates(suite) if r.sizes and (cpu := cpu_us(r)) is not None]
+def message_axes(suite: Suite) -> Axes:
+    """Mean bytes and CPU per message: the front's axes when the run priced no wire."""
+    return Axes("bytes per call (mean)", "encode + decode µs per call (medians)",
+                MappingProxyType({r.codec: r.sizes.mean for r in suite.results if r.sizes}),
+                MappingProxyType({r.codec: cpu for r in suite.results if (cpu := cpu_us(r)) is not None}))
+
+
+def _front_candidates(suite: Suite, axes: Axes) -> List[CodecResult]:
+    """Codecs that can stand on the front: every failure declared, bytes and CPU on both axes."""
+    return [r for r in rankable(suite) if r.codec in axes.bytes and r.codec in axes.cpu and not r.error]
+
+
+def dominated(suite: Suite, axes: Axes) -> Dict[str, str]:
+    """Codec id -> a codec that beats it on both axes of the front: at least as good on both and better on one.
+    Only front candidates are listed."""
+    rows = [(axes.bytes[r.codec], axes.cpu[r.codec], r.codec) for r in _front_candidates(suite, axes)]
     beaten = {}
     for size, cpu, name in rows:
         better = [(s, c, n) for s, c, n in rows if n != name and s <= size and c <= cpu and (s < size or c < cpu)]
@@ -196,13 +218,13 @@ def dominated(suite: Suite) -> Dict[str, str]:
     return beaten
 
 
-def pareto_front(suite: Suite) -> List[CodecResult]:
-    """The codecs no other beats on both bytes per call and encode + decode CPU, smallest first.
+def pareto_front(suite: Suite, axes: Axes) -> List[CodecResult]:
+    """The codecs no other beats on both of the front's axes (bytes and CPU per call), smallest first.
 
     Codecs with undeclared failures, or without bytes or timings, are not on it."""
-    beaten = dominated(suite)
-    front = [r for r in _front_candidates(suite) if r.codec not in beaten]
-    return sorted(front, key=lambda r: (r.sizes.mean if r.sizes else 0, cpu_us(r) or 0))
+    beaten = dominated(suite, axes)
+    front = [r for r in _front_candidates(suite, axes) if r.codec not in beaten]
+    return sorted(front, key=lambda r: (axes.bytes[r.codec], axes.cpu[r.codec]))
 
 
 def comparisons(notable: Sequence[CodecResult], references: Sequence[CodecResult]) -> List[str]:

@@ -4,7 +4,8 @@ Per player (one connection of the trace = one concurrent user, CCU) and directio
 bytes per second = the codec's bytes per call in that direction x the trace's calls per
 connection-second, plus each message's transport headers. From those: GB and $ per month
 at ``ccu`` players, server cores spent on serialization (encode of s2c calls + decode of
-c2s calls) and the client's decode time per second.
+c2s calls) and the client's decode time per second; under a batched --wire policy whose packets the
+run timed, encode and decode are per call of whole packets (framed, compressed per packet).
 
 Confidence intervals (95 %): traffic from a paired bootstrap over the trace's connections
 (each connection's bytes, calls and time span, resampled together; the statistic is
@@ -118,6 +119,7 @@ class Plan:
     missing: Optional[str] = None  #: why no figures (older results, no timestamps); rows are empty then
     ci_note: str = ""
     policy: Optional[str] = None  #: the --wire policy whose packets the traffic is (None: one per call)
+    cpu_note: str = "timed per message"  #: what the CPU per call of server cores and client decode is
 
     def find(self, codec: str) -> Optional[Capacity]:
         """The codec's row, if it has one."""
@@ -144,11 +146,12 @@ def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional
     rows = {}
     for i, r in enumerate(codecs):
         up, down = estimates[2 + 2 * i], estimates[3 + 2 * i]
-        encode, decode = _cpu(r.encode), _cpu(r.decode)
+        encode, decode = (_cpu(wire.cpu_timing(r, policy, op)) for op in ("encode", "decode"))
         server = encode * rates[S2C] + decode * rates[C2S] if encode and decode else None
         rows[r.codec] = Capacity(r.codec, down, up, server, decode * rates[S2C] if decode else None,
                                  r.state_bytes_per_conn)
-    return Plan(rows, carrier, len(spans), float(spans.sum()), rates, None, ci_note, policy)
+    return Plan(rows, carrier, len(spans), float(spans.sum()), rates, None, ci_note, policy,
+                _cpu_note(codecs, policy))
 
 
 def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResult]) -> Optional[str]:
@@ -212,6 +215,16 @@ def _bootstrap(spans: np.ndarray, calls: Dict[str, np.ndarray], ref_bytes: Dict[
     note = (f"traffic: percentile bootstrap over the trace's {len(spans):,} connections ({BOOTSTRAP_RESAMPLES:,} "
             f"resamples, seeded)")
     return [Estimate(float(v), float(lo), float(hi)) for v, lo, hi in zip(point, ci.low, ci.high)], note
+
+
+def _cpu_note(codecs: Sequence[CodecResult], policy: Optional[str]) -> str:
+    """What the plan's CPU per call is: per message, or timed on whole packets of ``policy`` (and for which codecs)."""
+    packets = [r.codec for r in codecs if (t := wire.cpu_timing(r, policy, "encode")) is not None and t is not r.encode]
+    if not packets:
+        return "timed per message"
+    which = "" if len(packets) == len(codecs) else f" for {', '.join(packets)} (the others: per message)"
+    return (f"timed on whole packets of {policy}{which}: encode + frame + compress each packet, decompress + "
+            "unframe + decode every message")
 
 
 def _cpu(timing: Optional[Timing]) -> Optional[Estimate]:

@@ -152,40 +152,44 @@ def _legend_below(fig: Figure) -> None:
 
 
 def pareto_chart(d: Decision) -> Optional[Figure]:
-    """Each codec a point at (encode+decode µs, mean bytes); the Pareto front joined by its line and named,
-    dominated codecs grey, codecs with undeclared failures red (they cannot be on the front)."""
-    suite = d.suite
-    rows = [r for r in suite.results if r.sizes and d.figures[r.codec].cpu_us]
+    """Each codec a point on the front's axes (encode + decode µs, bytes per call: as sent under the decided --wire
+    policy, else per message); the Pareto front joined by its line and named, dominated codecs grey, codecs with
+    undeclared failures red (they cannot be on the front)."""
+    suite, axes = d.suite, d.front_axes
+    rows = [r for r in suite.results if r.codec in axes.bytes and r.codec in axes.cpu]
     if not rows:
         return None
     front = [suite.result(c) for c in d.front]
 
     def cpu(r: CodecResult) -> float:
-        return d.figures[r.codec].cpu_us or math.nan
+        return axes.cpu[r.codec]
+
+    def size(r: CodecResult) -> float:
+        return axes.bytes[r.codec]
 
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.5), layout="constrained")
-    xs, ys = [cpu(r) for r in front], [sizes(r).mean for r in front]
+    xs, ys = [cpu(r) for r in front], [size(r) for r in front]
     ax.plot(xs, ys, "-", color=COLORS["encode"], lw=1.5, zorder=2, label="Pareto front: no codec is both smaller "
             "and cheaper")
     ax.scatter(xs, ys, s=45, color=COLORS["encode"], zorder=4)
     others = [r for r in rows if r not in front]
     failing = [r for r in others if r.codec in d.failing]
     dominated = [r for r in others if r not in failing]
-    ax.scatter([cpu(r) for r in dominated], [sizes(r).mean for r in dominated], s=25, color=DOMINATED, zorder=3,
+    ax.scatter([cpu(r) for r in dominated], [size(r) for r in dominated], s=25, color=DOMINATED, zorder=3,
                label="dominated")
     if failing:
-        ax.scatter([cpu(r) for r in failing], [sizes(r).mean for r in failing], s=45, marker="X", color=FAILING,
+        ax.scatter([cpu(r) for r in failing], [size(r) for r in failing], s=45, marker="X", color=FAILING,
                    zorder=3, label="undeclared failures (not ranked)")
     labels = ([(r, r.codec, {"fontsize": 9, "fontweight": "bold"}) for r in front]
               + [(r, r.codec + FAILING_MARK, {"fontsize": 8, "color": FAILING}) for r in failing]
               + _dominated_labels(dominated))
     x_scale = _value_axis(ax, [cpu(r) for r in rows], room=1.25, axis="x")
-    y_scale = _value_axis(ax, [sizes(r).mean for r in rows], room=1.15, axis="y")
-    _place_labels(fig, ax, [((cpu(r), sizes(r).mean), text, style) for r, text, style in labels])
+    y_scale = _value_axis(ax, [size(r) for r in rows], room=1.15, axis="y")
+    _place_labels(fig, ax, [((cpu(r), size(r)), text, style) for r, text, style in labels])
     ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
             color="#555555", style="italic")
-    ax.set_xlabel(f"encode + decode µs per call (medians){x_scale}")
-    ax.set_ylabel(f"bytes per call (mean){y_scale}")
+    ax.set_xlabel(f"{axes.cpu_label}{x_scale}")
+    ax.set_ylabel(f"{axes.bytes_label}{y_scale}")
     ax.set_title("Size vs CPU: the Pareto front")
     ax.grid(alpha=0.3, which="both")
     _legend_below(fig)
@@ -439,7 +443,7 @@ def wire_chart(d: Decision) -> Optional[Figure]:
     for codec, points in series.items():
         ax.plot([t for t, _ in points], [k for _, k in points], marker="o", label=codec)
     ax.set_ylim(bottom=0)
-    _frame(ax, "tick length, ms (--wire tick:MS)", f"kbit/s per player on the wire ({w.transport} headers)")
+    _frame(ax, "tick length, ms (--wire tick:MS)", f"kbit/s per player on the wire ({w.headers})")
     ax.set_ylabel("kbit/s per player, both ways")
     _legend_below(fig)
     return fig

@@ -62,6 +62,7 @@ class Decision:
     rankings: Mapping[str, Tuple[str, ...]]  #: headline label -> the codecs ranked by it, best first
     front: Tuple[str, ...]  #: the Pareto front, smallest first
     dominated: Mapping[str, str]  #: codec -> a codec that beats it on bytes and CPU
+    front_axes: analysis.Axes  #: bytes and CPU per call as sent under the decided --wire policy, else per message
     comparisons: Tuple[str, ...]  #: notable codecs against the study's formats, in sentences
     warnings: Tuple[str, ...]
     timing_notes: Tuple[Tuple[str, str], ...]  #: (name, text): partial, unstable, speed states
@@ -98,7 +99,8 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     compared = coverage.comparable(suite, options.min_coverage)  # every comparison: codecs over the same calls
     wire_view = wire.view(suite, options.transport, options.packet_overhead, options.wire)
     plan = capacity.plan(compared, options.transport, options.packet_overhead, wire_view.chosen)
-    front = analysis.pareto_front(compared)
+    axes = wire.front_axes(wire_view, suite) or analysis.message_axes(suite)
+    front = analysis.pareto_front(compared, axes)
     verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front])
     ranked = analysis.rankings(compared)
     headlines = tuple(_headline(label, ranking[0]) for label, ranking in ranked.items() if ranking)
@@ -110,7 +112,8 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
         suite=suite, options=options, reference=ref.codec if ref else None, reference_note=note,
         timed_reference=analysis.timed_both(ref), figures=MappingProxyType(figures), headlines=headlines,
         rankings=MappingProxyType({label: tuple(r.codec for _, r in ranking) for label, ranking in ranked.items()}),
-        front=tuple(r.codec for r in front), dominated=MappingProxyType(analysis.dominated(compared)),
+        front=tuple(r.codec for r in front), dominated=MappingProxyType(analysis.dominated(compared, axes)),
+        front_axes=axes,
         comparisons=tuple(analysis.comparisons(notable, studied)), warnings=tuple(analysis.warnings(suite, ref)),
         timing_notes=tuple(analysis.timing_notes(suite, ref)), verdict=verdict, plan=plan,
         capacity_rows=lead, other_rows=others, transport_text=plan.transport.text, prices=MappingProxyType(_prices()),

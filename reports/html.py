@@ -36,9 +36,11 @@ from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 CHART_CAPTIONS = {
-    "pareto": "Each codec at (encode + decode CPU, bytes). The line joins the Pareto front: codecs no other beats on "
-              "both; grey ones are dominated (another codec is smaller and cheaper). Red: calls failed or came back "
-              "different without the codec declaring why, so the codec is not ranked.",
+    "pareto": "Each codec at (encode + decode CPU, bytes) per call, as sent under the decided --wire policy when "
+              "the run priced one (wire bytes with headers, CPU on whole packets where timed; the axes say). The "
+              "line joins the Pareto front: codecs no other beats on both; grey ones are dominated (another codec is "
+              "smaller and cheaper). Red: calls failed or came back different without the codec declaring why, so "
+              "the codec is not ranked.",
     "bytes": "Bytes per call: bar = mean over every call of the trace; the grey line runs from the median (p50, "
              "black mark) to the 99th percentile (red mark).",
     "timing": "CPU time per call: bar = median round, whiskers = the median's 95% confidence interval.",
@@ -210,16 +212,21 @@ def stages_section(d: Decision) -> Section:
 
 
 def wire_section(d: Decision) -> Section:
-    """Each codec under each --wire policy: wire bytes, packets, rates per player, added latency."""
+    """Each codec under each --wire policy, in two tables that fit the page: what it costs (wire bytes, payload per
+    packet, kbit/s, CPU as sent), then how it is sent (packets per second, added latency, packing work)."""
     w = d.wire
-    head = ("codec", "policy", "B/call on the wire", "payload B/packet p50", "p99", "packets/s up", "down",
-            "kbit/s up", "down", "latency +ms mean", "p99", "fragmented", "packing µs/call")
-    rows = [(r.codec, r.policy, f"{r.bytes_per_call:.1f}", f"{r.payload_p50:.0f}", f"{r.payload_p99:.0f}",
-             f"{r.packets_up:.1f}", f"{r.packets_down:.1f}", f"{r.kbps_up:.2f}", f"{r.kbps_down:.2f}",
-             f"{r.latency_mean_ms:.1f}", f"{r.latency_p99_ms:.1f}", f"{r.fragmented:,}", f"{r.packet_us_per_call:.2f}")
-            for policy in w.policies for codec in w.rankings.get(policy, ()) if (r := w.row(codec, policy))]
+    ranked = [r for policy in w.policies for codec in w.rankings.get(policy, ()) if (r := w.row(codec, policy))]
+    cost = ("codec", "policy", "B/call on the wire", "payload B/packet p50", "p99", "kbit/s up", "down", "fragmented",
+            "encode µs/call", "decode µs/call")
+    sending = ("codec", "policy", "packets/s up", "down", "latency +ms mean", "p99", "packing µs/call")
+    cost_rows = [(r.codec, r.policy, f"{r.bytes_per_call:.1f}", f"{r.payload_p50:.0f}", f"{r.payload_p99:.0f}",
+                  f"{r.kbps_up:.2f}", f"{r.kbps_down:.2f}", f"{r.fragmented:,}", shown(r.encode_us, fmt_us),
+                  shown(r.decode_us, fmt_us)) for r in ranked]
+    sending_rows = [(r.codec, r.policy, f"{r.packets_up:.1f}", f"{r.packets_down:.1f}", f"{r.latency_mean_ms:.1f}",
+                     f"{r.latency_p99_ms:.1f}", f"{r.packet_us_per_call:.2f}") for r in ranked]
     problems = [f"{r.codec} under {r.policy}: {r.problem}" for r in w.rows if r.problem]
-    return Section(tables={"wire": plain_table(head, rows, numeric=range(2, len(head)))},
+    return Section(tables={"wire": plain_table(cost, cost_rows, numeric=range(2, len(cost))),
+                           "sending": plain_table(sending, sending_rows, numeric=range(2, len(sending)))},
                    facts={"chosen": w.chosen, "transport": w.transport, "notes": [*w.notes, *problems]})
 
 
@@ -521,7 +528,7 @@ def _classes(*flags: Tuple[str, bool]) -> str:
 PARTS: Tuple[Part, ...] = (
     Part("verdict", "Verdict", from_page_globals, collapsed=False),
     Part("capacity", "Capacity and cost", capacity_section, collapsed=False),
-    Part("wire", "On the wire", wire_section, lambda d: d.wire.chosen is not None and d.wire.policies != ("per-call",)),
+    Part("wire", "On the wire", wire_section, lambda d: d.wire.compared),
     Part("summary", "Summary", summary_section, collapsed=False),
     Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),

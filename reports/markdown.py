@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, Dict
 
 import jinja2
 
 
 from .decision import Decision
-from .formatting import fmt_count, fmt_share
+from .formatting import fmt_count, fmt_share, fmt_us, shown
 from .html import TEMPLATES, page_title, summary_section
 from .table import columns, footnotes
 
@@ -51,8 +51,20 @@ def render_markdown(d: Decision) -> str:
     cols = [c for c in columns(d) if c.kind in MD_COLUMNS]
     return env.get_template("report.md").render(
         title=page_title(suite), suite=suite, calls_line=d.calls_line, schema_line=d.schema_line,
-        verdict=d.verdict, summary=summary_section(d).facts, head=[(c.title, c.numeric) for c in cols],
+        verdict=d.verdict, front_axes=d.front_axes, summary=summary_section(d).facts,
+        head=[(c.title, c.numeric) for c in cols],
         rows=[[c.cell(r) for c in cols] for r in suite.results], warnings=d.warnings,
         notes=footnotes(d), methods=[(m.method, fmt_count(m.calls), fmt_share(m.call_share))
                                      for m in d.breakdown.methods[:TOP_METHODS]],
-        more_methods=max(0, len(d.breakdown.methods) - TOP_METHODS))
+        more_methods=max(0, len(d.breakdown.methods) - TOP_METHODS), **wire_part(d))
+
+
+def wire_part(d: Decision) -> Dict[str, Any]:
+    """The wire section's values (none when the run sent per call only): each codec under each policy."""
+    w = d.wire
+    rows = [[r.codec, r.policy, f"{r.bytes_per_call:.1f}", f"{r.packets_up:.1f}", f"{r.packets_down:.1f}",
+             f"{r.kbps_up:.2f}", f"{r.kbps_down:.2f}", shown(r.encode_us, fmt_us),
+             shown(r.decode_us, fmt_us)]
+            for policy in w.policies for codec in w.rankings.get(policy, ()) if (r := w.row(codec, policy))]
+    return {"wire_rows": rows if w.compared else [], "wire_transport": w.transport, "wire_chosen": w.chosen,
+            "wire_notes": w.notes}

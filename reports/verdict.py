@@ -23,11 +23,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
-from rpcbench.results import CodecResult, Suite
+from rpcbench.results import CodecResult, Suite, Timing
 from rpcbench.wire import PER_CALL
 
 from . import analysis, coverage
 from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Capacity, Plan, ReportOptions, figures
+from .wire import cpu_timing, policy_figures
 from .formatting import fmt_bytes, fmt_ratio
 
 
@@ -83,7 +84,8 @@ def excluded(suite: Suite, options: ReportOptions) -> List[Tuple[str, str]]:
 def _score(goal: str, options: ReportOptions, plan: Plan) -> Optional[Callable[[CodecResult], Tuple[float, float]]]:
     """The sort key of ``goal`` (lowest wins); None if the figures it needs are not available."""
     def cpu(r: CodecResult) -> float:
-        return analysis.cpu_us(r) or 0.0
+        encode, decode = sent_cpu(r, plan)
+        return encode.median_us + decode.median_us if encode and decode else 0.0
 
     def wire(r: CodecResult) -> float:
         row = plan.find(r.codec)
@@ -120,10 +122,11 @@ def recommend(suite: Suite, options: ReportOptions, plan: Plan, reference: Tuple
                        partial=partial)
     ranked = sorted(pool, key=score)
     pick = ranked[0]
-    sentence = _sentence(figures[pick.codec], baseline, options, plan)
+    sentence = _sentence(figures[pick.codec], pick, baseline, options, plan)
     tied = tie(ranked, _interval(options.goal, options, plan))
     if tied:
-        sentence = f"{_tie_text(tied, options.goal)} Lowest point estimate: {sentence}"
+        note = _bytes_note(tied, plan, options)
+        sentence = f"{_tie_text(tied, options.goal, note)} Lowest point estimate: {sentence}"
     return Verdict(options.goal, rule, baseline, where, pick, sentence, _caveats(pick, options), barred, front,
                    [r.codec for r, _ in tied], partial)
 
@@ -136,9 +139,10 @@ def _interval(goal: str, options: ReportOptions, plan: Plan) -> Interval:
     the traffic's bootstrap interval is shared by every codec (they carry the same connections), so neither
     separates codecs; the uncertain part is CPU: the timing medians' distribution-free intervals (``ci_us``)."""
     def cpu(r: CodecResult) -> Tuple[float, float, float]:
-        assert r.encode and r.decode
-        (e_lo, e_hi, _), (d_lo, d_hi, _) = r.encode.ci_us, r.decode.ci_us
-        return e_lo + d_lo, r.encode.median_us + r.decode.median_us, e_hi + d_hi
+        encode, decode = sent_cpu(r, plan)
+        assert encode and decode
+        (e_lo, e_hi, _), (d_lo, d_hi, _) = encode.ci_us, decode.ci_us
+        return e_lo + d_lo, encode.median_us + decode.median_us, e_hi + d_hi
 
     if goal == "cpu":
         return cpu
@@ -151,15 +155,22 @@ def _interval(goal: str, options: ReportOptions, plan: Plan) -> Interval:
     rates = (plan.calls_per_s["s2c"].value, plan.calls_per_s["c2s"].value)
 
     def cost(r: CodecResult) -> Tuple[float, float, float]:
-        if r.codec not in plan.rows or not (r.encode and r.decode):
+        encode, decode = sent_cpu(r, plan)  # the CPU the plan's cores count
+        if r.codec not in plan.rows or not (encode and decode):
             return math.inf, math.inf, math.inf
         point = plan.rows[r.codec].month_cost(options.ccu, options.egress_price)
-        (e_lo, e_hi, _), (d_lo, d_hi, _) = r.encode.ci_us, r.decode.ci_us
+        (e_lo, e_hi, _), (d_lo, d_hi, _) = encode.ci_us, decode.ci_us
         usd = options.ccu / 1e6 * CORE_MONTH_PRICE  # $ per month for one µs of serialization per second per player
-        mid = (r.encode.median_us * rates[0] + r.decode.median_us * rates[1]) * usd
+        mid = (encode.median_us * rates[0] + decode.median_us * rates[1]) * usd
         return (point - mid + (e_lo * rates[0] + d_lo * rates[1]) * usd, point,
                 point - mid + (e_hi * rates[0] + d_hi * rates[1]) * usd)
     return cost
+
+
+def sent_cpu(r: CodecResult, plan: Plan) -> Tuple[Optional[Timing], Optional[Timing]]:
+    """The codec's encode and decode CPU per call as sent under the plan's --wire policy: on whole packets where the
+    run timed them, else per message (the CPU the capacity plan's cores count)."""
+    return cpu_timing(r, plan.policy, "encode"), cpu_timing(r, plan.policy, "decode")
 
 
 def tie(ranked: Sequence[CodecResult], interval: Interval) -> List[Tuple[CodecResult, Tuple[float, float, float]]]:
@@ -170,7 +181,7 @@ def tie(ranked: Sequence[CodecResult], interval: Interval) -> List[Tuple[CodecRe
     return [(ranked[0], best), *overlapping] if overlapping else []
 
 
-def _tie_text(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]], goal: str) -> str:
+def _tie_text(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]], goal: str, bytes_note: str) -> str:
     """``tied within this run's precision: A $1,210/month (1,190-1,230), B ...: ... what would separate them``."""
     def money(v: float) -> str:
         return f"${v:,.0f}" if goal == "balanced" else f"{v:.2f}" if goal == "cpu" else f"{v:,.1f}"
@@ -179,12 +190,21 @@ def _tie_text(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]], go
     named = ", ".join(f"{r.codec} {money(mid)}{unit} ({money(lo)} to {money(hi)})" for r, (lo, mid, hi) in tied)
     return (f"tied within this run's precision: {named}: their 95% intervals overlap, so this run cannot rank "
             f"them. What would separate them: narrower CPU intervals (more rounds: --repeat, --processes; an idle "
-            f"machine), or your own weight on what differs between them (bytes: exact, {_bytes_note(tied)}).")
+            f"machine), or your own weight on what differs between them (bytes are exact: {bytes_note}).")
 
 
-def _bytes_note(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]]) -> str:
-    """``json+zstddict-3 36.9 B/call, json+zlib-1 61.9``: the tied codecs' exact mean bytes per call."""
-    return ", ".join(f"{r.codec} {r.sizes.mean:.1f} B/call" for r, _ in tied if r.sizes)
+def _bytes_note(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]], plan: Plan,
+                options: ReportOptions) -> str:
+    """``B/call: json+zstddict-3 36.9, json+zlib-1 61.9``: the tied codecs' exact bytes per call, on the wire (with
+    the plan's headers) under the plan's batched --wire policy, else their mean message."""
+    def on_wire(r: CodecResult) -> Optional[float]:
+        found = policy_figures(r, plan.policy, plan.transport.name, options.packet_overhead) if plan.policy else None
+        return found["wire_bytes"] / found["calls"] if found and found["calls"] else None
+
+    batched = plan.policy not in (None, PER_CALL)
+    sizes = [(r.codec, on_wire(r) if batched else (r.sizes.mean if r.sizes else None)) for r, _ in tied]
+    unit = f"B/call on the wire ({plan.policy}, {plan.transport.name})" if batched else "B/call"
+    return f"{unit}: " + ", ".join(f"{codec} {value:.1f}" for codec, value in sizes if value is not None)
 
 
 def _nothing_to_pick(suite: Suite) -> str:
@@ -194,8 +214,8 @@ def _nothing_to_pick(suite: Suite) -> str:
     return "no codec of this run is fully measured with every failure declared"
 
 
-def _sentence(pick: analysis.CodecFigures, baseline: Optional[CodecResult], options: ReportOptions,
-              plan: Plan) -> str:
+def _sentence(pick: analysis.CodecFigures, result: CodecResult, baseline: Optional[CodecResult],
+              options: ReportOptions, plan: Plan) -> str:
     """``X: 0.31x the bytes of json at 1.40x its encode CPU (0.90x decode); saves 41 GB/month of egress
     ($3/month)...``: the pick against the baseline (the ratios of the pick's ``figures``, savings: :func:`_savings`)."""
     if baseline is None or pick.bytes_ratio is None:
@@ -208,12 +228,24 @@ def _sentence(pick: analysis.CodecFigures, baseline: Optional[CodecResult], opti
         ratio = (mine.down.value + mine.up.value) / (theirs.down.value + theirs.up.value)
         text = (f"{pick.codec}: {fmt_ratio(ratio)} the wire bytes of {baseline.codec} "
                 f"({plan.policy}, {plan.transport.name})")
-    encode, decode = (f.ratio if (f := pick.op(op)) else None for op in analysis.OPS)
-    if encode is not None:
-        text += f" at {fmt_ratio(encode)} its encode CPU" + (f" ({fmt_ratio(decode)} decode)" if decode else "")
+    text += _cpu_ratios(pick, result, baseline, plan)
     if mine and theirs:
         text += _savings(mine, theirs, options)
     return text
+
+
+def _cpu_ratios(pick: analysis.CodecFigures, result: CodecResult, baseline: CodecResult, plan: Plan) -> str:
+    """`` at 1.40x its encode CPU (0.90x decode)``: on whole packets when the plan's policy timed both codecs'
+    (paired round by round, :meth:`~rpcbench.results.Timing.ratio_to`), else per message (the figures' ratios)."""
+    (encode, decode), (base_encode, base_decode) = sent_cpu(result, plan), sent_cpu(baseline, plan)
+    if encode and decode and base_encode and base_decode and encode is not result.encode \
+            and base_encode is not baseline.encode:
+        return (f" at {fmt_ratio(encode.ratio_to(base_encode))} its encode CPU "
+                f"({fmt_ratio(decode.ratio_to(base_decode))} decode) on whole packets")
+    ratio, decode_ratio = (f.ratio if (f := pick.op(op)) else None for op in analysis.OPS)
+    if ratio is None:
+        return ""
+    return f" at {fmt_ratio(ratio)} its encode CPU" + (f" ({fmt_ratio(decode_ratio)} decode)" if decode_ratio else "")
 
 
 def _savings(mine: Capacity, theirs: Capacity, options: ReportOptions) -> str:

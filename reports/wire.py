@@ -10,11 +10,15 @@ terminal, page and charts format the :class:`WireView`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.errors import BenchError
-from rpcbench.results import CodecResult, Suite
+from rpcbench.results import CodecResult, Suite, Timing, wire_timing
 from rpcbench.wire import PER_CALL, TRANSPORTS, reprice
+
+from .analysis import Axes, message_axes
+from .formatting import fmt_us
 
 C2S, S2C = "c2s", "s2c"
 
@@ -40,6 +44,12 @@ class WireRow:
     fragmented: int  #: packets carrying part of a message over the MTU
     packet_us_per_call: float  #: framing, compressing and checking the packets, per call (size pass)
     problem: Optional[str]  #: a packet that did not give its messages back
+    #: CPU µs per call (median round) as sent under the policy: per message under per-call; on whole packets under
+    #: the batched policy the run timed (its first: encode + frame + compress each packet, decompress + unframe +
+    #: decode); None under other batched policies and when not timed
+    encode_us: Optional[float] = None
+    decode_us: Optional[float] = None
+    cpu_error: Optional[str] = None  #: why the timed policy's packets have no CPU figures
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,16 @@ class WireView:
     rows: Tuple[WireRow, ...]
     rankings: Mapping[str, Tuple[str, ...]]  #: policy -> codecs, fewest wire bytes per call first
     notes: Tuple[str, ...]  #: the tick found, ranking changes, delivery needs
+
+    @property
+    def headers(self) -> str:
+        """What the wire figures include besides the payload, in words: ``udp headers`` or ``payload only``."""
+        return "payload only" if self.transport == "none" else f"{self.transport} headers"
+
+    @property
+    def compared(self) -> bool:
+        """Did the run compare sending policies or batch calls (what the wire parts of the outputs are shown for)?"""
+        return self.chosen is not None and self.policies != (PER_CALL,)
 
     def row(self, codec: str, policy: str) -> Optional[WireRow]:
         """The codec's row under ``policy``."""
@@ -101,6 +121,21 @@ def _has(suite: Suite, policy: Optional[str]) -> bool:
     return any(w["wire"] == policy for r in suite.results for w in r.wire)
 
 
+def policy_cpu(r: CodecResult, w: Dict[str, Any], op: str) -> Optional[Timing]:
+    """The codec's CPU per call of ``op`` (encode or decode) as sent under the policy of its wire row ``w``: per
+    message under per-call, on whole packets under the batched policy the run timed, else None."""
+    if w["wire"] == PER_CALL:
+        return r.encode if op == "encode" else r.decode
+    return wire_timing(w, op)
+
+
+def cpu_timing(r: CodecResult, policy: Optional[str], op: str) -> Optional[Timing]:
+    """The CPU per call of ``op`` the capacity plan counts under ``policy``: as sent under it (:func:`policy_cpu`),
+    else per message (no wire figures, or a batched policy whose packets were not timed)."""
+    found = next((w for w in r.wire if w["wire"] == policy), None)
+    return (policy_cpu(r, found, op) if found else None) or (r.encode if op == "encode" else r.decode)
+
+
 def bytes_per_call(r: CodecResult, policy: Optional[str]) -> Optional[float]:
     """The codec's wire bytes per call under ``policy`` as the run recorded them (its --transport headers)."""
     found = next((w for w in r.wire if w["wire"] == policy), None)
@@ -123,7 +158,7 @@ def view(suite: Suite, transport: str, extra: int, wanted: Optional[str]) -> Wir
                  for policy in texts if (w := policy_figures(r, policy, transport, extra)))
     rankings = {p: tuple(row.codec for row in sorted((x for x in rows if x.policy == p),
                                                      key=lambda x: (x.bytes_per_call, x.codec))) for p in texts}
-    notes = (*_tick_notes(suite), *ranking_changes(rankings), *_delivery_notes(suite, transport))
+    notes = (*_tick_notes(suite), *ranking_changes(rankings), *_cpu_notes(rows), *_delivery_notes(suite, transport))
     return WireView(texts, chosen, transport, rows, rankings, tuple(notes))
 
 
@@ -135,7 +170,30 @@ def _row(r: CodecResult, w: Dict[str, Any], seconds: float) -> WireRow:
                    w["payload_p50"], w["payload_p99"], up["packets"] * per_s, down["packets"] * per_s,
                    up["wire_bytes"] * 8 / 1000 * per_s, down["wire_bytes"] * 8 / 1000 * per_s,
                    w["latency_mean_ms"], w["latency_p99_ms"], w["fragmented"], w["packet_ns"] / 1000 / calls,
-                   w["problem"])
+                   w["problem"], _median(policy_cpu(r, w, "encode")), _median(policy_cpu(r, w, "decode")),
+                   (w.get("cpu") or {}).get("error"))
+
+
+def _median(timing: Optional[Timing]) -> Optional[float]:
+    return timing.median_us if timing else None
+
+
+def front_axes(wire: WireView, suite: Suite) -> Optional[Axes]:
+    """The Pareto front's axes as sent under the decided policy: wire bytes per call (headers included), for codecs
+    whose packets gave their messages back, and CPU per call as sent (on whole packets where the run timed them,
+    else per message). None when the wire changes nothing (no wire figures, or one call per packet without
+    headers): the front then stands on the messages (:func:`reports.analysis.message_axes`)."""
+    if wire.chosen is None or (wire.chosen == PER_CALL and wire.transport == "none"):
+        return None
+    rows = [r for r in wire.rows if r.policy == wire.chosen and r.problem is None]
+    on_packets = {r.codec: r.encode_us + r.decode_us for r in rows
+                  if wire.chosen != PER_CALL and r.encode_us is not None and r.decode_us is not None}
+    per_message = message_axes(suite).cpu
+    cpu = {r.codec: on_packets.get(r.codec, per_message.get(r.codec)) for r in rows}
+    where = f"; on whole {wire.chosen} packets" if on_packets else ""
+    return Axes(f"wire bytes per call ({wire.chosen}, {wire.headers})", f"encode + decode µs per call (medians{where})",
+                MappingProxyType({r.codec: r.bytes_per_call for r in rows}),
+                MappingProxyType({c: v for c, v in cpu.items() if v is not None}))
 
 
 def ranking_changes(rankings: Mapping[str, Sequence[str]]) -> List[str]:
@@ -184,9 +242,9 @@ def closing_lines(wire: WireView, codecs: Sequence[str]) -> List[str]:
     second, wire bytes per call and kbit/s per player, then how the ranking changed."""
     if not wire.rows:
         return []
-    out = [f"on the wire ({wire.transport} headers; decided on {wire.chosen}):"]
+    out = [f"on the wire ({wire.headers}; decided on {wire.chosen}):"]
     for policy in wire.policies:
-        parts = [f"{r.codec} {r.bytes_per_call:.1f} B/call, {r.kbps_up + r.kbps_down:.2f} kbit/s"
+        parts = [f"{r.codec} {r.bytes_per_call:.1f} B/call, {r.kbps_up + r.kbps_down:.2f} kbit/s" + _cpu_text(r)
                  for c in codecs if (r := wire.row(c, policy))]
         first = next((r for c in codecs if (r := wire.row(c, policy))), None)
         if first is None:
@@ -195,6 +253,25 @@ def closing_lines(wire: WireView, codecs: Sequence[str]) -> List[str]:
                    f"+{first.latency_mean_ms:.1f} ms mean latency (p99 {first.latency_p99_ms:.1f}); "
                    + "; ".join(parts))
     return out + [f"  {note}" for note in wire.notes]
+
+
+def _cpu_text(r: WireRow) -> str:
+    """``, 3.91 + 1.76 µs/call``: the row's encode and decode CPU per call, when it has them."""
+    return f", {fmt_us(r.encode_us)} + {fmt_us(r.decode_us)} µs/call" if r.encode_us and r.decode_us else ""
+
+
+def _cpu_notes(rows: Sequence[WireRow]) -> List[str]:
+    """What the CPU figures of the rows are, and why a timed policy's packets have none."""
+    timed = sorted({r.policy for r in rows if r.policy != PER_CALL and r.encode_us})
+    failed = [f"{r.codec} under {r.policy}: {r.cpu_error}" for r in rows if r.cpu_error]
+    if not timed and not failed:
+        return []
+    lines = [f"CPU per call (encode + decode µs, median round): per message under {PER_CALL}; on whole packets "
+             f"under {', '.join(timed)} (the sample's tick windows: encode, frame with LEB128 lengths and compress "
+             "each packet whole; decompress, unframe and decode every message; a codec that does not compress pays "
+             "encode + framing); the capacity plan's server cores count the decided policy's (per message where its "
+             "packets were not timed)"] if timed else []
+    return lines + failed
 
 
 def tick_series(wire: WireView, codecs: Sequence[str]) -> Dict[str, List[Tuple[float, float]]]:

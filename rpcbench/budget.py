@@ -33,13 +33,14 @@ class Plan:
     processes: int
     warmup: int
 
-    def cost_s(self, per_call_ns: Iterable[Tuple[float, bool]], memory_calls: int) -> float:
-        """Predicted seconds for codecs with these per-call costs (encode+decode ns, has stages)."""
+    def cost_s(self, per_call_ns: Iterable[Tuple[float, int]], memory_calls: int) -> float:
+        """Predicted seconds for codecs with these per-call costs (encode+decode ns, replays of the sample per
+        timed round: 1, one more for the stages of a multi-stage codec, one more for packets of a batched --wire)."""
         total = 0.0
-        for ns, staged in per_call_ns:
+        for ns, passes in per_call_ns:
             replay = self.sample * ns / 1e9
             loops = max(1, math.ceil(self.min_time / max(replay / 2, 1e-9)))
-            rounds = self.repeat * loops * replay * (2 if staged else 1)
+            rounds = self.repeat * loops * replay * passes
             processes = max(1, self.processes)
             total += processes * (self.warmup * replay + rounds + PROCESS_OVERHEAD_S)
             total += replay + min(self.sample, memory_calls) * ns / 1e9 * 6  # tails, tracemalloc pass

@@ -22,6 +22,7 @@ from rpc_capture import Call, TraceWriter
 from . import budget, inference, worker
 from .budget import Plan
 from .codec import Codec
+from .packet_timing import PacketPlan
 from .config import RunConfig
 from .environment import environment, library_version
 from .executors import open_executor
@@ -30,7 +31,7 @@ from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
 from .size_pass import CodecTally, SizePass, TracePass, index_traces
-from .timing import TimingAnswer, TimingJob, run_jobs
+from .timing import PACKET_OPS, TimingAnswer, TimingJob, run_jobs
 from .training import Training, train_dictionaries, wanted
 
 log = logging.getLogger("rpcbench")
@@ -50,14 +51,16 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
     plan = Plan(config.sample, config.min_time, config.repeat, config.processes if worker.available() else 0,
                 config.warmup)
     if config.budget:
-        plan = _fit_budget(plan, size_pass, config.budget - (time.perf_counter() - started))
+        plan = _fit_budget(plan, size_pass, config.budget - (time.perf_counter() - started),
+                           any(p.batched for p in config.wire))
         size_pass.sample_size = plan.sample
     progress("timing sample", "drawing it from the trace")
     sample = [] if config.sizes_only else size_pass.sample()
+    packets = None if config.sizes_only else size_pass.packet_plan()
     timing_started = time.perf_counter()
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
     timed = [] if config.sizes_only else [c for c in codecs if c.name not in failed]
-    timings, interrupted = time_sample(config, plan, timed, sample, progress)
+    timings, interrupted = time_sample(config, plan, timed, sample, progress, packets)
     timings.update(failed)
     durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
     return Suite(
@@ -67,9 +70,10 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
         environment=environment(lib for c in codecs for lib in c.libraries()),
         settings={**_settings(config, plan, sample, size_pass, durations), **size_pass.settings()},
         trace=trace,
-        results=tuple(size_pass.row(_codec_result(t, timings.get(t.codec.name, {}), registry,
-                                                  _dictionary(t, registry, training, size_pass), trace["floor"],
-                                                  untimed(config)))
+        results=tuple(packet_cpu(size_pass.row(_codec_result(t, timings.get(t.codec.name, {}), registry,
+                                                             _dictionary(t, registry, training, size_pass),
+                                                             trace["floor"], untimed(config))),
+                                 timings.get(t.codec.name, {}))
                       for t in size_pass.tallies),
         partial="interrupted (Ctrl-C) during timing" if interrupted else None,
         traces=tuple(_per_trace(size_pass, trace, registry) for trace in size_pass.per_trace),
@@ -140,10 +144,12 @@ def _sample_method(config: RunConfig, sample: Sequence[Call], size_pass: SizePas
     return "stratified by method, seeded" if len(size_pass.traces) == 1 else "stratified by trace and method, seeded"
 
 
-def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
-    """Shrink the timing plan to the time left, from each codec's cost in the size pass."""
+def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float, packets: bool) -> Plan:
+    """Shrink the timing plan to the time left, from each codec's cost in the size pass (``packets``: the
+    rounds time the packets of a batched --wire policy too, about one replay more)."""
     calls = max(size_pass.measured, 1)  # the calls the codecs' cost was measured over
-    costs = [(t.ns / calls, len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) for t in size_pass.tallies]
+    costs = [(t.ns / calls, 1 + (len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) + packets)
+             for t in size_pass.tallies]
     fitted = budget.fit(plan, costs, seconds_left, MEMORY_CALLS)
     cut = budget.cuts(plan, fitted)
     if cut:  # never quietly: the user asked for one plan and gets another
@@ -155,17 +161,18 @@ def _fit_budget(plan: Plan, size_pass: SizePass, seconds_left: float) -> Plan:
 
 
 def time_sample(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List[Call],
-                progress: Progress) -> Tuple[TimingAnswers, bool]:
+                progress: Progress, packets: Optional[PacketPlan] = None) -> Tuple[TimingAnswers, bool]:
     """Timing answers per codec name (in fresh worker processes, or interleaved in this one),
-    and whether Ctrl-C cut the timing short."""
+    and whether Ctrl-C cut the timing short. ``packets``: the sample's windows under the batched
+    --wire policy, timed as whole packets in the same rounds."""
     if not codecs:
         return {}, False
     if plan.processes == 0:
-        return _time_here(config, plan, codecs, sample, progress)
+        return _time_here(config, plan, codecs, sample, progress, packets)
     job_plan = {"codecs": [c.name for c in codecs], "repeat": plan.repeat, "warmup": plan.warmup,
                 "min_time": plan.min_time, "processes": plan.processes, "gc": config.gc,
                 "stage_rounds": STAGE_ROUNDS, "tails": config.tails, "memory": config.memory,
-                "memory_calls": MEMORY_CALLS, "codec_timeout": config.codec_timeout}
+                "memory_calls": MEMORY_CALLS, "codec_timeout": config.codec_timeout, "packets": packets}
     with tempfile.TemporaryDirectory() as tmp:
         sample_path = os.path.join(tmp, "sample.rpct")
         with TraceWriter(sample_path) as w:
@@ -180,9 +187,9 @@ def time_sample(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List
 
 
 def _time_here(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List[Call],
-               progress: Progress) -> Tuple[TimingAnswers, bool]:
+               progress: Progress, packets: Optional[PacketPlan]) -> Tuple[TimingAnswers, bool]:
     """``--processes 0``: every codec timed in this process, interleaved round by round."""
-    jobs = [TimingJob(codec, sample, gc_enabled=config.gc) for codec in codecs]
+    jobs = [TimingJob(codec, sample, gc_enabled=config.gc, packets=packets) for codec in codecs]
     interrupted = run_jobs(jobs, plan.repeat, plan.warmup, plan.min_time, STAGE_ROUNDS, progress)
     out: TimingAnswers = {}
     for done, j in enumerate(jobs):
@@ -210,6 +217,27 @@ def _merge(into: TimingAnswer, answer: TimingAnswer) -> None:
         into.setdefault("latency", answer["latency"])
     if "memory" in answer:
         into.setdefault("memory", answer["memory"])
+    if "packets" in answer:  # the same windows in every process set
+        into.setdefault("packets", answer["packets"])
+
+
+def packet_cpu(result: CodecResult, timing: TimingAnswer) -> CodecResult:
+    """The codec's row with the CPU per call of whole packets (encode + frame + compress; decompress + unframe +
+    decode) under the timed batched policy, as ``cpu`` of that policy's wire row (``{"error": why}`` when its
+    packets could not be prepared; no ``cpu`` when the codec's timing did not run)."""
+    shape, rounds = timing.get("packets"), timing.get("rounds", {})
+    if not shape:
+        return result
+    if "error" in shape:
+        cpu: Dict[str, Any] = {"error": shape["error"]}
+    elif all(rounds.get(op) for op in PACKET_OPS):
+        cpu = {"calls": shape["calls"], "packets": shape["packets"],
+               **{op.split("_")[0]: {"rounds_ns": list(rounds[op]), "calls": shape["calls"], "loops": shape["loops"]}
+                  for op in PACKET_OPS}}
+    else:
+        return result
+    return dataclasses.replace(result, wire=tuple({**w, "cpu": cpu} if w["wire"] == shape["policy"] else w
+                                                  for w in result.wire))
 
 
 def untimed(config: RunConfig) -> str:

@@ -39,7 +39,7 @@ CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
     "encode_us", "encode_ci_low_us", "encode_ci_high_us", "decode_us", "decode_ci_low_us", "decode_ci_high_us",
     "ci_confidence", "declared_only", "state_bytes_per_conn", "ordered_delivery", "floor_ratio", "trace",
-    "wire", "packets", "payload_bytes", "wire_bytes", "fragmented",
+    "wire", "packets", "payload_bytes", "wire_bytes", "fragmented", "packet_encode_us", "packet_decode_us",
 )
 MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
@@ -257,6 +257,10 @@ class Suite:
                     out[kind].update(_derived(getattr(r, kind)))
                 for stage, timing in r.stages.get(kind, {}).items():
                     out["stages"][kind][stage].update(_derived(timing))
+                for w, row in zip(r.wire, out["wire"]):
+                    packet = wire_timing(w, kind)
+                    if packet:
+                        row["cpu"][kind].update(_derived(packet))
         return data
 
     def save(self, folder: str) -> None:
@@ -307,11 +311,21 @@ def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
 
 
 def csv_rows(r: CodecResult, trace: str = MERGED) -> List[List[Any]]:
-    """The codec's results.csv rows: one per --wire policy (the wire columns empty without wire figures)."""
+    """The codec's results.csv rows: one per --wire policy (the wire columns empty without wire figures; the
+    packets' CPU per call only on the batched policy that was timed)."""
     row = csv_row(r, trace)
     if not r.wire:
-        return [row + [""] * 5]
-    return [row + [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"]] for w in r.wire]
+        return [row + [""] * 7]
+    return [row + [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"],
+                   *(f"{t.median_us:.3f}" if (t := wire_timing(w, op)) else "" for op in ("encode", "decode"))]
+            for w in r.wire]
+
+
+def wire_timing(w: Dict[str, Any], op: str) -> Optional[Timing]:
+    """The CPU per call of ``op`` (encode or decode) on whole packets under one --wire policy's row (its
+    ``cpu``), or None: not the batched policy that was timed, not timed, or older results."""
+    t = (w.get("cpu") or {}).get(op)
+    return Timing(tuple(t["rounds_ns"]), t["calls"], t["loops"]) if t else None
 
 
 LATENCY_KEYS = ("n", "p50", "p90", "p99", "max")  #: the figures of each op/method latency entry
@@ -493,9 +507,16 @@ def _check_result(r: Any, where: str) -> None:
 
 
 def _check_wire(w: Any, where: str) -> None:
-    """One codec's figures under one --wire policy: both directions, counts finite and not negative."""
-    _fields(w, _WIRE_FIELDS, where)
+    """One codec's figures under one --wire policy: both directions, counts finite and not negative; the
+    packets' CPU (``cpu``, optional) timings as the codec's."""
+    _fields(w, _WIRE_FIELDS, where, {"cpu": dict})
     _finite(w, {k: t for k, t in _WIRE_FIELDS.items() if t in (int, _NUMBER)}, where)
+    if "cpu" in w:
+        _fields(w["cpu"], {}, f"{where}.cpu", {"error": str})
+        if "error" not in w["cpu"]:
+            _fields(w["cpu"], {"calls": int, "packets": int, "encode": dict, "decode": dict}, f"{where}.cpu")
+            for op in ("encode", "decode"):
+                _check_timing(w["cpu"][op], f"{where}.cpu.{op}")
     for direction in ("c2s", "s2c"):
         figures = w["by_direction"].get(direction)
         _fields(figures, _WIRE_DIRECTION_FIELDS, f"{where}.by_direction.{direction}")

@@ -37,6 +37,7 @@ from .fidelity import OTHER, Limit, compare, features_of
 from .floor import Floor, floor_figures
 from .registry import Registry
 from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
+from .packet_timing import PacketPlan, tick_windows
 from .wire import (DETECT_CALLS, TRANSPORTS, Batcher, Closed, TickGuess, WirePolicy, WireTally, detect_tick, resolve,
                    wire_figures)
 from rpc_capture.stats import TraceStats
@@ -709,6 +710,7 @@ class SizePass:
         self.floor: Optional[Dict[str, Any]] = None  #: the floor of every trace together (None: --no-floor)
         self.dask: Optional[Dict[str, Any]] = None  #: the cluster the pass ran on
         self.ticks: List[Dict[str, Any]] = []  #: per trace, the tick its timestamps show (batched --wire only)
+        self.policies: List[Tuple[WirePolicy, ...]] = []  #: per trace, its --wire policies resolved (tick:auto)
 
     def run(self, executor: Executor) -> None:
         """Run every task on ``executor`` and merge the summaries."""
@@ -734,7 +736,10 @@ class SizePass:
         return policies
 
     def _note_ticks(self) -> None:
-        """Record and tell the tick each trace's timestamps showed (batched --wire only)."""
+        """Record and tell the tick each trace's timestamps showed (batched --wire only), and each trace's
+        policies resolved by it, as its pieces resolved them."""
+        self.policies = [self.config.wire if t.tick is None else resolve(self.config.wire, t.tick)
+                         for t in self.traces]
         for trace in self.traces:
             if trace.tick is None:
                 continue
@@ -777,14 +782,45 @@ class SizePass:
     def sample(self) -> List[Call]:
         """The timing sample: ``sample_size`` calls stratified by trace and method (each stratum its
         share, the calls of smallest seeded priority), fetched from the traces, in trace order."""
+        calls: List[Call] = []
+        for i, indices in sorted(self._sample_indices().items()):
+            calls.extend(open_trace(self.traces[i].path, self.config.salvage).calls(indices))
+        return calls
+
+    def _sample_indices(self) -> Dict[int, Set[int]]:
+        """Per trace, the indices of its calls in the timing sample."""
         counts = {(i, m): n for i, t in enumerate(self.traces) for m, n in t.stats.methods.items()}
         wanted: Dict[int, Set[int]] = {}
         for (i, method), quota in proportional_quotas(counts, self.sample_size).items():
             wanted.setdefault(i, set()).update(index for _, index in self.traces[i].candidates[method][:quota])
-        calls: List[Call] = []
-        for i, indices in sorted(wanted.items()):
-            calls.extend(open_trace(self.traces[i].path, self.config.salvage).calls(indices))
-        return calls
+        return wanted
+
+    def packet_plan(self) -> Optional[PacketPlan]:
+        """What the timing of packets replays: under the run's first batched --wire policy (each trace's own
+        tick for tick:auto), the tick windows whose first call is in the timing sample, every measured call
+        of them, packed later per codec as the size pass packs them. Choosing windows by their first call
+        times each window as likely whatever its size (windows holding any sampled call would favour big
+        ones, cheaper per call). None without a batched policy. Reads each sampled trace once more."""
+        batched = next((p for p in self.config.wire if p.batched), None)
+        if batched is None:
+            return None
+        windows: List[Tuple[Call, ...]] = []
+        for i, wanted in sorted(self._sample_indices().items()):
+            policy = next((p for p in self.policies[i] if p.text == batched.text), None)
+            if policy is not None:  # None: no usable timestamps, the trace is sent per call only
+                windows.extend(tuple(calls) for first, calls in self._windows(i, policy) if first in wanted)
+        return PacketPlan(batched.text, batched.mtu, tuple(windows)) if windows else None
+
+    def _windows(self, trace: int, policy: WirePolicy) -> Iterator[Tuple[int, List[Call]]]:
+        """A trace's measured calls in the tick windows of ``policy``, as the size pass sends them (windows start
+        at the trace's first timestamp, held out or not): (index of the window's first call, its calls)."""
+        calls = enumerate(open_trace(self.traces[trace].path, self.config.salvage))
+        first = next(calls, None)
+        if first is None:
+            return iter(())
+        kept = ((index, call) for index, call in itertools.chain([first], calls)
+                if not self.plan.held_out(trace, index))
+        return tick_windows(kept, policy, first[1].t)
 
     def row(self, result: CodecResult, trace: Optional[TracePass] = None) -> CodecResult:
         """A codec's row (merged, or of one ``trace``) with what the pass adds: the trace of each problem's

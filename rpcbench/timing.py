@@ -12,6 +12,9 @@ or in a fresh worker process (:mod:`rpcbench.worker`). Results travel as plain J
   cost, grouped by method: the p99 a frame budget cares about.
 * Memory: a replay under ``tracemalloc`` (separate, as it slows everything down):
   peak bytes allocated while handling one call, and bytes and blocks the result keeps.
+* Packets: under a batched ``--wire`` policy, the sample's tick windows sent as whole packets
+  (:mod:`rpcbench.packet_timing`: encode + frame + compress each packet whole; decompress + unframe +
+  decode), timed in the same rounds with loops calibrated of their own, reported per call.
 """
 
 from __future__ import annotations
@@ -23,18 +26,22 @@ import sys
 import time
 import tracemalloc
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypedDict, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypedDict, TypeVar
 
 from rpc_capture import Call
 
 from .codec import Codec, stream_key
+from .packet_timing import PacketOps, PacketPlan
 from .progress import Progress, quiet
+
+PACKET_OPS = ("encode_packet", "decode_packet")  #: the rounds of the packets' timing (beside encode and decode)
 
 
 class TimingJob:
     """One codec's timing: inputs prepared once, then rounds, tails and memory on demand."""
 
-    def __init__(self, codec: Codec, sample: List[Call], gc_enabled: bool = False) -> None:
+    def __init__(self, codec: Codec, sample: List[Call], gc_enabled: bool = False,
+                 packets: Optional[PacketPlan] = None) -> None:
         self.codec = codec
         self.gc_enabled = gc_enabled
         self.calls, self.payloads = _encodable(codec, sample)
@@ -44,6 +51,22 @@ class TimingJob:
         self.stage_rounds: Dict[str, Dict[str, List[float]]] = {"encode": {}, "decode": {}}
         self._stage_inputs = {} if codec.per_connection or self.error else self._prepare_stages()
         self._warm_ns = 0.0
+        self.packets, self.packet_error = self._prepare_packets(packets)
+        self.packet_policy = packets.policy if packets else None
+        self.packet_loops = 1
+        self._warm_packet_ns = 0.0
+        if self.packets is not None:
+            self.rounds.update({op: [] for op in PACKET_OPS})
+
+    def _prepare_packets(self, plan: Optional[PacketPlan]) -> Tuple[Optional[PacketOps], Optional[str]]:
+        """The sample's packets under the batched policy (None without one), or why they cannot be timed."""
+        if plan is None or self.error:
+            return None, None
+        try:
+            ops = PacketOps(self.codec, plan)
+        except Exception as e:  # the per-message timing goes on; the packets' figures are missing, with the reason
+            return None, f"packets not timed: {type(e).__name__}: {e}"
+        return (ops, None) if ops.calls else (None, "packets not timed: no call of the sample's windows encodes")
 
     def _prepare_stages(self) -> Dict[str, list]:
         """Each stage's inputs, by running the pipelines once (only for codecs with >1 stage)."""
@@ -61,7 +84,8 @@ class TimingJob:
         return out
 
     def run_round(self, record: bool, stages: bool = True) -> None:
-        """Encode and decode (and, if ``stages``, their stages), ``loops`` replays each; kept if ``record``."""
+        """Encode and decode (and, if ``stages``, their stages), ``loops`` replays each, then the packets'
+        encode and decode (batched --wire policy); kept if ``record``."""
         per_call = self.loops * len(self.calls)
         if self.codec.per_connection:
             enc = _time_per_connection(self.codec, self.calls, self.loops, "encode", self.gc_enabled)
@@ -69,6 +93,7 @@ class TimingJob:
         else:
             enc = time_batch(self.codec.encode, self.calls, self.loops, self.gc_enabled)
             dec = time_batch(self.codec.decode, self.payloads, self.loops, self.gc_enabled)
+        self._packet_round(record)
         if not record:
             self._warm_ns = max(enc, dec) / self.loops
             return
@@ -78,9 +103,21 @@ class TimingJob:
             for name, func, inputs in chain:
                 self.stage_rounds[op][name].append(time_batch(func, inputs, self.loops, self.gc_enabled) / per_call)
 
+    def _packet_round(self, record: bool) -> None:
+        """The packets' encode and decode, ``packet_loops`` replays each, per call (kept if ``record``)."""
+        if self.packets is None:
+            return
+        times = [time_packets(self.packets, op, self.packet_loops, self.gc_enabled) for op in ("encode", "decode")]
+        if not record:
+            self._warm_packet_ns = max(times) / self.packet_loops
+            return
+        for op, ns in zip(PACKET_OPS, times):
+            self.rounds[op].append(ns / (self.packet_loops * self.packets.calls))
+
     def calibrate(self, min_time: float) -> None:
-        """Choose loops from the last warm-up round so that a timed round lasts ``min_time``."""
+        """Choose loops (the packets' apart) from the last warm-up round so that a timed batch lasts ``min_time``."""
         self.loops = max(1, math.ceil(min_time * 1e9 / max(self._warm_ns, 1.0)))
+        self.packet_loops = max(1, math.ceil(min_time * 1e9 / max(self._warm_packet_ns, 1.0)))
 
     def tails(self) -> Dict[str, Dict[str, Dict[str, float]]]:
         """Per-call time percentiles by method (and ``*`` for all), encode and decode, in ns."""
@@ -103,8 +140,14 @@ class TimingJob:
 
     def result(self) -> "TimingAnswer":
         """Plain-JSON result (what a worker process sends back): rounds so far, no tails or allocations."""
-        return {"calls": len(self.calls), "loops": self.loops, "rounds": self.rounds,
-                "stage_rounds": self.stage_rounds, "error": self.error}
+        answer: TimingAnswer = {"calls": len(self.calls), "loops": self.loops, "rounds": self.rounds,
+                                "stage_rounds": self.stage_rounds, "error": self.error}
+        if self.packets is not None:
+            answer["packets"] = {"policy": self.packets.policy, "calls": self.packets.calls,
+                                 "packets": self.packets.packets, "loops": self.packet_loops}
+        elif self.packet_error:
+            answer["packets"] = {"policy": self.packet_policy, "error": self.packet_error}
+        return answer
 
     def finish(self, tails: bool, memory: bool, memory_calls: int) -> "TimingAnswer":
         """The result with the per-call tails and the allocations passes (each unless switched off)."""
@@ -125,6 +168,8 @@ class TimingAnswer(TypedDict, total=False):
     latency: Dict[str, Dict[str, Dict[str, float]]]  #: op -> method -> percentile -> ns
     memory: Dict[str, Dict[str, float]]  #: op -> allocation figure
     error: Optional[str]  #: why timing stopped for this codec
+    #: the packets timed (rounds "encode_packet"/"decode_packet"): policy, calls, packets, loops; or {"error": why}
+    packets: Dict[str, Any]
 
 
 def _encodable(codec: Codec, sample: List[Call]) -> tuple:
@@ -168,6 +213,22 @@ def time_batch(func: Callable[[Any], Any], items: List[Any], loops: int, gc_enab
             for item in items:
                 func(item)
         return timer() - t0
+
+
+def time_packets(ops: PacketOps, op: str, loops: int, gc_enabled: bool = False) -> int:
+    """ns for ``loops`` replays of the packets' ``op`` (encode: whole windows; decode: each packet), fresh
+    per-stream state each replay, made before its timer starts (as :func:`_time_per_connection`)."""
+    timer = time.perf_counter_ns
+    items, step = ops.items(op), ops.step(op)
+    total = 0
+    with _gc_paused(gc_enabled):
+        for _ in range(loops):
+            sessions = ops.sessions()
+            t0 = timer()
+            for key, item in items:
+                step(sessions[key], item)
+            total += timer() - t0
+    return total
 
 
 def _time_per_connection(codec: Codec, items: List[Any], loops: int, op: str, gc_enabled: bool) -> int:

@@ -129,6 +129,25 @@ def framed(messages: Iterable[bytes]) -> List[bytes]:
     return [(_SHORT[len(m)] if len(m) < 0x80 else leb128(len(m))) + m for m in messages]
 
 
+def unframe(payload: bytes) -> List[bytes]:
+    """The messages of a LEB128-framed payload (ValueError if it is not one)."""
+    out, at = [], 0
+    while at < len(payload):
+        n = shift = 0
+        while True:
+            byte = payload[at]
+            at += 1
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if at + n > len(payload):
+            raise ValueError("a length prefix runs past the payload")
+        out.append(payload[at:at + n])
+        at += n
+    return out
+
+
 def packets(sizes: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, int]]:
     """Framed messages (their sizes) packed in order into packets of at most ``mtu`` payload bytes:
     (first, past the last, packets it takes); a message over the MTU goes alone, fragmented into

@@ -240,7 +240,8 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
             if _interrupted:
                 break
             step("timing: warm-up", generation * n + i, plan["processes"] * n, name)
-            child = Child(name, functools.partial(TimingJob, codecs[name], sample, gc_enabled=plan["gc"]), plan)
+            child = Child(name, functools.partial(TimingJob, codecs[name], sample, gc_enabled=plan["gc"],
+                                                  packets=plan.get("packets")), plan)
             reply = child.ask("warmup")
             if "error" in reply:
                 answers[name] = reply

@@ -358,7 +358,9 @@ def test_every_verdict_figure_is_recomputed_from_the_tables_beside_it(suite: Sui
     rows = {r.codec: r.figures for r in (*d.capacity_rows, *d.other_rows)}
     mine, theirs, f = rows[pick.codec], rows[base.codec], d.figures[pick.codec]
     assert f.encode and f.decode and f.bytes_ratio
-    text = d.verdict.sentence
+    # a run too noisy to rank the leaders says so first (which varies with the machine's load), then the same figures
+    tie, _, text = d.verdict.sentence.rpartition("Lowest point estimate: ")
+    assert bool(tie) == bool(d.verdict.tied) and all(f"{c} $" in tie for c in d.verdict.tied)
     assert text.startswith(f"{pick.codec}: {fmt_ratio(f.bytes_ratio)} the bytes of {base.codec} at "
                            f"{fmt_ratio(f.encode.ratio or 0)} its encode CPU ({fmt_ratio(f.decode.ratio or 0)} decode)")
     saved = re.search(r"(saves|costs) ([\d,.]+) GB/month of egress \(\$([\d,]+)/month\), (saves|costs) "

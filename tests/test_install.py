@@ -97,6 +97,10 @@ def test_installed_command_takes_a_trace_from_any_folder(installed: Path, tmp_pa
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "report.md").is_file()
+    bad = run(installed / "rpcbench", "report", "nowhere", cwd=tmp_path)  # errors name the command the user typed
+    assert bad.returncode == 2 and bad.stderr.startswith("rpcbench: error: nowhere: cannot read results"), bad.stderr
+    usage = run(installed / "rpcbench", "trace", "--help", cwd=tmp_path)
+    assert usage.stdout.startswith("usage: rpcbench trace ")
 
 
 def test_plugin_package_is_listed_with_its_distribution(installed: Path, tmp_path: Path) -> None:

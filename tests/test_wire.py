@@ -21,7 +21,8 @@ from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry
 from rpcbench.simulate import simulate_profile
 from rpcbench.size_pass import CodecTally, check_call, send_rest
-from rpcbench.wire import Batcher, WirePolicy, WireTally, detect_tick, framed, leb128, packets, parse_policies
+from rpcbench.wire import (Batcher, WirePolicy, WireTally, detect_tick, framed, leb128, packets, parse_policies,
+                           unframe)
 
 REPO = Path(__file__).resolve().parent.parent
 CODECS = {"json": (ref.encode_json, False), "msgpack": (ref.encode_msgpack, False),
@@ -39,7 +40,7 @@ def run_bench(*args):
 def test_framed_messages_unframe_to_themselves(messages):
     """The size pass checks a packet by comparing its decompressed bytes with the framed payload: that proves
     the messages come back only if framing is undone exactly, which an independent unframing shows here."""
-    assert ref.unframe(b"".join(framed(messages))) == messages
+    assert ref.unframe(b"".join(framed(messages))) == messages == unframe(b"".join(framed(messages)))
     assert all(ref.leb128(n) == leb128(n) for n in (len(m) for m in messages))
 
 
@@ -193,9 +194,13 @@ def test_the_run_compares_policies_and_decides_on_the_wire(tmp_path):
     assert "json+zlib-1: 0.69x the wire bytes of json (tick:50+mtu:1200, udp)" in " ".join(text.split())
     assert "1.3 up + 17.7 down packets/s per player" in text and "1.3 up + 6.4 down packets/s" in text
     assert "ranking by wire bytes per call under tick:50+mtu:1200 (vs per-call)" in text
+    same = run_bench("report", out)  # the run's own --transport udp and --goal bandwidth, not the defaults
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.splitlines()[:-1] == text.splitlines()[:-1]  # all but the closing report: line
     again = run_bench("report", out, "--transport", "tcp", "--decide-wire", "per-call")
     assert again.returncode == 0, again.stderr
-    assert "decided on per-call" in again.stdout
+    assert "decided on per-call" in again.stdout and "(tcp headers; decided on per-call)" in again.stdout
+    assert "verdict (bandwidth" in again.stdout  # what was not given again is still the run's
 
 
 @pytest.mark.parametrize("args, message", [
@@ -231,3 +236,39 @@ def test_a_trace_without_timestamps_gets_a_note_and_per_call_only(tmp_path):
     assert "per-call only" in done.stderr + done.stdout
     rows = list(csv.DictReader(open(out / "results.csv", encoding="utf-8")))
     assert [r["wire"] for r in rows] == ["per-call"]
+
+
+def test_the_pareto_front_stands_on_the_wire_figures_of_the_decided_policy(tmp_path):
+    from rpcbench.reports import ReportOptions, decide
+    from rpcbench.reports.analysis import cpu_us
+    from rpcbench.reports.markdown import render_markdown
+    from rpcbench.results import load
+
+    done = run_bench("--codecs", "json,msgpack,json+zlib-1,json+zstddict-3,msgpack+zstd-3", "--wire",
+                     "per-call,tick:50+mtu:1200", "--transport", "udp", "--repeat", "3", "--sample", "500",
+                     "--no-report", "--out", tmp_path / "out", "--quiet")
+    assert done.returncode == 0, done.stderr
+    suite = load(str(tmp_path / "out"))
+    fronts = {}
+    for policy, transport in (("tick:50+mtu:1200", "udp"), ("per-call", "udp"), ("per-call", "none")):
+        d = decide(suite, ReportOptions(transport=transport, wire=policy))
+        axes = d.front_axes
+        if (policy, transport) == ("per-call", "none"):  # nothing on the wire but the messages
+            assert axes.bytes_label == "bytes per call (mean)"
+            assert dict(axes.bytes) == {r.codec: r.sizes.mean for r in suite.results}
+        else:
+            assert axes.bytes_label == f"wire bytes per call ({policy}, udp headers)"
+            assert dict(axes.bytes) == {r.codec: r.bytes_per_call for r in d.wire.rows if r.policy == policy}
+        if policy == "per-call":  # CPU per message
+            assert dict(axes.cpu) == {r.codec: cpu_us(r) for r in suite.results}
+        else:  # CPU on whole packets, as timed under the batched policy
+            rows = [r for r in d.wire.rows if r.policy == policy]
+            assert "on whole tick:50+mtu:1200 packets" in axes.cpu_label
+            assert dict(axes.cpu) == {r.codec: r.encode_us + r.decode_us for r in rows}
+        points = {c: (axes.bytes[c], axes.cpu[c]) for c in axes.bytes}
+        for codec, (size, cpu) in points.items():  # on the front exactly when nothing is smaller and cheaper
+            beaten = any(s <= size and c <= cpu and (s, c) != (size, cpu) for s, c in points.values())
+            assert (codec in d.front) == (not beaten), (policy, codec)
+        fronts[policy, transport] = d.front
+        assert f"smallest first: {', '.join(d.front)}; on {axes.text}." in render_markdown(d)
+    assert fronts["per-call", "udp"] == fronts["per-call", "none"]  # the same headers on every call move nothing
