@@ -303,8 +303,8 @@ class WireTally:
         """Bytes of one packet's payload (``frames``: its framed messages) compressed whole, checked.
 
         The check: the packet decompresses to exactly the payload that went in. The payload is the messages,
-        each behind its LEB128 length, and that framing is undone exactly (tests/test_wire.py checks an
-        independent unframing against it), so equal bytes give back every message of the packet, in order:
+        each behind its LEB128 length, and that framing is undone exactly (:func:`unframe`; tests/test_wire.py
+        checks it on random messages), so equal bytes give back every message of the packet, in order:
         the same proof as unframing the decompressed bytes and comparing the messages, for less work.
         """
         session = self.compressor

@@ -43,27 +43,6 @@ def leb128(n: int) -> bytes:
             return bytes(out)
 
 
-def unframe(payload: bytes) -> List[bytes]:
-    """The messages of a payload of LEB128-length-prefixed messages (ValueError if it is not one)."""
-    out: List[bytes] = []
-    at = 0
-    while at < len(payload):
-        n, shift = 0, 0
-        while True:
-            if at >= len(payload):
-                raise ValueError("the payload ends inside a length prefix")
-            n |= (payload[at] & 0x7F) << shift
-            shift += 7
-            at += 1
-            if payload[at - 1] < 0x80:
-                break
-        if at + n > len(payload):
-            raise ValueError("a message runs past the payload")
-        out.append(payload[at:at + n])
-        at += n
-    return out
-
-
 def packets(calls: Iterable[RefCall], encode: Callable[[str, Any], bytes], tick_ms: Optional[float],
             mtu: Optional[int] = None, compress: bool = False) -> Tuple[int, int, int]:
     """(packets, payload bytes, fragmented packets) of the calls under one policy (``tick_ms`` None: per call)."""
