@@ -46,7 +46,7 @@ def tick_windows(calls: Iterable[Tuple[int, Call]], policy: WirePolicy,
             pending[key] = (index, [call])
         else:
             found[1].append(call)
-    for key, _, _ in batcher.rest():
+    for key, *_ in batcher.rest():
         yield pending.pop(key)
 
 

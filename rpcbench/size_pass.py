@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar, cast
 
 from rpc_capture import C2S, Call, TraceReader, damage_note, open_trace
 
@@ -38,7 +38,8 @@ from .floor import Floor, floor_figures
 from .registry import Registry
 from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
 from .packet_timing import PacketPlan, tick_windows
-from .wire import TRANSPORTS, Batcher, Closed, WirePolicy, WireTally, detect_tick, resolve, wire_figures
+from .wire import (DETECT_CALLS, TRANSPORTS, Batcher, Closed, TickGuess, WirePolicy, WireTally, detect_tick, resolve,
+                   wire_figures)
 from rpc_capture.stats import TraceStats
 
 log = logging.getLogger("rpcbench")
@@ -114,7 +115,9 @@ class CodecTally:
         self.codec = codec
         compressor = codec.compressor if isinstance(codec, Compressed) else None
         self.wire = {p.text: WireTally(p, compressor) for p in wire}  #: policy -> its packets (--wire)
-        self._wires = [(text, w, w.policy.batched) for text, w in self.wire.items()]
+        self._per_call = [w for w in self.wire.values() if not w.policy.batched]
+        self._compresses = compressor is not None
+        self.message: Optional[bytes] = None  #: what the last call puts in its batches (batched --wire)
         self.declared = frozenset(codec.changes)
         self.sizes: Counter = Counter()
         self.by_method: Dict[str, List[int]] = {}
@@ -145,7 +148,7 @@ class CodecTally:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
         self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
         self.failures = self.mismatches = 0
-        self.wire, self._wires = {}, []
+        self.wire, self._per_call, self.message = {}, [], None
         self.error = reason
 
     def export(self) -> Dict[str, Any]:
@@ -202,14 +205,12 @@ class CodecTally:
                 self.problems[key] = list(group)
         return new
 
-    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None,
-              closed: Optional[Dict[str, Closed]] = None) -> None:
+    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
         """Encode, measure, decode and compare one call.
 
         ``shared`` (one dict per call, passed to every tally) lets codecs built on the same
         stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
-        the call once; each compressor then only has to give the inner bytes back exactly. ``closed``: per
-        batched --wire policy, the batch this call closes (:class:`rpcbench.wire.Batcher`), sent first.
+        the call once; each compressor then only has to give the inner bytes back exactly.
         """
         codec = self._session(stream_key(call)) if self.codec.per_connection else self.codec
         stateful_inner = codec.inner.per_connection if isinstance(codec, Compressed) else codec.per_connection
@@ -237,22 +238,16 @@ class CodecTally:
             tally[1] += n
             self._count_traffic(call, n)
         if self.wire:
-            self._wire(call, outcome.data, base.data, closed or {})
+            self._wire(call, outcome.data, base.data)
 
-    def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes], closed: Dict[str, Closed]) -> None:
-        """The call into each --wire policy's packets: alone, or into its batch (compressed whole, a batch
-        takes the inner codec's bytes), after sending the batch it closes."""
-        key = (call.conn, call.dir)
-        for text, wire, batched in self._wires:
-            if not batched:
-                if data is not None:
-                    wire.add(call, data)
-                continue
-            if closed:
-                batch = closed.get(text)
-                if batch is not None:
-                    wire.send(batch)
-            wire.put(key, None if data is None else data if wire.compressor is None else inner)
+    def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes]) -> None:
+        """The call into each --wire policy's packets: alone under per-call; under a batched policy, its
+        :attr:`message` waits in its batch (:func:`check_call`): the inner codec's bytes when the codec
+        compresses (a packet is compressed whole), None when it failed to encode."""
+        self.message = data if data is None or not self._compresses else inner
+        if data is not None:
+            for wire in self._per_call:
+                wire.add(call, data)
 
     def _count_traffic(self, call: Call, n: int) -> None:
         """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""
@@ -321,7 +316,6 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
     """
     if beat is not None:
         beat[0] = index
-    closed = {text: found for text, b in batchers.items() if (found := b.step(call))} if batchers else None
     shared: Dict[str, Outcome] = {}
     for position, tally in enumerate(tallies):
         if tally.error:
@@ -329,21 +323,51 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
         if beat is not None:
             beat[1] = position
         try:
-            tally.check(index, call, shared, closed)
+            tally.check(index, call, shared)
         except (Exception, SystemExit) as e:
             tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+    if batchers:  # the call's messages (one per codec) join its batches; a batch it closes is sent
+        row = [tally.message for tally in tallies]
+        for text, batcher in batchers.items():
+            closed = batcher.step(call, row)
+            if closed is not None:
+                _send(tallies, text, closed, beat, f"at call {index}")
 
 
-def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher]) -> None:
-    """At the end of the calls: send every batch still open, and give each tally its policy's added latency."""
+def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where: str) -> None:
+    """A closed batch to each live tally's policy ``text``, each tally taking its own messages from the batch's
+    rows; a codec that raises is stopped (``where``: the call the pass is at)."""
+    key = batch[0]
+    for position, (tally, column) in enumerate(zip(tallies, zip(*batch[3]))):  # column: the codec's messages
+        wire = tally.wire.get(text)  # none once the codec failed
+        if wire is None:
+            continue
+        if beat is not None:
+            beat[1] = position
+        try:
+            wire.send(key, [m for m in column if m is not None] if None in column else
+                      cast(Tuple[bytes, ...], column))
+        except (Exception, SystemExit) as e:
+            tally.fail(f"size pass stopped {where}: {_error_text(e)}")
+
+
+def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher], beat: Any = None) -> None:
+    """At the end of the calls: send every batch still open and the batches held, and give each tally its
+    policy's added latency."""
     for text, batcher in batchers.items():
-        rest = batcher.rest()
-        for tally in tallies:
+        for batch in batcher.rest():
+            _send(tallies, text, batch, beat, "at the end of the calls")
+        for position, tally in enumerate(tallies):
             wire = tally.wire.get(text)
-            if wire is None or tally.error:
+            if wire is None:
                 continue
-            for batch in rest:
-                wire.send(batch)
+            if beat is not None:
+                beat[1] = position
+            try:
+                wire.flush()
+            except (Exception, SystemExit) as e:
+                tally.fail(f"size pass stopped at the end of the calls: {_error_text(e)}")
+                continue
             wire.latency = Counter(batcher.latency)
 
 
@@ -434,7 +458,7 @@ class Piece:
     first_call: int = 0  #: index of the piece's first call in its trace
     count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
-    wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies, resolved for this trace (tick:auto)
+    wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies (resolved by the piece for its trace)
 
     @property
     def live(self) -> Tuple[str, ...]:
@@ -444,19 +468,19 @@ class Piece:
 
 
 def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int,
-                wire: Sequence[Tuple[WirePolicy, ...]] = ()) -> List[Piece]:
+                wire: Tuple[WirePolicy, ...] = ()) -> List[Piece]:
     """The tasks of a run: a trace split in chunks goes through its stateless codecs chunk by chunk and
     whole through its codecs with per-connection state (a chunk would cut their streams); a trace not
     split goes whole through all. With fewer such parts than ``slots``, the codecs are shared among
     tasks as well, so every slot has work. Whole traces first: they take longest.
 
-    ``wire``: each trace's policies; a trace with a batched one goes whole through every codec (a
+    ``wire``: the run's policies; with a batched one, every trace goes whole through every codec (a
     connection's tick window may straddle any chunk boundary)."""
-    policies = list(wire) or [()] * len(traces)
-    traces = [dataclasses.replace(t, cuts=()) if any(p.batched for p in w) else t for t, w in zip(traces, policies)]
+    if any(p.batched for p in wire):
+        traces = [dataclasses.replace(t, cuts=()) for t in traces]
     parts = sum(max(1, len(t.cuts)) for t in traces)
     groups = -(-slots // parts)
-    pieces = [dataclasses.replace(p, wire=w) for number, (t, w) in enumerate(zip(traces, policies))
+    pieces = [dataclasses.replace(p, wire=wire) for number, t in enumerate(traces)
               for p in _trace_pieces(number, t, codecs, groups)]
     return sorted(pieces, key=lambda p: p.start is not None)
 
@@ -543,18 +567,19 @@ class PieceTask:
 
 def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = None) -> Dict[str, Any]:
     """One piece's calls through its live codecs: a summary that :class:`SizePass` merges."""
+    reader = open_trace(piece.path, config.salvage)
+    if piece.start is not None and isinstance(reader, TraceReader):
+        reader.seek(piece.start, piece.first_call)
+    calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
+    wire, tick, calls = _wire_of(piece, calls)
     registry = _registry(config)
     tallies = []
     for position, name in enumerate(piece.live):
         if beat is not None:
             beat[1] = position
-        tallies.append(CodecTally(registry.create(name), piece.wire))
-    reader = open_trace(piece.path, config.salvage)
-    if piece.start is not None and isinstance(reader, TraceReader):
-        reader.seek(piece.start, piece.first_call)
+        tallies.append(CodecTally(registry.create(name), wire))
     stats, candidates, measured = TraceStats(), _Candidates(plan.timing_calls), 0
-    calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
-    batchers = {p.text: Batcher(p) for p in piece.wire if p.batched}
+    batchers = {p.text: Batcher(p) for p in wire if p.batched}
     for index, call in enumerate(calls, piece.first_call):
         if index == 0:  # windows start at the trace's first timestamp, held out or not
             for batcher in batchers.values():
@@ -568,7 +593,7 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             continue
         measured += 1
         check_call(tallies, index, call, beat, batchers)
-    send_rest(tallies, batchers)
+    send_rest(tallies, batchers, beat)
     for position, tally in enumerate(tallies):
         if beat is not None:
             beat[1] = position
@@ -577,9 +602,21 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     states = {t.codec.name: t.export() for t in tallies}
     failed = dict(piece.failed)
     return {"piece": piece, "tallies": [states.get(name) or {"error": failed[name]} for name in piece.codecs],
-            "measured": measured, "stats": stats if piece.count else None,
+            "measured": measured, "stats": stats if piece.count else None, "tick": tick,
             "candidates": candidates.export() if piece.count else None,
             "reader": _reader_info(reader) if piece.stop is None else None}
+
+
+def _wire_of(piece: Piece, calls: Iterator[Call]) -> Tuple[Tuple[WirePolicy, ...], Optional[TickGuess],
+                                                          Iterator[Call]]:
+    """The piece's --wire policies for its trace, the tick read from the trace (None without a batched policy)
+    and its calls: a batched policy's piece holds a whole trace, whose first calls show its tick
+    (:func:`rpcbench.wire.detect_tick`); they are read once, kept, and measured like the rest."""
+    if not any(p.batched for p in piece.wire):
+        return piece.wire, None, calls
+    head = list(itertools.islice(calls, DETECT_CALLS))
+    guess = detect_tick(head)
+    return resolve(piece.wire, guess), guess, itertools.chain(head, calls)
 
 
 @dataclass(frozen=True)
@@ -625,6 +662,7 @@ class TracePass:
     candidates: Dict[str, List[Tuple[float, int]]] = field(default_factory=dict)
     reader: Dict[str, Any] = field(default_factory=dict)
     floor: Optional[Dict[str, Any]] = None  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
+    tick: Optional[TickGuess] = None  #: the tick its timestamps show (batched --wire only)
 
     def absorb(self, summary: Dict[str, Any]) -> None:
         """Add one piece's summary (pieces of a trace arrive here in call order)."""
@@ -638,6 +676,7 @@ class TracePass:
             for method, ranked in summary["candidates"].items():
                 self.candidates[method] = heapq.nsmallest(self.keep, [*self.candidates.get(method, []), *ranked])
         self.reader.update(summary["reader"] or {})
+        self.tick = self.tick or summary["tick"]
 
     def entry(self) -> Dict[str, Any]:
         """What results.json records of this trace."""
@@ -675,8 +714,7 @@ class SizePass:
 
     def run(self, executor: Executor) -> None:
         """Run every task on ``executor`` and merge the summaries."""
-        self.policies = self._wire()
-        pieces = plan_pieces(self.index, self.codecs, executor.slots, self.policies)
+        pieces = plan_pieces(self.index, self.codecs, executor.slots, self._wire())
         floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
                               for i, t in enumerate(self.index)] if self.config.floor else []
         answers = executor.run_all([*floors, *(PieceTask(self.config, p, self.plan) for p in pieces)],
@@ -686,31 +724,32 @@ class SizePass:
             trace.floor = totals
         for summary in sorted(answers[len(floors):], key=lambda s: (s["piece"].trace, s["piece"].first_call)):
             self.traces[summary["piece"].trace].absorb(summary)
+        self._note_ticks()
         self._merge_traces()
         self.floor = floor_figures([t.floor for t in self.traces])
 
-    def _wire(self) -> List[Tuple[WirePolicy, ...]]:
-        """Each trace's --wire policies: with a batched one, its tick read from the trace (tick:auto) and
-        whether its timestamps are already the flush; a trace without usable timestamps gets per-call only."""
+    def _wire(self) -> Tuple[WirePolicy, ...]:
+        """The run's --wire policies (each piece reads its trace's tick itself: :func:`_wire_of`)."""
         policies = self.config.wire
-        if not any(p.batched for p in policies):
-            return [policies] * len(self.index)
-        if self.sampled:
+        if any(p.batched for p in policies) and self.sampled:
             raise BenchError("--wire: batching by tick needs every call of a connection: not with --sample-calls")
-        out = []
-        for trace in self.index:
-            guess = detect_tick(open_trace(trace.path, self.config.salvage))
-            self.ticks.append({"path": trace.path, **dataclasses.asdict(guess)})
-            if guess.tick_ms is None:
+        return policies
+
+    def _note_ticks(self) -> None:
+        """Record and tell the tick each trace's timestamps showed (batched --wire only), and each trace's
+        policies resolved by it, as its pieces resolved them."""
+        self.policies = [self.config.wire if t.tick is None else resolve(self.config.wire, t.tick)
+                         for t in self.traces]
+        for trace in self.traces:
+            if trace.tick is None:
+                continue
+            self.ticks.append({"path": trace.path, **dataclasses.asdict(trace.tick)})
+            if trace.tick.tick_ms is None:
                 log.warning("%s: too few server-to-client calls with distinct timestamps to batch by tick: "
                             "per-call only", trace.path)
-                out.append(tuple(p for p in policies if not p.batched))
-                continue
-            if any(p.auto for p in policies):
+            elif any(p.auto for p in self.config.wire):
                 log.info("%s: server tick %.2f ms (%.1f Hz), phase coherence %.3f over %d flushes", trace.path,
-                         guess.tick_ms, 1000 / guess.tick_ms, guess.confidence, guess.gaps)
-            out.append(resolve(policies, guess))
-        return out
+                         trace.tick.tick_ms, 1000 / trace.tick.tick_ms, trace.tick.confidence, trace.tick.gaps)
 
     def _merge_traces(self) -> None:
         for number, trace in enumerate(self.traces):

@@ -7,6 +7,7 @@ import csv
 import json
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,11 @@ import wire_reference as ref
 from rpc_capture import C2S, S2C, Call, TraceWriter, open_trace
 from rpcbench.config import RunConfig
 from rpcbench.pipeline import run_benchmark
+from rpcbench.registry import Registry
 from rpcbench.simulate import simulate_profile
-from rpcbench.wire import Batcher, WirePolicy, WireTally, detect_tick, leb128, packets, parse_policies, unframe
+from rpcbench.size_pass import CodecTally, check_call, send_rest
+from rpcbench.wire import (Batcher, WirePolicy, WireTally, detect_tick, framed, leb128, packets, parse_policies,
+                           unframe)
 
 REPO = Path(__file__).resolve().parent.parent
 CODECS = {"json": (ref.encode_json, False), "msgpack": (ref.encode_msgpack, False),
@@ -34,7 +38,9 @@ def run_bench(*args):
 
 @given(st.lists(st.binary(max_size=400), max_size=20))
 def test_framed_messages_unframe_to_themselves(messages):
-    assert unframe(b"".join(leb128(len(m)) + m for m in messages)) == messages
+    """The size pass checks a packet by comparing its decompressed bytes with the framed payload: that proves
+    the messages come back because framing is undone exactly, as this shows."""
+    assert unframe(b"".join(framed(messages))) == messages
     assert all(ref.leb128(n) == leb128(n) for n in (len(m) for m in messages))
 
 
@@ -95,8 +101,9 @@ def test_a_trace_quantized_at_the_flush_is_not_charged_a_second_tick():
     charged = Batcher(WirePolicy("tick:50", 50.0))
     quantized = Batcher(WirePolicy("tick:50", 50.0, quantized=(S2C,)))
     for batcher in (charged, quantized):
-        closed = [found for call in calls if (found := batcher.step(call))] + batcher.rest()
-        assert [len(times) for _, _, times in closed] == [1] * 20
+        closed = [found for call in calls if (found := batcher.step(call, [call.args])) is not None] + batcher.rest()
+        assert [len(times) for _, _, times, _ in closed] == [1] * 20
+        assert [rows for *_, rows in closed] == [[[[i]]] for i in range(20)]  # each call's row, in its batch
     assert dict(charged.latency) == {500: 20}  # 50 ms in 0.1 ms units: each call waits for its window's end
     assert dict(quantized.latency) == {0: 20}
 
@@ -104,13 +111,61 @@ def test_a_trace_quantized_at_the_flush_is_not_charged_a_second_tick():
 def test_a_tally_sends_the_batches_it_is_given():
     tally = WireTally(WirePolicy("tick:50+mtu:100", 50.0, 100))
     key = (1, S2C)
-    for size in (30, 40, 250, 10):
-        tally.put(key, b"x" * size)
-    tally.put(key, None)  # failed to encode: nothing sent
-    tally.send((key, 0, [0] * 5))
+    tally.send(key, [b"x" * size for size in (30, 40, 250, 10)])
     assert tally.directions[S2C][:4] == [4, 1 + 3 + 1, 31 + 41 + 252 + 11, 3]  # calls, packets, payload, fragments
     calls = [("m", size, 0, S2C, 1) for size in (30, 40, 250, 10)]
     assert ref.packets(calls, lambda method, size: b"x" * size, 50, 100) == (5, 335, 3)
+
+
+class ZlibForTest:
+    """zlib on each packet; ``lossy`` drops the payload's last byte on the way back."""
+
+    per_connection = False
+
+    def __init__(self, lossy=False):
+        self.lossy = lossy
+
+    def compress(self, data):
+        return zlib.compress(data, 1)
+
+    def decompress(self, data):
+        out = zlib.decompress(data)
+        return out[:-1] if self.lossy else out
+
+
+def test_a_batch_whose_calls_all_failed_sends_nothing():
+    for compressor in (None, ZlibForTest()):
+        tally = WireTally(WirePolicy("tick:50", 50.0), compressor)
+        tally.send((1, S2C), [])
+        tally.flush()
+        assert tally.directions == {} and not tally.payloads
+
+
+def test_calls_that_failed_to_encode_are_left_out_of_their_batch():
+    policy = WirePolicy("tick:50", 50.0)
+    registry = Registry.default([])
+    tallies = [CodecTally(registry.create(codec), (policy,)) for codec in ("bson", "msgpack+zlib-1")]
+    batchers = {policy.text: Batcher(policy)}
+    odd = {b"raw": 1}  # bson has no bytes keys
+    calls = [Call("odd", odd, 0, S2C, 1), Call("plain", {"i": 1}, 1000, S2C, 1),  # a window: one fails in bson
+             Call("odd", odd, 100_000_000, S2C, 1)]  # a window of a failure alone: no packet for bson
+    for index, call in enumerate(calls):
+        check_call(tallies, index, call, batchers=batchers)
+    send_rest(tallies, batchers)
+    bson, packed = (tally.wire[policy.text].directions[S2C] for tally in tallies)
+    assert tallies[0].failures == 2 and bson[:3] == [1, 1, 1 + len(registry.create("bson").encode(calls[1]))]
+    assert packed[:2] == [3, 2]  # calls, packets
+
+
+@pytest.mark.parametrize("lossy", [False, True])
+def test_a_packet_that_does_not_decompress_to_its_payload_is_a_problem(lossy):
+    tally = WireTally(WirePolicy("tick:50", 50.0), ZlibForTest(lossy))
+    tally.send((1, C2S), [b"a" * 30, b"b" * 200])
+    assert C2S not in tally.directions  # held until flushed with others
+    tally.flush()
+    payload = ref.leb128(30) + b"a" * 30 + ref.leb128(200) + b"b" * 200
+    assert tally.directions[C2S][:3] == [2, 1, len(zlib.compress(payload, 1))]
+    assert (tally.problem is not None) == lossy
 
 
 def test_stream_compressors_flush_once_per_packet(tmp_path):
