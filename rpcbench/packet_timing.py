@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from rpc_capture import Call
 
 from .codec import Codec, Compressed, Received
-from .wire import Batcher, WirePolicy, leb128, packets, unframe
+from .wire import Batcher, WirePolicy, framed, leb128, packets, unframe
 
 Key = Tuple[Any, str]  #: a connection and direction: one stream of packets
 Parts = Tuple[Callable[[Call], bytes], Optional[Callable[[bytes], bytes]], Optional[Callable[[bytes], bytes]],
@@ -106,7 +106,7 @@ class PacketOps:
     def encode_window(self, steps: Parts, calls: List[Call]) -> List[bytes]:
         """A window's packets as sent: its messages framed, packed in order, each payload compressed whole."""
         encode, compress = steps[0], steps[1]
-        frames = [leb128(len(m)) + m for m in [encode(call) for call in calls]]
+        frames = framed([encode(call) for call in calls])
         sizes = [len(frame) for frame in frames]
         if self.mtu is None or sum(sizes) <= self.mtu:  # the usual case, as the size pass has it: one packet
             payload = b"".join(frames)

@@ -130,21 +130,28 @@ def framed(messages: Iterable[bytes]) -> List[bytes]:
 
 
 def unframe(payload: bytes) -> List[bytes]:
-    """The messages of a LEB128-framed payload (ValueError if it is not one)."""
-    out, at = [], 0
-    while at < len(payload):
-        n = shift = 0
-        while True:
-            byte = payload[at]
+    """The messages of a LEB128-framed payload (ValueError if it is not one). A one-byte length (a message under
+    128 B, most of them) takes the short path: this runs for every packet a client decodes in the timing."""
+    out, at, end = [], 0, len(payload)
+    try:
+        while at < end:
+            n = payload[at]
             at += 1
-            n |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        if at + n > len(payload):
-            raise ValueError("a length prefix runs past the payload")
-        out.append(payload[at:at + n])
-        at += n
+            if n & 0x80:
+                n, shift = n & 0x7F, 7
+                while True:
+                    byte = payload[at]
+                    at += 1
+                    n |= (byte & 0x7F) << shift
+                    shift += 7
+                    if not byte & 0x80:
+                        break
+            if at + n > end:
+                raise ValueError("a length prefix runs past the payload")
+            out.append(payload[at:at + n])
+            at += n
+    except IndexError:
+        raise ValueError("the payload ends inside a length prefix") from None
     return out
 
 

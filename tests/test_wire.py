@@ -44,6 +44,18 @@ def test_framed_messages_unframe_to_themselves(messages):
     assert all(ref.leb128(n) == leb128(n) for n in (len(m) for m in messages))
 
 
+@given(st.lists(st.binary(min_size=1, max_size=400), min_size=1, max_size=20), st.data())
+def test_a_cut_payload_is_refused_not_misread(messages, data):
+    payload = b"".join(framed(messages))
+    cut = data.draw(st.integers(1, len(payload) - 1))
+    ends = {sum(len(f) for f in framed(messages[:i])) for i in range(len(messages) + 1)}
+    if cut in ends:  # cut between two messages: a shorter, valid payload
+        assert unframe(payload[:cut]) == messages[:len([e for e in ends if 0 < e <= cut])]
+    else:
+        with pytest.raises(ValueError):
+            unframe(payload[:cut])
+
+
 @given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=30), st.integers(16, 400))
 def test_packing_keeps_order_and_the_mtu(messages, mtu):
     framed = [len(leb128(len(m)) + m) for m in messages]
