@@ -241,29 +241,46 @@ class OnDask:
         self.spec, self.timeout, self.progress = spec, timeout, progress
         self.client: Any = None
         self.cluster: Any = None
+        self.threads = 0  #: the cluster's worker threads
         self.info: Optional[Dict[str, Any]] = None  #: the cluster: scheduler, workers, dashboard
 
     def __enter__(self) -> "OnDask":
         self.client, self.cluster = connect(self.spec)
-        workers = len(self.client.scheduler_info().get("workers", {}))
-        self.info = {"scheduler": self.client.scheduler.address, "workers": workers,
+        workers = self.client.scheduler_info().get("workers", {})
+        self.threads = sum(w.get("nthreads", 1) for w in workers.values())
+        self.info = {"scheduler": self.client.scheduler.address, "workers": len(workers),
                      "dashboard": self.client.dashboard_link}
-        log.info("dask: %d workers, scheduler %s, dashboard %s", workers, self.client.scheduler.address,
+        log.info("dask: %d workers, scheduler %s, dashboard %s", len(workers), self.client.scheduler.address,
                  self.client.dashboard_link)
         return self
 
     @property
     def slots(self) -> int:
-        return max(1, (self.info or {}).get("workers", 1))
+        """The cluster's threads: each runs one task (its forked process) at a time."""
+        return max(1, self.threads)
 
     def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
+        """As the forks executor does: ``slots`` tasks in flight, the next one sent as one ends. Dask itself
+        would hand every task out at once (fewer than twice the threads) or two per thread: a task queued
+        behind a slow one on a busy worker while another worker sits idle."""
         from dask.distributed import as_completed
 
-        futures = [self.client.submit(watched, task, self.timeout, pure=False, retries=1, priority=-i)
-                   for i, task in enumerate(tasks)]
-        position = {f.key: i for i, f in enumerate(futures)}
-        out: List[Any] = [None] * len(futures)
-        for n, future in enumerate(as_completed(futures), 1):
+        waiting = list(enumerate(tasks))
+        position: Dict[str, int] = {}
+        running = as_completed()
+
+        def send() -> None:
+            i, task = waiting.pop(0)
+            future = self.client.submit(watched, task, self.timeout, pure=False, retries=1, priority=-i)
+            position[future.key] = i
+            running.add(future)
+
+        for _ in range(min(self.slots, len(waiting))):
+            send()
+        out: List[Any] = [None] * len(tasks)
+        for n, future in enumerate(running, 1):
+            if waiting:
+                send()
             out[position[future.key]] = _result(future)
             self.progress(what, f"{n} of {len(tasks)} tasks on dask", n, len(tasks))
         return out
