@@ -304,10 +304,10 @@ def _result(future: Any) -> Any:
 
 
 #: The Dask settings of a cluster that ``--dask local[:N]`` starts. Workers forked from this process start
-#: in 0.3 s, not 1.6 s. A worker's thread only waits for the forked process that runs its task, so its
+#: in about 0.1 s (spawned: 1.6 s). A worker's thread only waits for the forked process that runs its task, so its
 #: statistical profiler (100 samples a second of that wait), 50 event-loop health checks a second in each
 #: process and 10 memory checks a second (the memory is in the forked processes) only take CPU from the
-#: tasks: 60-80 ms of CPU a second with two workers, 20 ms with these (bench/fleet.py's figure 1).
+#: tasks: 60-80 ms of CPU a second with two workers waiting on their tasks, 20 ms with these (docs/fleet.md).
 LOCAL_CLUSTER = {"distributed.worker.multiprocessing-method": "fork", "distributed.worker.profile.enabled": False,
                  "distributed.admin.tick.interval": "1s", "distributed.worker.memory.monitor-interval": "1s"}
 
