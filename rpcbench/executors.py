@@ -325,8 +325,10 @@ def connect(spec: str) -> Tuple[Any, Any]:
     if spec == "local" or spec.startswith("local:"):
         workers = int(spec.partition(":")[2] or os.cpu_count() or 1)
         with dask.config.set(LOCAL_CLUSTER):
+            # its workers' own logs stay quiet: a task's failure comes back through its future (reported per codec),
+            # and a heartbeat that misses a scheduler closing under load (dask/distributed#7105) is no news
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=logging.ERROR)
+                                   silence_logs=logging.CRITICAL)
         return Client(cluster), cluster
     try:
         return Client(spec, timeout="20s"), None
