@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from rpc_capture import Call
 
 from .codec import Codec, Compressed, Received
-from .wire import Batcher, WirePolicy, framed, leb128, packets, unframe
+from .wire import Batcher, WirePolicy, framed, framed_size, packets, unframe
 
 Key = Tuple[Any, str]  #: a connection and direction: one stream of packets
 Parts = Tuple[Callable[[Call], bytes], Optional[Callable[[bytes], bytes]], Optional[Callable[[bytes], bytes]],
@@ -36,18 +36,16 @@ def tick_windows(calls: Iterable[Tuple[int, Call]], policy: WirePolicy,
     """``(index, call)`` pairs grouped into the batches a :class:`Batcher` of ``policy`` closes, in the order
     they are sent: (the index of the batch's first call, its calls). ``origin``: the trace's first timestamp."""
     batcher = Batcher(policy, origin)
-    pending: Dict[Key, Tuple[int, List[Call]]] = {}
     for index, call in calls:
-        key = (call.conn, call.dir)
-        if batcher.step(call) is not None:  # it closes its own connection and direction's batch
-            yield pending.pop(key)
-        found = pending.get(key)
-        if found is None:
-            pending[key] = (index, [call])
-        else:
-            found[1].append(call)
-    for key, *_ in batcher.rest():
-        yield pending.pop(key)
+        closed = batcher.step(call, (index, call))  # the batcher keeps each call with its index as its row
+        if closed is not None:
+            yield _window(closed[3])
+    for closed in batcher.rest():
+        yield _window(closed[3])
+
+
+def _window(rows: List[Tuple[int, Call]]) -> Tuple[int, List[Call]]:
+    return rows[0][0], [call for _, call in rows]
 
 
 @dataclass(frozen=True)
@@ -86,8 +84,8 @@ class PacketOps:
                 continue
             self.windows.append((key, [call for call, _ in encoded]))
             self.calls += len(encoded)
-            framed = [len(leb128(len(m))) + len(m) for _, m in encoded]
-            self.packets += sum(pieces for _, _, pieces in packets(framed, self.mtu))
+            sizes = [framed_size(len(m)) for _, m in encoded]
+            self.packets += sum(pieces for _, _, pieces in packets(sizes, self.mtu))
         self._streams = list(dict.fromkeys(key for key, _ in self.windows))
         self.payloads = list(self.replay("encode", self.sessions()))
 

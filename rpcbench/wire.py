@@ -179,7 +179,7 @@ def packets(sizes: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, in
     return out
 
 
-def _framed_size(n: int) -> int:
+def framed_size(n: int) -> int:
     """Bytes of an ``n``-byte message with its LEB128 length prefix."""
     return n + ((n.bit_length() + 6) // 7 or 1)
 
@@ -187,8 +187,9 @@ def _framed_size(n: int) -> int:
 _CALLS, _PACKETS, _PAYLOAD, _FRAGMENTED = 0, 1, 2, 3  #: per direction: then packets by size class (3)
 
 
-#: a batch to send: (connection and direction, window, its calls' times, their rows: per call, each codec's message)
-Closed = Tuple[Any, int, List[int], List[Sequence[Optional[bytes]]]]
+#: a batch to send: (connection and direction, window, its calls' times, their rows: what the caller gave with each
+#: call; the size pass gives each codec's message, the packet timing the call itself)
+Closed = Tuple[Any, int, List[int], List[Any]]
 
 
 class Batcher:
@@ -201,9 +202,9 @@ class Batcher:
         self.origin = origin  #: the trace's first timestamp: windows start there
         self.latency: Counter = Counter()  #: added latency in LATENCY_UNIT_MS -> calls
         self._tick_ns = round(policy.tick_ms * 1_000_000)  # type: ignore[operator]
-        self._open: Dict[Any, Tuple[int, List[int], List[Sequence[Optional[bytes]]]]] = {}
+        self._open: Dict[Any, Tuple[int, List[int], List[Any]]] = {}
 
-    def step(self, call: Call, row: Sequence[Optional[bytes]] = ()) -> Optional[Closed]:
+    def step(self, call: Call, row: Any = ()) -> Optional[Closed]:
         """Take ``call`` (and ``row``, its messages) into its connection's open batch; the batch it closes
         (to send), if any."""
         t = call.t
@@ -225,7 +226,7 @@ class Batcher:
         self._open.clear()
         return out
 
-    def _close(self, key: Any, batch: Tuple[int, List[int], List[Sequence[Optional[bytes]]]]) -> Closed:
+    def _close(self, key: Any, batch: Tuple[int, List[int], List[Any]]) -> Closed:
         window, times, rows = batch
         flush = max(times) if key[1] in self.policy.quantized else \
             (self.origin or 0) + (window + 1) * self._tick_ns
@@ -278,7 +279,7 @@ class WireTally:
                 self.flush()
             return
         t0 = time.perf_counter_ns()
-        sizes = [n + 1 if n < 0x80 else _framed_size(n) for n in map(len, messages)]
+        sizes = [n + 1 if n < 0x80 else framed_size(n) for n in map(len, messages)]
         total, mtu = sum(sizes), self.policy.mtu
         figures = self._direction(key[1])
         if mtu is None or total <= mtu:  # the usual case: the window's messages fit one packet
