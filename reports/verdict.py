@@ -28,7 +28,7 @@ from rpcbench.wire import PER_CALL
 
 from . import analysis, coverage
 from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Capacity, Plan, ReportOptions, figures
-from .wire import cpu_timing, policy_figures
+from .wire import cpu_timing, priced_bytes_per_call
 from .formatting import fmt_bytes, fmt_ratio
 
 
@@ -197,13 +197,10 @@ def _bytes_note(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]], 
                 options: ReportOptions) -> str:
     """``B/call: json+zstddict-3 36.9, json+zlib-1 61.9``: the tied codecs' exact bytes per call, on the wire (with
     the plan's headers) under the plan's batched --wire policy, else their mean message."""
-    def on_wire(r: CodecResult) -> Optional[float]:
-        found = policy_figures(r, plan.policy, plan.transport.name, options.packet_overhead) if plan.policy else None
-        return found["wire_bytes"] / found["calls"] if found and found["calls"] else None
-
-    batched = plan.policy not in (None, PER_CALL)
-    sizes = [(r.codec, on_wire(r) if batched else (r.sizes.mean if r.sizes else None)) for r, _ in tied]
-    unit = f"B/call on the wire ({plan.policy}, {plan.transport.name})" if batched else "B/call"
+    policy = plan.policy if plan.policy not in (None, PER_CALL) else None
+    sizes = [(r.codec, priced_bytes_per_call(r, policy, plan.transport.name, options.packet_overhead) if policy
+              else r.sizes.mean if r.sizes else None) for r, _ in tied]
+    unit = f"B/call on the wire ({policy}, {plan.transport.name})" if policy else "B/call"
     return f"{unit}: " + ", ".join(f"{codec} {value:.1f}" for codec, value in sizes if value is not None)
 
 

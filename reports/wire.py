@@ -17,7 +17,7 @@ from rpcbench.errors import BenchError
 from rpcbench.results import CodecResult, Suite, Timing, wire_timing
 from rpcbench.wire import PER_CALL, TRANSPORTS, reprice
 
-from .analysis import Axes, message_axes
+from .analysis import Axes
 from .formatting import fmt_us
 
 C2S, S2C = "c2s", "s2c"
@@ -180,20 +180,28 @@ def _median(timing: Optional[Timing]) -> Optional[float]:
 
 def front_axes(wire: WireView, suite: Suite) -> Optional[Axes]:
     """The Pareto front's axes as sent under the decided policy: wire bytes per call (headers included), for codecs
-    whose packets gave their messages back, and CPU per call as sent (on whole packets where the run timed them,
-    else per message). None when the wire changes nothing (no wire figures, or one call per packet without
-    headers): the front then stands on the messages (:func:`reports.analysis.message_axes`)."""
+    whose packets gave their messages back, and CPU per call as sent (:func:`cpu_timing`, the capacity plan's
+    rule). None when the wire changes nothing (no wire figures, or one call per packet without headers): the front
+    then stands on the messages (:func:`reports.analysis.message_axes`)."""
     if wire.chosen is None or (wire.chosen == PER_CALL and wire.transport == "none"):
         return None
     rows = [r for r in wire.rows if r.policy == wire.chosen and r.problem is None]
-    on_packets = {r.codec: r.encode_us + r.decode_us for r in rows
-                  if wire.chosen != PER_CALL and r.encode_us is not None and r.decode_us is not None}
-    per_message = message_axes(suite).cpu
-    cpu = {r.codec: on_packets.get(r.codec, per_message.get(r.codec)) for r in rows}
+    cpu, on_packets = {}, False
+    for row in rows:
+        result = suite.result(row.codec)
+        encode, decode = (cpu_timing(result, wire.chosen, op) for op in ("encode", "decode"))
+        if encode and decode:
+            cpu[row.codec] = encode.median_us + decode.median_us
+            on_packets = on_packets or encode is not result.encode
     where = f"; on whole {wire.chosen} packets" if on_packets else ""
     return Axes(f"wire bytes per call ({wire.chosen}, {wire.headers})", f"encode + decode µs per call (medians{where})",
-                MappingProxyType({r.codec: r.bytes_per_call for r in rows}),
-                MappingProxyType({c: v for c, v in cpu.items() if v is not None}))
+                MappingProxyType({r.codec: r.bytes_per_call for r in rows}), MappingProxyType(cpu))
+
+
+def priced_bytes_per_call(r: CodecResult, policy: str, transport: str, extra: int) -> Optional[float]:
+    """The codec's wire bytes per call under ``policy``, repriced for ``transport`` (+ ``extra`` per packet)."""
+    found = policy_figures(r, policy, transport, extra)
+    return found["wire_bytes"] / found["calls"] if found and found["calls"] else None
 
 
 def ranking_changes(rankings: Mapping[str, Sequence[str]]) -> List[str]:
