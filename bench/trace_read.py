@@ -1,81 +1,131 @@
-"""How fast traces are read: calls per second, next to what the same records cost without decoding.
+"""How fast traces are read, against the C parser of the same bytes, side by side.
 
-Prints, for a trace (default: the bundled sample), the median of several rounds of:
+For each trace (default: simulated ones of the dict and the study profile), interleaved
+in each round, and the median over rounds:
 
-* full read: ``open_trace`` yielding every call with its args fully decoded;
-* framing only: the same file read record by record with CRC checks, values not decoded
-  (the floor set by I/O, gzip and framing);
-* bare loop: a Python ``for`` over the same calls already in a list (the floor of any
-  Python consumer);
-* JSON Lines: the same calls read from a JSON Lines copy.
+* ``marshal.loads`` over the trace's own batch records (128 calls each, as stored): the
+  reference of the binary format;
+* ``open_trace`` yielding every call, the fast path: records tagged under this machine's
+  key (see ``rpc_capture/keys.py``), decoded by ``marshal`` after the tag is checked;
+* ``open_trace`` with ``use_key=False``: every record by the pure-Python decoder, what a
+  trace from anyone else (no valid tag) costs;
+* ``json.loads`` over the lines of a JSON Lines copy, and ``open_trace`` of that copy.
 
-Usage: python bench/trace_read.py [TRACE] [--rounds N]
+Prints calls/s of each and the ratios (target: open_trace >= 0.5x marshal.loads; JSON
+Lines near 1x json.loads). The machine's speed swings: only the ratios, measured in the
+same rounds, mean anything.
+
+Usage: python bench/trace_read.py [TRACE ...] [--calls 300000] [--rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import marshal
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, Dict, List
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-from rpc_capture import open_trace, write_jsonl  # noqa: E402
-
-
-def framing_only(path: str) -> int:
-    """Read every record with its header, length and CRC checks, decoding no value; returns 0."""
-    for _ in open_trace(path).calls(wanted=()):
-        pass
-    return 0
+from rpc_capture import TraceReader, open_trace, write_jsonl  # noqa: E402
+from rpc_capture import trace as T  # noqa: E402
 
 
-def full_read(path: str) -> int:
-    calls = 0
-    for _ in open_trace(path):
-        calls += 1
-    return calls
+def batch_bodies(path: str) -> List[bytes]:
+    """The marshal bytes of each batch record of a plain binary trace (tags stripped)."""
+    data = Path(path).read_bytes()
+    version, header = T._FILE_HEAD.unpack_from(data)[1:]
+    skip = 16 if version >= 3 else 0
+    at, bodies = T._FILE_HEAD.size + header, []
+    while at < len(data):
+        kind, n = T._REC_HEAD.unpack_from(data, at)
+        if kind == T.KIND_BATCH:
+            bodies.append(data[at + T._REC_HEAD.size + skip:at + T._REC_HEAD.size + n])
+        at += T._REC_HEAD.size + n + 4
+    return bodies
 
 
-def bare_loop(calls: list) -> int:
+def count(iterable) -> int:
     n = 0
-    for _ in calls:
+    for _ in iterable:
         n += 1
     return n
 
 
-def best_of(func, arg, rounds: int) -> tuple:
-    """(calls, median seconds) over rounds."""
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter_ns()
-        n = func(arg)
-        times.append((time.perf_counter_ns() - t0) / 1e9)
-    return n, statistics.median(times)
+def marshal_batches(bodies: List[bytes]) -> int:
+    return sum(len(marshal.loads(b)) for b in bodies)
+
+
+def json_lines(lines: List[bytes]) -> int:
+    loads = json.loads
+    for line in lines:
+        loads(line)
+    return len(lines)
+
+
+def measure(path: str, rounds: int) -> Dict[str, float]:
+    """Median seconds of each way of reading ``path``, rounds interleaved."""
+    bodies = batch_bodies(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        jsonl = os.path.join(tmp, "copy.jsonl")
+        write_jsonl(open_trace(path), jsonl)
+        lines = Path(jsonl).read_bytes().splitlines(keepends=True)
+        ways: Dict[str, Callable[[], int]] = {
+            "marshal.loads, batches of 128": lambda: marshal_batches(bodies),
+            "open_trace (tagged: marshal)": lambda: count(open_trace(path)),
+            "open_trace (safe decoder)": lambda: count(TraceReader(path, use_key=False)),
+            "json.loads, one per line": lambda: json_lines(lines),
+            "open_trace (JSON Lines)": lambda: count(open_trace(jsonl)),
+        }
+        times: Dict[str, List[float]] = {name: [] for name in ways}
+        calls = {name: way() for name, way in ways.items()}  # warm-up, and the counts
+        assert len(set(calls.values())) == 1, calls
+        for _ in range(rounds):
+            for name, way in ways.items():
+                t0 = time.perf_counter_ns()
+                way()
+                times[name].append((time.perf_counter_ns() - t0) / 1e9)
+    n = next(iter(calls.values()))
+    return {"calls": n, **{name: statistics.median(ts) for name, ts in times.items()}}
+
+
+def report(path: str, result: Dict[str, float], rounds: int) -> None:
+    n = result.pop("calls")
+    print(f"{path}: {n:,} calls, {os.path.getsize(path):,} bytes; median of {rounds} interleaved rounds")
+    for name, seconds in result.items():
+        print(f"  {name:<32} {n / seconds:>12,.0f} calls/s")
+    base_b, base_j = result["marshal.loads, batches of 128"], result["json.loads, one per line"]
+    print(f"  open_trace / marshal.loads:  tagged {base_b / result['open_trace (tagged: marshal)']:.2f}x, "
+          f"safe decoder {base_b / result['open_trace (safe decoder)']:.2f}x (target >= 0.5x)")
+    print(f"  open_trace (JSON Lines) / json.loads: {base_j / result['open_trace (JSON Lines)']:.2f}x")
+
+
+def simulated(folder: str, profile: str, calls: int) -> str:
+    out = os.path.join(folder, f"{profile}-{calls}.rpct")
+    subprocess.run([sys.executable, str(REPO / "run_bench.py"), "simulate", "--profile", profile,
+                    "--calls", str(calls), "--out", out], check=True, capture_output=True)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace", nargs="?",
-                        default=str(Path(__file__).resolve().parent.parent / "samples" / "battle.rpct"))
+    parser.add_argument("traces", nargs="*", help="binary traces (default: simulated dict and study profiles)")
+    parser.add_argument("--calls", type=int, default=300_000, help="calls of each simulated trace")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    calls = list(open_trace(args.trace))
+    print("(ratios within a trace come from the same interleaved rounds; the machine may be shared)")
     with tempfile.TemporaryDirectory() as tmp:
-        jsonl = str(Path(tmp) / "copy.jsonl")
-        write_jsonl(calls, jsonl)
-        rows = [
-            ("full read (binary)", *best_of(full_read, args.trace, args.rounds)),
-            ("framing only, no decode", len(calls), best_of(framing_only, args.trace, args.rounds)[1]),
-            ("bare loop over a list", *best_of(bare_loop, calls, args.rounds)),
-            ("full read (JSON Lines)", *best_of(full_read, jsonl, args.rounds)),
-        ]
-    print(f"trace: {args.trace} ({len(calls):,} calls), median of {args.rounds} rounds")
-    for name, n, seconds in rows:
-        print(f"  {name:<26} {n / seconds:>13,.0f} calls/s   {seconds * 1e3:8.1f} ms")
+        traces = args.traces or [simulated(tmp, profile, args.calls) for profile in ("dict", "study")]
+        for path in traces:
+            report(path, measure(path, args.rounds), args.rounds)
 
 
 if __name__ == "__main__":

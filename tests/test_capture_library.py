@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from rpc_capture import (C2S, S2C, Call, Recorder, Selection, TraceError, TraceWriter, call_lines, copy_trace,
                          format_summary, open_trace, output_format, summarize, write_jsonl)
+from rpc_capture import trace as T
 from rpcbench import fidelity as F
 from strategies import calls as any_calls
 
@@ -82,7 +83,7 @@ def test_selection_refuses_an_unknown_direction() -> None:
 def test_summarize_counts_calls_methods_connections_and_the_clean_end(tmp_path: Path) -> None:
     path = write(tmp_path / "t.rpct", make_calls(), game="test")
     summary = summarize(path)
-    assert (summary.stats.calls, summary.format, summary.binary) == (100, "rpctrace v2", True)
+    assert (summary.stats.calls, summary.format, summary.binary) == (100, f"rpctrace v{T.VERSION}", True)
     assert summary.stats.methods == {m: 25 for m in METHODS}
     assert summary.stats.connections == {7: 34, 8: 33, "bot-9": 33}
     assert (summary.stats.t_min, summary.stats.t_max) == (T0, T0 + 99 * 50_000_000)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import mutations as M
 from rpc_capture import Call, Recorder, TraceWriter, open_trace
+from rpc_capture import keys as K
 from rpc_capture import trace as T
 from rpc_capture import values as V
 from rpcbench import fidelity
@@ -145,5 +146,5 @@ def test_whatever_the_writer_accepts_under_the_expansion_limit_reads_back(monkey
             refused += 1
             continue
         accepted += 1
-        assert V.load(body[5:-4])[0][0][1] == value
+        assert V.load(body[5 + K.TAG_SIZE:-4])[0][0][1] == value
     assert accepted and refused

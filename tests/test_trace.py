@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rpc_capture import Call, JsonlReader, TraceError, TraceReader, TraceWriter, open_trace, write_jsonl
+from rpc_capture import C2S
+from rpc_capture import keys as K
 from rpc_capture import trace as T
 from rpc_capture import values as V
 from strategies import calls, values
@@ -88,14 +90,71 @@ def test_hostile_or_broken_values_are_refused(data, message):
         V.load(data)
 
 
-def test_reader_never_calls_marshal_loads(tmp_path, monkeypatch):
-    sample = write_sample(tmp_path / "t.rpct")
+def use_key(monkeypatch, hex_key: str) -> None:
+    """Make ``hex_key`` this process's trace key, for writers and readers."""
+    monkeypatch.setenv(K.ENV, hex_key)
+    K.forget()
+    monkeypatch.setattr(K, "_cache", {})  # looked up afresh, and forgotten after the test
 
+
+def refuse_marshal(monkeypatch) -> None:
     def refuse(*a):
         raise AssertionError("marshal.loads is not safe on files from anyone")
-
     monkeypatch.setattr(marshal, "loads", refuse)
+
+
+def test_reader_never_calls_marshal_loads_without_the_writers_key(tmp_path, monkeypatch):
+    use_key(monkeypatch, "11" * 32)
+    sample = write_sample(tmp_path / "t.rpct")
+    use_key(monkeypatch, "22" * 32)  # a reader holding another key: a file from anyone else
+    refuse_marshal(monkeypatch)
     assert list(TraceReader(tmp_path / "t.rpct")) == sample
+    assert list(open_trace(tmp_path / "t.rpct")) == sample
+
+
+def test_no_key_and_use_key_false_read_by_the_safe_decoder(tmp_path, monkeypatch):
+    use_key(monkeypatch, "11" * 32)
+    sample = write_sample(tmp_path / "t.rpct")
+    refuse_marshal(monkeypatch)
+    assert list(TraceReader(tmp_path / "t.rpct", use_key=False)) == sample
+    monkeypatch.setenv(K.ENV, "not hex")  # a malformed key is no key
+    K.forget()
+    assert list(TraceReader(tmp_path / "t.rpct")) == sample
+
+
+def test_the_writers_own_key_reads_through_marshal(tmp_path, monkeypatch):
+    use_key(monkeypatch, "33" * 32)
+    sample = write_sample(tmp_path / "t.rpct")
+    seen = []
+    real = marshal.loads
+    monkeypatch.setattr(marshal, "loads", lambda data: seen.append(len(data)) or real(data))
+    back = list(TraceReader(tmp_path / "t.rpct"))
+    assert back == sample and all(type(c) is Call and c.dir is C2S for c in back)
+    assert len(seen) == 5  # 600 calls: 4 batches of 128 and one of 88
+
+
+def test_a_forged_tag_is_not_trusted(tmp_path, monkeypatch):
+    """A record whose body changed after tagging (its CRC fixed up) goes to the safe decoder."""
+    use_key(monkeypatch, "44" * 32)
+    body = V.dump([("m", compile("1", "x", "eval"), 0, "c2s", 0)])  # a code object, as marshal writes it
+    record = T._frame(T.KIND_BATCH, K.tag(b"something else", K.reader_key()) + body)
+    write_records(tmp_path / "t.rpct", record)
+    refuse_marshal(monkeypatch)
+    with pytest.raises(TraceError, match=r"byte offset 16: malformed batch record \(unsupported marshal type code 0x63"):
+        list(TraceReader(tmp_path / "t.rpct"))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60)
+@given(st.lists(TRACE_VALUES, min_size=1, max_size=20))
+def test_tagged_and_safe_reads_agree(tmp_path, monkeypatch, args):
+    """The fast path (C marshal behind the tag) and the safe decoder yield the same calls, exactly."""
+    use_key(monkeypatch, "55" * 32)
+    path = tmp_path / "t.rpct"
+    with TraceWriter(path) as w:
+        for i, arg in enumerate(args):
+            w.write(("m", arg, i, "s2c", i))
+    fast, safe = list(TraceReader(path)), list(TraceReader(path, use_key=False))
+    assert same(fast, safe) and same([c.args for c in fast], args)
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=50)
@@ -172,8 +231,8 @@ def test_corrupt_byte_names_file_and_offset(tmp_path):
     assert str(err.value).startswith(f"{path}: byte offset {second}: record checksum mismatch (file is corrupt)")
 
 
-def write_records(path, *records: bytes) -> None:
-    path.write_bytes(T._FILE_HEAD.pack(T.MAGIC, T.VERSION, 2) + b"{}" + b"".join(records))
+def write_records(path, *records: bytes, version: int = T.VERSION) -> None:
+    path.write_bytes(T._FILE_HEAD.pack(T.MAGIC, version, 2) + b"{}" + b"".join(records))
 
 
 def test_hostile_length_is_refused_before_allocating(tmp_path):
@@ -193,9 +252,11 @@ def test_hostile_length_is_refused_before_allocating(tmp_path):
     (V.dump([["m", [], 0, "c2s", 0]]), "not a 5-tuple"),
     (V.dump([("m", compile("1", "x", "eval"), 0, "c2s", 0)]), "unsupported marshal type code"),
 ])
-def test_malformed_batch_names_file_offset_and_problem(tmp_path, body, message):
+@pytest.mark.parametrize("version", [2, 3])
+def test_malformed_batch_names_file_offset_and_problem(tmp_path, body, message, version):
+    """Version 3 with a tag no key made (zeros): the safe decoder reads it, as any version 2 record."""
     path = tmp_path / "t.rpct"
-    write_records(path, T._frame(T.KIND_BATCH, body))
+    write_records(path, T._frame(T.KIND_BATCH, bytes(K.TAG_SIZE if version == 3 else 0) + body), version=version)
     with pytest.raises(TraceError, match=rf"t.rpct: byte offset 16: malformed batch record \(.*{message}"):
         list(TraceReader(path))
 
@@ -211,9 +272,9 @@ def test_not_a_trace(tmp_path):
 
 def test_other_version_is_a_clear_error(tmp_path):
     path = tmp_path / "t.rpct"
-    for version in (1, 99):
+    for version in (1, 4, 99):
         path.write_bytes(T._FILE_HEAD.pack(T.MAGIC, version, 2) + b"{}")
-        with pytest.raises(TraceError, match=f"version {version}; this reader knows version 2"):
+        with pytest.raises(TraceError, match=f"version {version}; this reader knows versions 2, 3"):
             TraceReader(path)
 
 
@@ -294,11 +355,15 @@ def test_jsonl_errors_name_line_and_offset(tmp_path, line, message):
     assert f"{path}: line 2 (byte offset 28): " in str(err.value) and message in str(err.value)
 
 
-def test_the_worked_example_in_the_spec_reads_back(tmp_path):
+def test_the_worked_example_in_the_spec_reads_back(tmp_path, monkeypatch):
     """docs/trace-format.md's example bytes (hex before the two-space gap on each line) are a valid record."""
     doc = (Path(__file__).resolve().parent.parent / "docs" / "trace-format.md").read_text(encoding="utf-8")
     block = doc.split("### Example", 1)[1].split("```")[1]
     record = bytes.fromhex("".join(line.split("  ")[0] for line in block.strip().splitlines()))
     path = tmp_path / "example.rpct"
     write_records(path, record)
-    assert list(TraceReader(path)) == [Call(method="hp", args={"id": 7, "hp": 0.5}, t=1, dir="s2c", conn=3)]
+    expected = [Call(method="hp", args={"id": 7, "hp": 0.5}, t=1, dir="s2c", conn=3)]
+    assert list(TraceReader(path, use_key=False)) == expected
+    use_key(monkeypatch, "00" * 32)  # the example's key: its tag verifies, marshal decodes it
+    reader = TraceReader(path)
+    assert reader._tagged(memoryview(record)[5:-4]) and list(reader) == expected

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rpc_capture import C2S, S2C, Call, Recorder, TraceWriter, open_trace, write_jsonl
+from rpc_capture.trace import VERSION
 from rpcbench.commands import trace as trace_tools
 from rpcbench.errors import BenchError
 
@@ -54,7 +55,7 @@ def test_info_table(trace, capsys):
     lines = out.splitlines()
     row = {ln.split("  ", 1)[0]: ln.split("  ", 1)[1].strip() for ln in lines[:12] if "  " in ln}
     assert row["calls"] == "200"
-    assert row["format"] == "rpctrace v2"
+    assert row["format"] == f"rpctrace v{VERSION}"
     assert row["file size"].startswith(f"{trace.stat().st_size:,} bytes")
     assert row["duration"].startswith("9.950 s")
     assert row["connections"] == "3"
