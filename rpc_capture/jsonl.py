@@ -21,7 +21,7 @@ import logging
 import os
 from typing import IO, Any, Container, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .call import DIRECTIONS, Call
+from .call import C2S, DIRECTIONS, S2C, Call
 from .trace import TraceError
 
 log = logging.getLogger("rpc_capture")
@@ -78,13 +78,13 @@ class JsonlReader:
         that crashed): it is dropped with a warning, like a binary trace's cut-off record.
         """
         index = 0
-        with open(self.path, "rb") as f:
+        with open(self.path, "rb", buffering=1 << 18) as f:
             for lineno, offset, line in self._lines(f):
-                if not line.strip():
+                if line[:1] != b"{" and not line.strip():
                     continue
                 if wanted is None or index in wanted or self.salvage:  # salvaging: every line, so indices agree
                     try:
-                        call = _call_from(json.loads(line, object_hook=_from_extended))
+                        call = _call_from(_parse(line))
                     except (ValueError, TypeError, RecursionError) as e:
                         if not line.endswith(b"\n") and _cut_off(line):
                             self._truncated(offset, len(line))
@@ -115,8 +115,9 @@ class JsonlReader:
     def _lines(self, f: IO[bytes]) -> Iterator[tuple]:
         """``(line number, byte offset, line)``: a leading BOM skipped, each line at most MAX_LINE bytes."""
         offset = len(BOM) if f.read(len(BOM)) == BOM else f.seek(0)
+        readline, limit = f.readline, MAX_LINE + 1
         for lineno in itertools.count(1):
-            line = f.readline(MAX_LINE + 1)
+            line = readline(limit)
             if not line:
                 return
             if len(line) > MAX_LINE:
@@ -134,6 +135,20 @@ class JsonlReader:
         """Nothing to release until iteration starts (kept for interface parity)."""
 
 
+_PLAIN = json.JSONDecoder()
+_EXTENDED = json.JSONDecoder(object_hook=_from_extended)
+
+
+def _parse(line: bytes) -> Any:
+    """One line's JSON, as ``json.loads`` reads it, with ``$binary`` objects made bytes.
+
+    Decoders built once (``json.loads`` with a hook builds one per call), and the hook,
+    a Python call per JSON object, only for a line that can hold ``$binary``: without a
+    ``\\u`` escape that key can only be written out literally."""
+    text = line.decode("utf-8")
+    return (_EXTENDED if "$binary" in text or "\\u" in text else _PLAIN).decode(text)
+
+
 def _cut_off(line: bytes) -> bool:
     """Whether a last line that does not parse is a prefix of JSON (cut short), not garbage."""
     try:
@@ -146,12 +161,12 @@ def _cut_off(line: bytes) -> bool:
 
 
 def _call_from(obj: Any) -> Call:
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         raise ValueError("line is not a JSON object")
-    unknown = obj.keys() - _FIELDS
-    if unknown:
-        raise ValueError(f"unknown field(s) {sorted(unknown)}; expected {sorted(_FIELDS)}")
-    if not isinstance(obj.get("method"), str):
+    if not obj.keys() <= _FIELDS:
+        raise ValueError(f"unknown field(s) {sorted(obj.keys() - _FIELDS)}; expected {sorted(_FIELDS)}")
+    method = obj.get("method")
+    if type(method) is not str:
         raise ValueError('"method" (a string) is required')
     if "args" not in obj:
         raise ValueError('"args" is required')
@@ -160,13 +175,16 @@ def _call_from(obj: Any) -> Call:
         raise ValueError('"t" must be an integer (nanoseconds)')
     if not T_RANGE[0] <= t <= T_RANGE[1]:
         raise ValueError(f'"t" must fit in 64 bits (nanoseconds; {len(str(abs(t)))} digits given)')
-    direction = obj.get("dir", DIRECTIONS[0])
-    if direction not in DIRECTIONS:
+    direction = obj.get("dir", C2S)
+    if direction != C2S and direction != S2C:
         raise ValueError(f'"dir" must be one of {list(DIRECTIONS)}')
     conn = obj.get("conn", 0)
     if type(conn) is not int and type(conn) is not str:
         raise ValueError('"conn" must be an integer or a string')
-    return Call(obj["method"], obj["args"], t, direction, conn)
+    return _new_tuple(Call, (method, obj["args"], t, direction, conn))
+
+
+_new_tuple = tuple.__new__  #: a Call from its five fields without Call.__new__'s Python frame
 
 
 def write_jsonl(calls: Iterable[Call], out: Union[str, os.PathLike, IO[str]]) -> int:
