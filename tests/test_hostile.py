@@ -390,3 +390,44 @@ def test_insane_numbers_are_refused_with_one_line(args, capsys):
     assert line.startswith("run_bench.py: error: argument " + args[0]) and "Traceback" not in err
     assert time.perf_counter() - started < 60
 
+
+
+#: marshal data that C ``marshal.loads`` must never see: on CPython 3.11 the first two crash the
+#: interpreter (a tuple whose set item, or dict key, is the tuple itself while it is being built),
+#: the third makes it allocate and zero 2 GB, the fourth is a code object
+CRAFTED_MARSHAL = {
+    "segfault via a set": b"\xa9\x01<\x01\x00\x00\x00r\x00\x00\x00\x00",
+    "segfault via a dict key": b"\xa9\x02{r\x00\x00\x00\x00N0N",
+    "2 GB tuple": b"(\x00\x00\x00\x10",
+    "code object": marshal.dumps([("m", compile("1", "x", "eval"), 0, "c2s", 0)]),
+}
+
+
+@pytest.mark.parametrize("name", CRAFTED_MARSHAL)
+@pytest.mark.parametrize("forgery", ["zero tag", "tag of other bytes", "tag under another key"])
+def test_crafted_marshal_behind_a_forged_tag_is_one_line_exit_2(tmp_path, monkeypatch, name, forgery):
+    """Version 3 batch records holding bytes that crash, bloat or build code in ``marshal.loads``:
+    without a tag made under the reader's key, they go to the safe decoder and are refused."""
+    from rpc_capture import keys as K
+    data = CRAFTED_MARSHAL[name]
+    reader_key = bytes(range(32))
+    monkeypatch.setenv(K.ENV, reader_key.hex())  # the CLI's key, below
+    tag = {"zero tag": bytes(K.TAG_SIZE), "tag of other bytes": K.tag(b"[\x00\x00\x00\x00", reader_key),
+           "tag under another key": K.tag(data, bytes(32))}[forgery]
+    path = tmp_path / "crafted.rpct"
+    path.write_bytes(T._FILE_HEAD.pack(T.MAGIC, 3, 2) + b"{}" + T._frame(T.KIND_BATCH, tag + data))
+    line = one_line_error(run_bench("trace", "info", path))
+    assert f"{path}: byte offset 16: malformed batch record" in line
+
+
+def test_the_same_crafted_bytes_under_the_readers_own_key_would_reach_marshal(tmp_path, monkeypatch):
+    """The other side of the test above: the tag is the only gate (so the key must stay secret)."""
+    from rpc_capture import keys as K
+    monkeypatch.setenv(K.ENV, bytes(range(32)).hex())
+    monkeypatch.setattr(K, "_cache", {})
+    data = CRAFTED_MARSHAL["code object"]
+    path = tmp_path / "signed.rpct"
+    path.write_bytes(T._FILE_HEAD.pack(T.MAGIC, 3, 2) + b"{}"
+                     + T._frame(T.KIND_BATCH, K.tag(data, bytes(range(32))) + data))
+    [call] = list(TraceReader(path))
+    assert type(call.args).__name__ == "code"
