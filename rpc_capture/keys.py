@@ -26,7 +26,9 @@ import hmac
 import os
 import secrets
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
+
+Bytes = Union[bytes, memoryview]
 
 TAG_SIZE = 16  #: bytes of a record's tag: HMAC-SHA256 of its marshal bytes, cut to 128 bits
 ENV = "RPC_CAPTURE_KEY"
@@ -96,12 +98,12 @@ def forget() -> None:
     _cache.clear()
 
 
-def tag(data: bytes, key: bytes) -> bytes:
+def tag(data: Bytes, key: bytes) -> bytes:
     """The tag of a record's marshal bytes under ``key`` (SHA-256: the fastest keyed hash of
     ``hashlib`` on CPUs with SHA extensions, 0.3 of ``marshal.loads``'s time on the same bytes)."""
     return hmac.digest(key, data, "sha256")[:TAG_SIZE]
 
 
-def verify(data: bytes, tag_bytes: bytes, key: Optional[bytes]) -> bool:
+def verify(data: Bytes, tag_bytes: Bytes, key: Optional[bytes]) -> bool:
     """Did a writer holding ``key`` tag ``data`` so? (constant-time comparison)"""
     return key is not None and hmac.compare_digest(tag(data, key), tag_bytes)

@@ -453,7 +453,7 @@ class TraceReader:
             skipped += keep
             buf = buf[keep:]
 
-    def _tagged(self, body: memoryview) -> bool:
+    def _tagged(self, body: Union[bytes, memoryview]) -> bool:
         """Does the batch body carry a valid tag under the reader's key?"""
         size = self._tag_size
         return self._key is not None and len(body) >= size and keys.verify(body[size:], body[:size], self._key)

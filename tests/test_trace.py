@@ -140,7 +140,8 @@ def test_a_forged_tag_is_not_trusted(tmp_path, monkeypatch):
     record = T._frame(T.KIND_BATCH, K.tag(b"something else", K.reader_key()) + body)
     write_records(tmp_path / "t.rpct", record)
     refuse_marshal(monkeypatch)
-    with pytest.raises(TraceError, match=r"byte offset 16: malformed batch record \(unsupported marshal type code 0x63"):
+    refused = r"byte offset 16: malformed batch record \(unsupported marshal type code 0x63"
+    with pytest.raises(TraceError, match=refused):
         list(TraceReader(tmp_path / "t.rpct"))
 
 
