@@ -1,4 +1,4 @@
-"""The binary trace format (version 2): streaming writer and reader.
+"""The binary trace format (version 3, reads 2): streaming writer and reader.
 
 The byte-level specification is ``docs/trace-format.md``; this module is its reference
 implementation. In short::
@@ -7,15 +7,17 @@ implementation. In short::
                | record*
     record  := kind u8 | body_len u32 | body | crc32(kind, body_len, body) u32
     kinds   := "B" batch of calls | "S" stats (JSON object) | "E" end (JSON object, last record)
-    batch   := a list of (method, args, t, dir, conn) tuples in marshal format 4
+    batch   := tag (16 bytes, version 3) | a list of (method, args, t, dir, conn) tuples in marshal format 4
 
 All integers are little-endian. Values are stored as CPython's ``marshal`` writes them
 (format 4, data types only; see :mod:`rpc_capture.values`), so writing a batch is one
 call into C, which is what lets the recorder keep up with a busy server.
 
-Safe for files from anyone: nothing is evaluated and ``marshal.loads`` is never called
-(a pure-Python decoder checks every length against the bytes actually present), records
-are capped at ``MAX_RECORD`` bytes. A damaged file raises :class:`TraceError` naming the
+Safe for files from anyone: nothing is evaluated, and ``marshal.loads`` only sees the
+bytes of a batch whose tag is an HMAC under the reader's own key (:mod:`rpc_capture.keys`),
+which only a writer holding that key, writing checked data, makes; every other batch is
+read by a pure-Python decoder that checks every length against the bytes actually present.
+Records are capped at ``MAX_RECORD`` bytes. A damaged file raises :class:`TraceError` naming the
 file and the byte offset. A file cut off inside its last record (a crashed writer)
 yields every call of the complete records and logs one warning with the bytes dropped.
 

@@ -2,8 +2,9 @@
 
 Writers use ``marshal.dumps(value, 4)``, which runs in C: that is what lets the
 recorder's writer thread keep up with a busy server (a pure-Python encoder cost about
-6 us per call, ``marshal`` about 0.6). Readers never call ``marshal.loads``, which is
-not safe on untrusted input; :func:`load` is a small pure-Python decoder for the data
+6 us per call, ``marshal`` about 0.6). ``marshal.loads`` is not safe on untrusted input:
+readers give it only batches tagged under their own key (:mod:`rpc_capture.keys`), and
+read every other batch with :func:`load`, a small pure-Python decoder for the data
 subset that checks every length against the bytes present, refuses code objects,
 back-references that would make a cycle and nesting beyond :data:`MAX_DEPTH`. The
 byte-level description is in ``docs/trace-format.md``.

@@ -368,3 +368,33 @@ def test_the_worked_example_in_the_spec_reads_back(tmp_path, monkeypatch):
     use_key(monkeypatch, "00" * 32)  # the example's key: its tag verifies, marshal decodes it
     reader = TraceReader(path)
     assert reader._tagged(memoryview(record)[5:-4]) and list(reader) == expected
+
+
+def test_a_writer_creates_a_private_key_file_once_and_readers_never_create_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(K.ENV, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setattr(K, "_cache", {})
+    path = tmp_path / "config" / "rpc_capture" / "trace.key"
+    assert K.reader_key() is None and not path.exists()  # a reader alone creates nothing
+    key = K.writer_key()
+    assert path.read_text().strip() == key.hex() and path.stat().st_mode & 0o777 == 0o600
+    assert K.reader_key() == key  # a key just created is the reader's too
+    K.forget()
+    assert K.writer_key() == key == K.reader_key()  # found again, not made anew
+    monkeypatch.setenv(K.ENV, "ab" * 16)  # the environment comes first
+    K.forget()
+    assert K.reader_key() == K.writer_key() == bytes.fromhex("ab" * 16)
+
+
+def test_a_trace_written_under_one_key_reads_the_same_under_another(tmp_path, monkeypatch):
+    """Real data, both paths: the bundled sample's calls rewritten as version 3, read by the
+    key that tagged them (marshal) and by a machine with another key (the safe decoder)."""
+    sample = list(open_trace(Path(__file__).resolve().parent.parent / "samples" / "battle_dict.rpct"))
+    use_key(monkeypatch, "66" * 32)
+    path = tmp_path / "t.rpct"
+    with TraceWriter(path) as w:
+        for call in sample:
+            w.write(call)
+    fast = list(TraceReader(path))
+    use_key(monkeypatch, "77" * 32)
+    assert fast == list(TraceReader(path)) == sample
