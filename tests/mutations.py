@@ -16,6 +16,7 @@ import struct
 from typing import Any, Callable, Dict, List
 
 from rpc_capture import Call, TraceError, open_trace
+from rpc_capture import keys as K
 from rpc_capture import trace as T
 from rpcbench.errors import BenchError
 from rpcbench.results import load
@@ -73,8 +74,32 @@ def _splice(data: bytes, rng: random.Random) -> bytes:
     return rng.choice((data[:c] + piece + data[c:], data[:a] + data[b:], data[:a] + piece * 3 + data[b:]))
 
 
+#: marshal that C ``marshal.loads`` must never see (a segfault, a 2 GB tuple, code objects) and other codes
+CRAFTED_MARSHAL = (b"\xa9\x01<\x01\x00\x00\x00r\x00\x00\x00\x00", b"\xa9\x02{r\x00\x00\x00\x00N0N",
+                   b"(\x00\x00\x00\x10", b"c", b"\xe3", b"r\x00\x00\x00\x00", b"\xdb\xff\xff\xff\x7f", b"?")
+
+
+def _reframed(data: bytes, rng: random.Random) -> bytes:
+    """A batch record's marshal data changed, its length and CRC made to match and its tag
+    kept (now wrong): crafted bytes that reach a decoder, as a hostile writer makes them."""
+    starts = [at for at in _record_starts(data) if data[at] == T.KIND_BATCH
+              and at + 9 + T._REC_HEAD.unpack_from(data, at)[1] <= len(data)]
+    if not starts:
+        return _set_bytes(data, rng)
+    at = rng.choice(starts)
+    n = T._REC_HEAD.unpack_from(data, at)[1]
+    tag_size = K.TAG_SIZE if T._FILE_HEAD.unpack_from(data)[1] >= 3 else 0
+    tag, body = data[at + 5:at + 5 + tag_size], data[at + 5 + tag_size:at + 5 + n]
+    if body and rng.random() < 0.5:
+        body = rng.choice((_flip_bits, _set_bytes))(body, rng)
+    else:
+        i = rng.randrange(len(body) + 1)
+        body = body[:i] + rng.choice(CRAFTED_MARSHAL) + body[i + rng.choice((0, 1, 5)):]
+    return data[:at] + T._frame(T.KIND_BATCH, tag + body) + data[at + 9 + n:]
+
+
 BYTE_MUTATORS: List[Callable[[bytes, random.Random], bytes]] = [
-    _truncate, _flip_bits, _set_bytes, _length_field, _splice]
+    _truncate, _flip_bits, _set_bytes, _length_field, _splice, _reframed]
 
 
 def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
