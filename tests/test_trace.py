@@ -398,3 +398,12 @@ def test_a_trace_written_under_one_key_reads_the_same_under_another(tmp_path, mo
     fast = list(TraceReader(path))
     use_key(monkeypatch, "77" * 32)
     assert fast == list(TraceReader(path)) == sample
+
+
+@pytest.mark.parametrize("key", ["$binary", "\\u0024binary", "\\u0024\\u0062inary"])
+def test_jsonl_binary_is_bytes_however_its_key_is_escaped(tmp_path, key):
+    """The reader skips the $binary hook on lines that cannot hold the key: escaped keys still can."""
+    path = tmp_path / "b.jsonl"
+    path.write_text('{"method": "m", "args": {"%s": {"base64": "AQI=", "subType": "00"}}}\n'
+                    '{"method": "n", "args": {"binary": 1}}\n' % key, encoding="utf-8")
+    assert list(JsonlReader(path)) == [Call("m", b"\x01\x02"), Call("n", {"binary": 1})]
