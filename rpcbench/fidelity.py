@@ -29,7 +29,7 @@ ENUM_UNKNOWN = "unknown enum number"  #: a number a closed (proto2) enum does no
 INT_RANGE = "int beyond field range"  #: an int (within 64 bits) too large or too negative for its typed field
 FLOAT_IN_INT = "float in int field"  #: a finite float where the schema has an integer field
 METHOD = "method"  #: the method name itself
-INFERRED = "inferred schema"  #: a value a schema inferred from the training calls has no field or type for
+INFERRED = "inferred schema"  #: a value a schema inferred from the trace has no field or type for (its guesses)
 OTHER = "other"  #: anything else: never declarable, always a bug
 
 #: features a value can be scanned for before encoding (the others show only in output)

@@ -35,8 +35,8 @@ _RESERVED_IDS = range(19000, 20000)  # field numbers protobuf keeps for itself
 _MAX_ID = (1 << 29) - 1
 
 
-INFERRED_CHANGE = ("the schema was inferred from the training calls: a measured call with a method, key or type "
-                   "they did not show fails to encode")
+INFERRED_CHANGE = ("the schema was inferred from every call of the trace: a call it still cannot carry (keys that "
+                   "are not field names, args neither a dict nor a list: its guess: comments) fails to encode")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Settings:
     include: Tuple[str, ...] = ()
     mapping: Optional[str] = None
     enums: str = "names"  #: how decoded enum values come back: "names" or "numbers" (convert.ENUM_FORMS)
-    inferred: bool = False  #: ``files`` is a schema inferred from the training calls (rpcbench/inference.py)
+    inferred: bool = False  #: ``files`` is a schema inferred from the run's traces (rpcbench/inference.py)
 
 
 def load(chosen: Settings = Settings()) -> Schema:
@@ -129,7 +129,7 @@ class Schema:
         self.files = list(files)
         self.enums = enums
         self.mapping_path = mapping_path
-        self.inferred = False  #: inferred from the training calls: a call it cannot carry is declared (INFERRED)
+        self.inferred = False  #: inferred from the run's traces: a call it cannot carry is declared (INFERRED)
         self.methods: Dict[str, Method] = {}
         self.by_id: Dict[int, Method] = {}
         self._add_methods(mapping)
