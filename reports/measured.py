@@ -1,7 +1,8 @@
 """Which calls the run measured and what it learned from the others: the lines every output heads its figures with.
 
 A run holds out the first calls of the trace to train the dictionaries (rpcbench/training.py); every figure is
-over the other calls. A schema inferred for the typed codecs comes from every call (rpcbench/inference.py). Said once here, so the page, report.md and the terminal give the same counts.
+over the other calls. A schema inferred for the typed codecs comes from every call (rpcbench/inference.py).
+Said once here, so the page, report.md and the terminal give the same counts.
 """
 
 from __future__ import annotations
