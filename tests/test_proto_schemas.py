@@ -117,8 +117,9 @@ def test_format_limits_are_declared_by_name_with_an_example():
         with pytest.raises(F.Limit) as caught:
             result.codec.encode(call)
         assert (caught.value.feature, caught.value.path) == (feature, path)
-    other = tally(NETGAME, [Call("CNETMsg_Tick", {"tick": "7"})]).problem_list()
-    assert [(p.feature, p.declared) for p in other] == [(F.OTHER, False)]  # a wrong type is not a format limit
+    wrong = tally(NETGAME, [Call("CNETMsg_Tick", {"tick": "7"})]).problem_list()  # a type the field cannot hold
+    assert [(p.feature, p.declared, p.example_path) for p in wrong] == [(F.WRONG_TYPE, True, "args.tick")]
+    assert "str '7' in uint32 field 'tick'" in wrong[0].detail
 
 
 def test_map_fields_give_the_same_bytes_in_every_run(tmp_path):

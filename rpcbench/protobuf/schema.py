@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Container, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import BenchError
-from ..fidelity import INFERRED, Limit, unknown_method
+from ..fidelity import INFERRED, OTHER, Limit, unknown_method
 from .compile import compile_descriptors, virtual_names
 from .convert import Converters, MessageConverter, find_limit
 from .wire import read_varint, varint
@@ -191,8 +191,9 @@ class Schema:
         return matches[0]
 
     def encode(self, method: str, args: Any) -> bytes:
-        """The envelope bytes of one call; a fidelity.Limit (``METHOD``) for a method without a message, a
-        fidelity.Limit when a value is beyond what the field can hold (see :func:`find_limit`)."""
+        """The envelope bytes of one call. A failure is always a fidelity.Limit: ``METHOD`` for a method without a
+        message, the limit a value ran into (see :func:`find_limit`), else ``INFERRED`` for an inferred schema
+        (one of its guesses) or ``OTHER`` (a key the schema lacks: the schema and the trace disagree)."""
         entry = self._entry(method)
         try:  # message_of then serialize, inlined: two calls fewer on the timed path
             payload = entry.converter.to_message(args).SerializeToString(deterministic=True)
@@ -200,9 +201,7 @@ class Schema:
             limit = self._limit(method, args)
             if limit:
                 raise limit from e
-            if self.inferred:
-                raise Limit(INFERRED, "args", f"{type(e).__name__}: {e}") from e
-            raise
+            raise Limit(INFERRED if self.inferred else OTHER, "args", f"{type(e).__name__}: {e}") from e
         return entry.tag + varint(len(payload)) + payload
 
     def _entry(self, method: str) -> Method:
