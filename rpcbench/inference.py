@@ -57,25 +57,36 @@ def wanted(config: RunConfig, registry: Registry) -> bool:
     return not config.proto.files and any(cid.split("+")[0] in TYPED for cid in registry.expand(config.codecs))
 
 
-def infer_schema(config: RunConfig, shapes: protobuf.TraceShapes) -> InferredSchema | None:
-    """The schema inferred from ``shapes`` (every call of the run's traces) when the bundled schemas lack a
-    method of theirs; None when they define them all. A bundled schema that does not load is a BenchError."""
-    methods = shapes.by_method.keys()
-    missing = methods - _bundled_methods(config.proto)
-    if not missing:
-        return None
-    traces = ", ".join(Path(t).name for t in config.trace_files)
-    source, _ = shapes.schema(f"every call of {traces}", PACKAGE)
-    # (rpcbench-method comments in the source map the methods that cannot be rpc names)
-    path = CACHE_DIR / "inferred" / hashlib.sha256(source.encode()).hexdigest()[:20] / FILE_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.is_file():
-        path.write_text(source, encoding="utf-8")
-    where = "the trace" if len(config.trace_files) == 1 else f"the {len(config.trace_files)} traces"
-    why = (f"no --proto given, and the bundled schemas lack {len(missing):,} of the {len(methods):,} methods of "
-           f"{where}")
-    return InferredSchema(source, str(path), len(methods), shapes.calls,
-                          f"every call of {where} ({shapes.calls:,} calls)", why)
+class Inference:
+    """The typed codecs' schema, inferred call by call: :meth:`add` every call of the run's traces, then
+    :meth:`schema`. Made before the read, so that bundled schemas that do not load (two files defining the same
+    names...) stop the run at once with their one-line reason: never a silent fall-back to inference."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.bundled = _bundled_methods(config.proto)
+        self.shapes = protobuf.TraceShapes()
+        self.add = self.shapes.add  #: record one call (bound once: it runs for every call of the traces)
+
+    def schema(self) -> InferredSchema | None:
+        """The schema inferred from the calls added, when the bundled schemas lack a method of theirs; None when
+        they define them all."""
+        methods = self.shapes.by_method.keys()
+        missing = methods - self.bundled
+        if not missing:
+            return None
+        files = self.config.trace_files
+        source, _ = self.shapes.schema(f"every call of {', '.join(Path(t).name for t in files)}", PACKAGE)
+        # (rpcbench-method comments in the source map the methods that cannot be rpc names)
+        path = CACHE_DIR / "inferred" / hashlib.sha256(source.encode()).hexdigest()[:20] / FILE_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file():
+            path.write_text(source, encoding="utf-8")
+        where = "the trace" if len(files) == 1 else f"the {len(files)} traces"
+        why = (f"no --proto given, and the bundled schemas lack {len(missing):,} of the {len(methods):,} methods "
+               f"of {where}")
+        calls = self.shapes.calls
+        return InferredSchema(source, str(path), len(methods), calls, f"every call of {where} ({calls:,} calls)", why)
 
 
 def _bundled_methods(chosen: protobuf.Settings) -> AbstractSet[str]:

@@ -22,11 +22,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from rpc_capture import Call, open_trace
 
-from . import inference, protobuf
+from . import inference
 from .codec import Codec, Compressor, stream_key
 from .config import RunConfig
 from .errors import BenchError
-from .inference import InferredSchema
+from .inference import Inference, InferredSchema
 from .registry import Registry
 from .progress import Progress, quiet
 
@@ -82,16 +82,16 @@ def train_dictionaries(config: RunConfig, registry: Registry, counts: Sequence[i
     (``counts``: calls per trace) or on ``--train-trace``, and infer a schema for the typed codecs from every
     call of the traces when the run has none for them (rpcbench/inference.py); None if neither is needed."""
     needed = wanted(config, registry)
-    shapes = protobuf.TraceShapes() if inference.wanted(config, registry) else None
-    if not needed and shapes is None:
+    inferring = inference.Inference(config) if inference.wanted(config, registry) else None
+    if not needed and inferring is None:
         return None
-    progress("training", "reading the training calls" if shapes is None else
+    progress("training", "reading the training calls" if inferring is None else
              "reading every call (schema inference) and the training calls")
     if needed:
-        calls, held, where = _training_calls(config, counts, shapes)
+        calls, held, where = _training_calls(config, counts, inferring)
     else:
-        calls, held, where = _read(config, (), shapes), (), "nothing: no codec of the run trains a dictionary"
-    schema = inference.infer_schema(config, shapes) if shapes is not None else None
+        calls, held, where = _read(config, (), inferring), (), "nothing: no codec of the run trains a dictionary"
+    schema = inferring.schema() if inferring is not None else None
     if not needed and schema is None:
         return None  # the bundled schemas carry the trace's methods
     training = Training(held, where, len(calls), schema=schema)
@@ -111,15 +111,15 @@ def train_dictionaries(config: RunConfig, registry: Registry, counts: Sequence[i
     return training
 
 
-def _training_calls(config: RunConfig, counts: Sequence[int], shapes: Optional[protobuf.TraceShapes]) -> Tuple[
+def _training_calls(config: RunConfig, counts: Sequence[int], inferring: Optional[Inference]) -> Tuple[
         List[Call], Tuple[int, ...], str]:
     """The calls to train on, how many calls of each trace they hold out, and their source in words (every
-    call of the traces also goes to ``shapes`` when the run infers a schema)."""
+    call of the traces also goes to ``inferring`` when the run infers a schema)."""
     if config.train_trace:
         calls = list(open_trace(config.train_trace, config.salvage))
         if not calls:
             raise BenchError(f"{config.train_trace}: the training trace holds no calls")
-        _read(config, (), shapes)
+        _read(config, (), inferring)
         return calls, (), f"all {len(calls):,} calls of {config.train_trace}"
     total = sum(counts)
     share = min(config.train_fraction, TRAIN_CALLS / total) if total > 0 else config.train_fraction
@@ -128,24 +128,24 @@ def _training_calls(config: RunConfig, counts: Sequence[int], shapes: Optional[p
     if count < 1 or count >= total:
         raise BenchError(f"--train-fraction {config.train_fraction:g} of {total:,} calls leaves "
                          f"{'nothing to train on' if count < 1 else 'nothing to measure'}")
-    calls = _read(config, held, shapes)
+    calls = _read(config, held, inferring)
     where = "the trace" if len(counts) == 1 else f"each of {len(counts)} traces"
     return calls, held, f"the first {share:.2%} of {where} ({count:,} calls)".replace(".00%", "%")
 
 
-def _read(config: RunConfig, held: Sequence[int], shapes: Optional[protobuf.TraceShapes]) -> List[Call]:
-    """The first ``held[i]`` calls of each trace ``i``, read once; with ``shapes``, the read goes on to the end
+def _read(config: RunConfig, held: Sequence[int], inferring: Optional[Inference]) -> List[Call]:
+    """The first ``held[i]`` calls of each trace ``i``, read once; with ``inferring``, the read goes on to the end
     of every trace and gives each call to it."""
     kept: List[Call] = []
     for number, path in enumerate(config.trace_files):
         n = held[number] if number < len(held) else 0
-        if shapes is None:
+        if inferring is None:
             kept += itertools.islice(open_trace(path, config.salvage), n)
             continue
         for index, call in enumerate(open_trace(path, config.salvage)):
             if index < n:
                 kept.append(call)
-            shapes.add(call)
+            inferring.add(call)
     return kept
 
 

@@ -168,13 +168,19 @@ class Schema:
         offers += [(d.name, d, f"{f.name} (message {d.full_name})")
                    for f in files if not f.services_by_name for d in f.message_types_by_name.values()]
         chosen: Dict[str, Tuple[Descriptor, str]] = {}
+        clashes: List[Tuple[str, str, str]] = []  #: (method, first offer, other offer)
         for method, desc, origin in offers:
             if method in mapped:
                 continue
             first = chosen.setdefault(method, (desc, origin))
             if first[0] is not desc:
-                raise BenchError(f"method {method!r} is defined by both {first[1]} and {origin}: pick one schema "
-                                 "with --proto FILE, or the message with --proto-map FILE (docs/protobuf.md)")
+                clashes.append((method, first[1], origin))
+        if clashes:
+            method, first_offer, other = clashes[0]
+            more = [m for m, _, _ in clashes[1:]]
+            also = f" (so are {', '.join(map(repr, more[:3]))}{' and more' * (len(more) > 3)})" if more else ""
+            raise BenchError(f"method {method!r} is defined by both {first_offer} and {other}{also}: pick one schema "
+                             "with --proto FILE, or the message with --proto-map FILE (docs/protobuf.md)")
         return {method: desc for method, (desc, _) in chosen.items()}
 
     def _find_message(self, method: str, name: str) -> Descriptor:
