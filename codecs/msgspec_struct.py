@@ -127,14 +127,15 @@ def _checked(kind: type, name: str, allowed: Tuple[type, ...] = ()) -> Build:
 
 
 def _checked_items(kind: type, name: str) -> Build:
-    """:func:`_checked` for a repeated scalar field: the item types checked in one pass of C calls."""
-    allowed = frozenset(_ALLOWED.get(kind, (kind,)))
+    """:func:`_checked` for a repeated scalar field, item by item."""
+    allowed = _ALLOWED.get(kind, (kind,))
 
     def check(values: Any) -> Any:
         if type(values) is not list and type(values) is not tuple:
             raise _wrong(list, name, values)
-        if not allowed.issuperset(map(type, values)):
-            raise next(_wrong(kind, name, v) for v in values if type(v) not in allowed)
+        for v in values:
+            if type(v) not in allowed:
+                raise _wrong(kind, name, v)
         return values
     return check
 
