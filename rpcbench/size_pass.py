@@ -430,12 +430,12 @@ class TraceIndex:
 
 
 def index_trace(path: str, salvage: bool, chunk_calls: int, count: bool) -> TraceIndex:
-    """The :class:`TraceIndex` of one trace: record headers and checksums only, no call decoded (a trace
-    that cannot be split is read whole to count its calls, and only if ``count``)."""
+    """The :class:`TraceIndex` of one trace: record headers and checksums only, no call decoded (a binary
+    trace that cannot be split has its calls counted from its record headers, for the progress line; JSON
+    Lines are read whole to count theirs, and only if ``count``)."""
     reader = open_trace(path, salvage)
     if not isinstance(reader, TraceReader) or salvage or not reader.seekable:
-        counted = (sum(1 for _ in reader) if not isinstance(reader, TraceReader) else reader.count_calls()) \
-            if count else -1
+        counted = reader.count_calls() if isinstance(reader, TraceReader) else sum(1 for _ in reader) if count else -1
         reader.close()
         return TraceIndex(path, (), counted)
     cuts: List[Tuple[int, int]] = []
@@ -456,6 +456,7 @@ class Piece:
     start: Optional[int] = None  #: byte offset of the first batch record (None: the file's start)
     stop: Optional[int] = None  #: byte offset where the next piece starts (None: the file's end)
     first_call: int = 0  #: index of the piece's first call in its trace
+    calls: int = 0  #: calls it reads (0: not counted), for the progress line
     count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
     wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies (resolved by the piece for its trace)
@@ -487,15 +488,16 @@ def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: in
 
 def _trace_pieces(number: int, trace: TraceIndex, codecs: Sequence[Codec], groups: int) -> List[Piece]:
     """One trace's pieces; in each chunk (or the whole trace) the first group of codecs counts the calls."""
+    whole = max(trace.calls, 0)
     if len(trace.cuts) < 2:
-        return [Piece(number, trace.path, _names(group), count=g == 0)
+        return [Piece(number, trace.path, _names(group), calls=whole, count=g == 0)
                 for g, group in enumerate(split_codecs(codecs, groups))]
     cuts = list(trace.cuts)
     stateless = split_codecs([c for c in codecs if not c.per_connection], groups)
-    pieces = [Piece(number, trace.path, _names(group), start, stop, before, count=g == 0)
-              for (start, before), (stop, _) in zip(cuts, [*cuts[1:], (None, 0)])
+    pieces = [Piece(number, trace.path, _names(group), start, stop, before, max(after - before, 0), count=g == 0)
+              for (start, before), (stop, after) in zip(cuts, [*cuts[1:], (None, whole)])
               for g, group in enumerate(stateless)]
-    return pieces + [Piece(number, trace.path, _names(group), count=not pieces and g == 0)
+    return pieces + [Piece(number, trace.path, _names(group), calls=whole, count=not pieces and g == 0)
                      for g, group in enumerate(split_codecs([c for c in codecs if c.per_connection], groups))]
 
 
@@ -553,6 +555,10 @@ class PieceTask:
     @property
     def codecs(self) -> Tuple[str, ...]:
         return self.piece.live
+
+    @property
+    def span(self) -> Tuple[int, int]:
+        return self.piece.first_call, self.piece.calls
 
     def prepare(self) -> None:
         _registry(self.config)
@@ -628,6 +634,7 @@ class FloorTask:
     path: str
     plan: SamplePlan
     codecs: Tuple[str, ...] = ()  #: none of the run's codecs: compact JSON and zstd / xz only
+    span: Tuple[int, int] = (0, 0)  #: its calls are not counted in the progress line
 
     def prepare(self) -> None:
         _registry(self.config)
@@ -718,7 +725,7 @@ class SizePass:
         floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
                               for i, t in enumerate(self.index)] if self.config.floor else []
         answers = executor.run_all([*floors, *(PieceTask(self.config, p, self.plan) for p in pieces)],
-                                   "size pass: reading")
+                                   "size pass: reading", sum(max(t.calls, 0) for t in self.index))
         self.dask = executor.info
         for trace, totals in zip(self.traces, answers[:len(floors)]):
             trace.floor = totals
