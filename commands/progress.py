@@ -56,23 +56,25 @@ class ProgressDisplay:
         first = phase not in self._started
         elapsed = now - self._started.setdefault(phase, now)
         if self._bars is not None:
-            self._bar(phase, detail, (done, total), {"rate": rate_of(done, unit, elapsed),
-                                                     "eta": clock(eta_of(done, total, elapsed)[1])})
+            pace = rate_of(done, unit, elapsed), clock(eta_of(done, total, elapsed)[1])
+            self._bar(phase, detail, (done, total), pace)
         elif first or now - self._last_line >= self.interval:
             self._last_line = now
             print(plain_line(phase, detail, (done, total, unit), elapsed), file=self.stream, flush=True)
 
-    def _bar(self, phase: str, detail: str, progress: Tuple[float, float], pace: Dict[str, str]) -> None:
+    def _bar(self, phase: str, detail: str, progress: Tuple[float, float], pace: Tuple[str, str]) -> None:
         """Update the phase's bar (``pace``: its rate and ETA, as the plain lines give them); a new phase
         completes the bars before it."""
         assert self._bars is not None
         done, total = progress
+        rate, eta = pace
         task = self._tasks.get(phase)
         if task is None:
             for earlier in self._tasks.values():
                 self._bars.update(earlier, completed=1, total=1, detail="", rate="", eta=clock(0))
-            task = self._tasks[phase] = self._bars.add_task(phase, total=total or None, detail=detail, **pace)
-        self._bars.update(task, completed=done, total=total or None, detail=detail, **pace)
+            task = self._tasks[phase] = self._bars.add_task(phase, total=total or None, detail=detail, rate=rate,
+                                                            eta=eta)
+        self._bars.update(task, completed=done, total=total or None, detail=detail, rate=rate, eta=eta)
 
     def close(self) -> None:
         """Clear the bars (idempotent): what follows on the terminal is the results only."""
@@ -86,13 +88,13 @@ class ProgressDisplay:
 
 def plain_line(phase: str, detail: str, progress: Tuple[float, float, str], elapsed: float) -> str:
     """One line of progress without a terminal: ``size pass: reading: 37%, 52,310 calls/s, ETA 41 s 2 of 4
-    tasks`` (share, rate and ETA when known; the ETA after the phase's first second)."""
+    tasks`` (share, rate and ETA when known)."""
     done, total, unit = progress
     share, eta = eta_of(done, total, elapsed)
     rate = rate_of(done, unit, elapsed)
     figures = f" {share:.0%}" if share is not None else ""
     figures += f", {rate}" if rate else ""
-    figures += f", ETA {eta:.0f} s" if eta is not None and elapsed >= 1 else ""
+    figures += f", ETA {eta:.0f} s" if eta is not None else ""
     return f"{phase}:{figures} {detail}".rstrip()
 
 
@@ -112,8 +114,9 @@ def rate_of(done: float, unit: str, elapsed: float) -> str:
 
 
 def eta_of(done: float, total: float, elapsed: float) -> Tuple[Optional[float], Optional[float]]:
-    """Share done and seconds left, at the pace so far (None when the total or the pace is unknown)."""
+    """Share done and seconds left, at the pace so far (None when the total is unknown, or the pace: nothing
+    done yet or the phase in its first second)."""
     if total <= 0:
         return None, None
     share = min(done / total, 1.0)
-    return share, (elapsed * (1 - share) / share if share > 0 else None)
+    return share, (elapsed * (1 - share) / share if share > 0 and elapsed >= 1 else None)

@@ -148,10 +148,13 @@ def share_done(done: Sequence[Task], running: Sequence[Tuple[Task, int]], tasks:
 
 def report(progress: Progress, what: str, tasks: Tuple[int, int, str], share: Optional[float], calls: int) -> None:
     """Progress in calls when both the share done and the run's ``calls`` are known, else in ``tasks``
-    (done, of, where)."""
+    (done, of, where); once every call is through and a task still runs (a floor compressing), neither:
+    no share or ETA to give."""
     done, total, where = tasks
     detail = f"{done} of {total} tasks{where}"
-    if share is not None and calls > 0:
+    if share is not None and share >= 1 and done < total:
+        progress(what, f"{detail}, every call read")
+    elif share is not None and calls > 0:
         progress(what, detail, share * calls, calls, "calls")
     else:
         progress(what, detail, done, total)

@@ -7,14 +7,16 @@ import io
 import os
 import pty
 import re
+import select
+import time
 from typing import Any, List, Tuple
 
 import pytest
 
 from rpc_capture import TraceWriter, open_trace
-from rpcbench.commands.progress import ProgressDisplay, clock, plain_line, rate_of
+from rpcbench.commands.progress import ProgressDisplay, clock, eta_of, plain_line, rate_of
 from rpcbench.config import DEFAULT_TRACE, RunConfig
-from rpcbench.executors import share_done
+from rpcbench.executors import report, share_done
 from rpcbench.pipeline import run_benchmark
 from rpcbench.size_pass import FloorTask, PieceTask, index_trace, plan_pieces
 from rpcbench.registry import Registry
@@ -59,6 +61,22 @@ def test_the_pieces_of_a_trace_cover_its_calls_once_per_group_of_codecs(tmp_path
     assert FloorTask(config, 0, str(path), None).span == (0, 0)  # type: ignore
 
 
+def test_progress_is_in_calls_until_they_are_all_read_while_a_task_still_runs() -> None:
+    seen: List[Tuple[str, str, float, float, str]] = []
+
+    def progress(phase: str, detail: str = "", done: float = 0, total: float = 0, unit: str = "") -> None:
+        seen.append((phase, detail, done, total, unit))
+
+    report(progress, "size pass: reading", (1, 4, ""), 0.5, 20000)
+    report(progress, "size pass: reading", (3, 4, ""), 1.0, 20000)  # the floor still compresses: no ETA of 0 s
+    report(progress, "size pass: reading", (4, 4, ""), 1.0, 20000)
+    report(progress, "size pass: reading", (2, 4, " on dask"), None, 20000)  # calls not counted: tasks
+    assert seen == [("size pass: reading", "1 of 4 tasks", 10000, 20000, "calls"),
+                    ("size pass: reading", "3 of 4 tasks, every call read", 0, 0, ""),
+                    ("size pass: reading", "4 of 4 tasks", 20000, 20000, "calls"),
+                    ("size pass: reading", "2 of 4 tasks on dask", 2, 4, "")]
+
+
 @pytest.mark.parametrize("jobs", [0, 2])
 def test_the_size_pass_reports_the_trace_s_calls_done_up_to_all_of_them(jobs: int) -> None:
     seen: List[Tuple[str, float, float, str]] = []
@@ -87,6 +105,7 @@ def test_plain_lines_give_calls_per_second_and_the_time_left() -> None:
     assert third == "timing: 25% rounds: json"  # steps, not calls: no rate; no ETA in its first second
     assert plain_line("floor", "", (0, 0, ""), 5.0) == "floor:"
     assert rate_of(5000, "calls", 2.0) == "2,500 calls/s" and rate_of(5000, "", 2.0) == rate_of(0, "calls", 1) == ""
+    assert eta_of(1, 4, 0.5) == (0.25, None) and eta_of(1, 4, 3.0) == (0.25, 9.0)  # no ETA in the first second
     assert clock(None) == "-:--:--" and clock(41.4) == "0:00:41" and clock(3725) == "1:02:05"
 
 
@@ -95,16 +114,18 @@ def test_the_terminal_bar_shows_calls_per_second_and_the_time_left(monkeypatch: 
     monkeypatch.setenv("COLUMNS", "160")
     master, slave = pty.openpty()
     terminal = os.fdopen(slave, "w")
+    pattern = r"size pass: reading +[━╸╺]+ +25% 0:00:0\d ETA 0:00:0[67] 2,\d{3} calls/s 1 of 3 tasks"
+    shown = ""
     try:
         with ProgressDisplay(stream=terminal) as display:
             display("size pass: reading", "0 of 3 tasks", 0, 20000, "calls")
             display._started["size pass: reading"] -= 2.0
             display("size pass: reading", "1 of 3 tasks", 5000, 20000, "calls")
-            assert display._bars is not None
-            display._bars.refresh()
-            shown = os.read(master, 65536).decode(errors="replace")
+            deadline = time.monotonic() + 10
+            while not re.search(pattern, shown) and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.25)[0]:
+                    shown += re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", os.read(master, 65536).decode(errors="replace"))
     finally:
         terminal.close()
         os.close(master)
-    bar = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.split("\r")[-1])
-    assert re.search(r"size pass: reading +[━╸╺]+ +25% 0:00:0\d ETA 0:00:0[67] 2,\d{3} calls/s 1 of 3 tasks", bar), bar
+    assert re.search(pattern, shown), shown
