@@ -62,8 +62,9 @@ class Quant(Codec):
         entry = self._by_method.get(call.method)
         if entry is None:
             raise unknown_method(call.method, ", ".join(self.schemas))
+        out: List[bytes] = []
         try:
-            a, n = entry[1](entry[0], self.index_bits, call.args)
+            a, n = entry[1](entry[0], self.index_bits, call.args, out)
         except OutOfProfile as e:
             raise Limit(PRECISION, f"args ({e.path})", str(e)) from e
         except UnicodeEncodeError as e:
@@ -73,15 +74,16 @@ class Quant(Codec):
                 raise Limit(INFERRED, "args", f"{type(e).__name__}: {e}") from e
             raise
         pad = -n & 7
-        return (a << pad).to_bytes((n + pad) >> 3, "big")
+        last = (a << pad).to_bytes((n + pad) >> 3, "big")
+        return b"".join(out) + last if out else last
 
     def decode(self, data: bytes) -> Received:
         big = int.from_bytes(data, "big")
-        total = len(data) << 3
-        name, decoder = self._by_index[big >> (total - self.index_bits) & ((1 << self.index_bits) - 1)]
-        args, end = decoder(big, total, self.index_bits)
-        if total - end >= 8:
-            raise ValueError(f"{(total - end) // 8} bytes after the message")
+        left = (len(data) << 3) - self.index_bits
+        name, decoder = self._by_index[big >> left & ((1 << self.index_bits) - 1)]
+        args, left = decoder(big, left)
+        if left >= 8:
+            raise ValueError(f"{left // 8} bytes after the message")
         return name, args
 
     def within_steps(self, call: Call, back: Call) -> Tuple[Call, Tuple[Tuple[str, float, float], ...],

@@ -122,13 +122,13 @@ def _entry(path: str, seen: Seen, relative_error: float) -> str:
     if kind == INT:
         low, high = int(seen.low), int(seen.high)
         return (f"{key} = {{ min = {low}, max = {high} }}  # {seen.count:,} ints seen in {low}..{high}: "
-                f"{(high - low).bit_length()} bits instead of a varint")
+                f"{_bits((high - low).bit_length())} instead of a varint")
     step, why = _step(seen, relative_error)
     decimals = max(0, -math.floor(math.log10(step)))
     low, high = round(math.floor(seen.low / step) * step, decimals), round(math.ceil(seen.high / step) * step, decimals)
     bits = round((high - low) / step).bit_length()
     return (f"{key} = {{ step = {step!r}, min = {low!r}, max = {high!r} }}  # {seen.count:,} floats seen in "
-            f"{seen.low:g}..{seen.high:g}, {why}: {bits} bits instead of 64")
+            f"{seen.low:g}..{seen.high:g}, {why}: {_bits(bits)} instead of 64")
 
 
 def _step(seen: Seen, relative_error: float) -> Tuple[float, str]:
@@ -141,3 +141,7 @@ def _step(seen: Seen, relative_error: float) -> Tuple[float, str]:
     return step, (f"full precision: a step of {step:g} keeps the error within {step / 2:g}, "
                   f"{step / 2 / largest:.1e} of the largest")
 
+
+
+def _bits(n: int) -> str:
+    return f"{n} bit" if n == 1 else f"{n} bits"

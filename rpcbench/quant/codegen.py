@@ -1,9 +1,9 @@
 """Generated encoders and decoders for the ``quant`` layout: Python source per message, compiled once.
 
-An encoder ``e<k>(a, n, v) -> (a, n)`` appends a message's fields to one Python int ``a`` holding ``n``
+An encoder ``e<k>(a, n, v, out) -> (a, n)`` appends a message's fields to one Python int ``a`` holding ``n``
 bits so far (``a = a << bits | value``), most significant bit first; the codec writes it with
-``int.to_bytes`` after padding to whole bytes. A decoder ``d<k>(big, T, p) -> (value, p)`` reads fields from
-the message as one int ``big`` of ``T`` bits, ``p`` bits in. Each message node of the layout gets its own pair
+``int.to_bytes`` after padding to whole bytes. A decoder ``d<k>(big, r) -> (value, r)`` reads fields from
+the message as one int ``big`` with ``r`` bits left to read (the lowest ``r`` bits of ``big``). Each message node of the layout gets its own pair
 (a type used at two paths may have two rules). The layout, and the widths, are :mod:`.layout`'s.
 """
 
@@ -19,8 +19,9 @@ import msgpack
 from .layout import (ANY, BOOL, BYTES, ENUM, FLOAT, INT, NONE, NULLABLE, STR, Leaf, Map, Message, Node,
                      OutOfProfile, Repeated, Slot)
 
-Encoder = Callable[[int, int, Any], Tuple[int, int]]
-Decoder = Callable[[int, int, int], Tuple[Any, int]]
+Encoder = Callable[[int, int, Any, List[bytes]], Tuple[int, int]]
+Decoder = Callable[[int, int], Tuple[Any, int]]
+CHUNK_BITS = 8192  #: in a loop, an encoder moves its bytes out, a decoder trims what it read, past this many bits
 
 
 def _vu(a: int, n: int, u: int) -> Tuple[int, int]:
@@ -37,16 +38,24 @@ def _vz(a: int, n: int, v: int) -> Tuple[int, int]:
     return _vu(a, n, v << 1 if v >= 0 else (-v << 1) - 1)
 
 
-def _rv(big: int, total: int, p: int) -> Tuple[int, int]:
-    """An unsigned varint read ``p`` bits into a message of ``total`` bits, and where it ends."""
+def _rv(big: int, r: int) -> Tuple[int, int]:
+    """An unsigned varint read where ``r`` bits of the message are left, and the bits left after it."""
     u = shift = 0
     while True:
-        group = big >> (total - p - 8) & 255
-        p += 8
+        r -= 8
+        group = big >> r & 255
         u |= (group & 127) << shift
         shift += 7
         if group < 128:
-            return u, p
+            return u, r
+
+
+def flush(out: List[bytes], a: int, n: int) -> Tuple[int, int]:
+    """Move the whole bytes of ``a`` into ``out``, keeping the last ``n % 8`` bits: shifting one ever longer int
+    would make a long message's encoding quadratic."""
+    keep = n & 7
+    out.append((a >> keep).to_bytes(n >> 3, "big"))
+    return a & ((1 << keep) - 1), keep
 
 
 def _out(path: str, value: Any, why: str) -> OutOfProfile:
@@ -63,7 +72,7 @@ def _unknown(path: str, value: Dict[Any, Any], known: frozenset) -> UnknownKeys:
 
 
 _ENV: Dict[str, Any] = {
-    "_vu": _vu, "_vz": _vz, "_rv": _rv, "_out": _out, "_unknown": _unknown, "_fromb": int.from_bytes,
+    "_vu": _vu, "_vz": _vz, "_rv": _rv, "_flush": flush, "_out": _out, "_unknown": _unknown, "_fromb": int.from_bytes,
     "_pd": struct.Struct(">d").pack, "_ud": struct.Struct(">d").unpack, "_pf": struct.Struct(">f").pack,
     "_uf": struct.Struct(">f").unpack, "_mp": msgpack.Packer(use_bin_type=True).pack,
     "_mu": functools.partial(msgpack.unpackb, strict_map_key=False), "_BIT": {True: 1, False: 0}, "_BOOLS": (False, True),
@@ -108,14 +117,14 @@ class Generated:
 
     def _message(self, message: Message) -> None:
         k = self._number(message)
-        enc = [f"def e{k}(a, n, v):"]
-        dec = [f"def d{k}(big, T, p):"]
+        enc = [f"def e{k}(a, n, v, out):"]
+        dec = [f"def d{k}(big, r):"]
         if message.positional:
             bits = message.count_bits
             enc += [f"    if type(v) is not list and type(v) is not tuple or len(v) > {len(message.slots)}:",
                     f"        raise TypeError('{message.name} takes a list of at most {len(message.slots)} args')",
                     "    c = len(v)", f"    a = a << {bits} | c", f"    n += {bits}"]
-            dec += [f"    c = big >> (T - p - {bits}) & {(1 << bits) - 1}", f"    p += {bits}", "    v = []"]
+            dec += [f"    r -= {bits}", f"    c = big >> r & {(1 << bits) - 1}", "    v = []"]
             for i, slot in enumerate(message.slots):
                 enc += [f"    if c > {i}:", f"        x0 = v[{i}]", *self._slot_encode(slot, 2)]
                 dec += [f"    if c > {i}:", *self._slot_decode(slot, 2), "        v.append(x0)"]
@@ -129,7 +138,7 @@ class Generated:
                 absent = "        v[{!r}] = None".format(slot.key) if slot.presence == NULLABLE else "        pass"
                 dec += [*self._slot_decode(slot, 1, absent), f"    v[{slot.key!r}] = x0" if slot.presence == NONE
                         else ""]
-        self._lines += [*enc, "    return a, n", *[line for line in dec if line], "    return v, p", ""]
+        self._lines += [*enc, "    return a, n", *[line for line in dec if line], "    return v, r", ""]
 
     def _slot_encode(self, slot: Slot, depth: int) -> List[str]:
         """Lines encoding ``x0`` as the slot's field: a presence bit first if it has one."""
@@ -150,32 +159,46 @@ class Generated:
         present = [f"{pad}    v[{slot.key!r}] = x0"] if absent else []
         missing = [f"{pad}else:", absent.replace("        ", pad + "    ", 1)] if absent else [
             f"{pad}else:", f"{pad}    x0 = None"]
-        return [f"{pad}p += 1", f"{pad}if big >> (T - p) & 1:", *self._decode(slot.node, "x0", depth + 1, 0),
+        return [f"{pad}r -= 1", f"{pad}if big >> r & 1:", *self._decode(slot.node, "x0", depth + 1, 0),
                 *present, *missing]
 
     def _encode(self, node: Node, x: str, depth: int, level: int) -> List[str]:
         """Lines encoding the value in variable ``x`` as ``node``."""
         pad = "    " * depth
         if isinstance(node, Message):
-            return [f"{pad}a, n = e{self._number(node)}(a, n, {x})"]
+            return [f"{pad}a, n = e{self._number(node)}(a, n, {x}, out)"]
         if isinstance(node, Repeated):
             item = f"x{level + 1}"
             return [f"{pad}a, n = _vu(a, n, len({x}))", f"{pad}for {item} in {x}:",
-                    *self._encode(node.item, item, depth + 1, level + 1)]
+                    *self._encode(node.item, item, depth + 1, level + 1), *self._flushed(depth + 1)]
         if isinstance(node, Map):
             key, value = f"k{level + 1}", f"x{level + 1}"
             return [f"{pad}a, n = _vu(a, n, len({x}))", f"{pad}for {key}, {value} in {x}.items():",
                     *self._encode(node.key, key, depth + 1, level + 1),
-                    *self._encode(node.value, value, depth + 1, level + 1)]
+                    *self._encode(node.value, value, depth + 1, level + 1), *self._flushed(depth + 1)]
         return [pad + line for line in self._leaf_encode(node, x)]
+
+    @staticmethod
+    def _flushed(depth: int) -> List[str]:
+        """Lines ending a loop's item: past CHUNK_BITS, the whole bytes so far go to ``out``."""
+        pad = "    " * depth
+        return [f"{pad}if n > {CHUNK_BITS}:", f"{pad}    a, n = _flush(out, a, n)"]
+
+    @staticmethod
+    def _trimmed(depth: int) -> List[str]:
+        """Lines ending a loop's item: past CHUNK_BITS read, ``big`` keeps only the bits left (reading from one
+        long int would make a long message's decoding quadratic)."""
+        pad = "    " * depth
+        return [f"{pad}if big.bit_length() - r > {CHUNK_BITS}:", f"{pad}    big &= (1 << r) - 1"]
 
     def _leaf_encode(self, leaf: Leaf, x: str) -> List[str]:
         """Lines encoding one value (no indentation)."""
         bits, path = leaf.bits, leaf.path
         if leaf.kind == INT and bits is not None:
-            return [f"if not {leaf.low} <= {x} <= {leaf.high}:",
-                    f"    raise _out({path!r}, {x}, 'outside its range {leaf.low}..{leaf.high}')",
-                    f"a = a << {bits} | ({x} - {leaf.low})", f"n += {bits}"]
+            return [f"if {leaf.low} <= {x} <= {leaf.high}:", f"    a = a << {bits} | ({x} - {leaf.low})",
+                    *self._escaped(leaf, x, "a = a << {bits} | {escape}"),
+                    "else:", f"    raise _out({path!r}, {x}, 'outside its range {leaf.low}..{leaf.high}')",
+                    f"n += {bits}"]
         if leaf.kind == INT:
             return [f"a, n = _vz(a, n, {x})"]
         if leaf.kind == FLOAT and leaf.rule.step is not None:
@@ -201,50 +224,64 @@ class Generated:
             return [f"if {x} - {x} != 0:", f"    raise _out({path!r}, {x}, 'has no multiple of its step')",
                     f"a, n = _vz(a, n, round({x} / {step!r}))"]
         low, high = (leaf.low - 0.5) * step, (leaf.high + 0.5) * step
-        return [f"if not {low!r} <= {x} <= {high!r}:",
-                f"    raise _out({path!r}, {x}, 'outside its range {leaf.rule.min:g}..{leaf.rule.max:g}')",
-                f"q = round({x} / {step!r}) - {leaf.low}",
-                f"if q < 0 or q > {leaf.high - leaf.low}:",
-                f"    raise _out({path!r}, {x}, 'outside its range {leaf.rule.min:g}..{leaf.rule.max:g}')",
+        outside = f"raise _out({path!r}, {x}, 'outside its range {leaf.rule.min:g}..{leaf.rule.max:g}')"
+        return [f"if {low!r} <= {x} <= {high!r}:", f"    q = round({x} / {step!r}) - {leaf.low}",
+                f"    if q < 0 or q > {leaf.high - leaf.low}:", f"        {outside}",
+                *self._escaped(leaf, x, "q = {escape}"), "else:", f"    {outside}",
                 f"a = a << {leaf.bits} | q", f"n += {leaf.bits}"]
+
+    @staticmethod
+    def _escaped(leaf: Leaf, x: str, line: str) -> List[str]:
+        """For a range that leaves 0 out: 0 is sent as the escape code (``line`` with it filled in)."""
+        if leaf.escape is None:
+            return []
+        return [f"elif {x} == 0:", "    " + line.format(bits=leaf.bits, escape=leaf.escape)]
 
     def _decode(self, node: Node, x: str, depth: int, level: int) -> List[str]:
         """Lines decoding ``node`` into variable ``x``."""
         pad = "    " * depth
         if isinstance(node, Message):
-            return [f"{pad}{x}, p = d{self._number(node)}(big, T, p)"]
+            return [f"{pad}{x}, r = d{self._number(node)}(big, r)"]
         if isinstance(node, Repeated):
             item = f"x{level + 1}"
-            return [f"{pad}c{level + 1}, p = _rv(big, T, p)", f"{pad}{x} = []", f"{pad}for _ in range(c{level + 1}):",
-                    *self._decode(node.item, item, depth + 1, level + 1), f"{pad}    {x}.append({item})"]
+            return [f"{pad}c{level + 1}, r = _rv(big, r)", f"{pad}{x} = []", f"{pad}for _ in range(c{level + 1}):",
+                    *self._decode(node.item, item, depth + 1, level + 1), f"{pad}    {x}.append({item})",
+                    *self._trimmed(depth + 1)]
         if isinstance(node, Map):
             key, value = f"k{level + 1}", f"x{level + 1}"
-            return [f"{pad}c{level + 1}, p = _rv(big, T, p)", f"{pad}{x} = {{}}",
+            return [f"{pad}c{level + 1}, r = _rv(big, r)", f"{pad}{x} = {{}}",
                     f"{pad}for _ in range(c{level + 1}):", *self._decode(node.key, key, depth + 1, level + 1),
-                    *self._decode(node.value, value, depth + 1, level + 1), f"{pad}    {x}[{key}] = {value}"]
+                    *self._decode(node.value, value, depth + 1, level + 1), f"{pad}    {x}[{key}] = {value}",
+                    *self._trimmed(depth + 1)]
         return [pad + line for line in self._leaf_decode(node, x)]
 
     def _leaf_decode(self, leaf: Leaf, x: str) -> List[str]:
         """Lines decoding one value into ``x`` (no indentation)."""
         bits = leaf.bits
-        take = f"(big >> (T - p - {bits}) & {(1 << bits) - 1 if bits else 0})"
+        take = f"(big >> r & {(1 << bits) - 1 if bits else 0})"
+        ahead = [f"r -= {bits}"]
         step = leaf.rule.step
         if leaf.kind == INT and bits is not None:
-            return [f"{x} = {take} + {leaf.low}", f"p += {bits}"]
+            if leaf.escape is not None:
+                return [*ahead, f"q = {take}", f"{x} = q + {leaf.low} if q != {leaf.escape} else 0"]
+            return [*ahead, f"{x} = {take} + {leaf.low}"]
         if leaf.kind == INT:
-            return ["q, p = _rv(big, T, p)", f"{x} = q >> 1 ^ -(q & 1)"]
+            return ["q, r = _rv(big, r)", f"{x} = q >> 1 ^ -(q & 1)"]
         if leaf.kind == FLOAT and step is not None and bits is not None:
-            return [f"{x} = round(({take} + {leaf.low}) * {step!r}, {leaf.rule.decimals})", f"p += {bits}"]
+            if leaf.escape is not None:
+                return [*ahead, f"q = {take}",
+                        f"{x} = round((q + {leaf.low}) * {step!r}, {leaf.rule.decimals}) if q != {leaf.escape} else 0.0"]
+            return [*ahead, f"{x} = round(({take} + {leaf.low}) * {step!r}, {leaf.rule.decimals})"]
         if leaf.kind == FLOAT and step is not None:
-            return ["q, p = _rv(big, T, p)", f"{x} = round((q >> 1 ^ -(q & 1)) * {step!r}, {leaf.rule.decimals})"]
+            return ["q, r = _rv(big, r)", f"{x} = round((q >> 1 ^ -(q & 1)) * {step!r}, {leaf.rule.decimals})"]
         if leaf.kind == FLOAT:
             unpack = "_uf" if leaf.single else "_ud"
-            return [f"{x} = {unpack}({take}.to_bytes({bits // 8}, 'big'))[0]", f"p += {bits}"]
+            return [*ahead, f"{x} = {unpack}({take}.to_bytes({bits // 8}, 'big'))[0]"]
         if leaf.kind == BOOL:
-            return [f"{x} = _BOOLS[big >> (T - p - 1) & 1]", "p += 1"]
+            return ["r -= 1", f"{x} = _BOOLS[big >> r & 1]"]
         if leaf.kind == ENUM:
-            return [f"{x} = {self._const(leaf.names)}[{take}]", f"p += {bits}"]
+            return [*ahead, f"{x} = {self._const(leaf.names)}[{take}]"]
         finish = {STR: ".decode()", BYTES: "", ANY: ""}[leaf.kind]
-        raw = "(big >> (T - p - (L << 3)) & ((1 << (L << 3)) - 1)).to_bytes(L, 'big')"
+        raw = "(big >> r & ((1 << (L << 3)) - 1)).to_bytes(L, 'big')"
         value = f"_mu({raw})" if leaf.kind == ANY else f"{raw}{finish}"
-        return ["L, p = _rv(big, T, p)", f"{x} = {value}", "p += L << 3"]
+        return ["L, r = _rv(big, r)", "r -= L << 3", f"{x} = {value}"]

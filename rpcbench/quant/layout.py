@@ -52,15 +52,14 @@ class Leaf:
     bits: Optional[int] = None
     low: int = 0  #: an int's min, or a float's lowest multiple of the step
     high: int = 0
+    escape: Optional[int] = None  #: the code after the range that stands for 0, when the range leaves 0 out
 
     def __post_init__(self) -> None:
         step, rule = self.rule.step, self.rule
         if self.kind == INT and rule.min is not None and rule.max is not None:
-            self.low, self.high = math.ceil(rule.min), math.floor(rule.max)
-            self.bits = (self.high - self.low).bit_length()
+            self._ranged(math.ceil(rule.min), math.floor(rule.max))
         elif self.kind == FLOAT and step is not None and rule.min is not None and rule.max is not None:
-            self.low, self.high = math.floor(rule.min / step + TOLERANCE), math.ceil(rule.max / step - TOLERANCE)
-            self.bits = (self.high - self.low).bit_length()
+            self._ranged(math.floor(rule.min / step + TOLERANCE), math.ceil(rule.max / step - TOLERANCE))
         elif self.kind == FLOAT and step is None:
             self.bits = 32 if self.single else 64
         elif self.kind == BOOL:
@@ -68,17 +67,20 @@ class Leaf:
         elif self.kind == ENUM:
             self.bits = (len(self.names) - 1).bit_length()
 
+    def _ranged(self, low: int, high: int) -> None:
+        """Codes 0..high-low for the range; one more for 0 when the range leaves it out (the default a field
+        without presence sends for a value the call left out, as protobuf's 0)."""
+        self.low, self.high = low, high
+        if not low <= 0 <= high:
+            self.escape = high - low + 1
+        self.bits = (high - low + (self.escape is not None)).bit_length()
+
     @property
     def default(self) -> Any:
         """What a field without presence sends for a value the call left out or gave as None."""
         if self.kind == ENUM:
             return self.names[0]
-        zero = {INT: 0, FLOAT: 0.0, BOOL: False, STR: "", BYTES: b"", ANY: None}[self.kind]
-        if self.kind == INT and self.bits is not None:
-            return min(max(zero, self.low), self.high)
-        if self.kind == FLOAT and self.bits is not None and self.rule.step is not None:
-            return min(max(0, self.low), self.high) * self.rule.step
-        return zero
+        return {INT: 0, FLOAT: 0.0, BOOL: False, STR: "", BYTES: b"", ANY: None}[self.kind]
 
 
 @dataclass
