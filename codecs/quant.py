@@ -14,6 +14,9 @@ from rpcbench.precision import NO_PROFILE, Profile
 from rpcbench.quant import Generated, OutOfProfile, Tolerance, method_bits, method_layouts
 
 
+DEFAULT_SETTINGS = protobuf.Settings()  #: every .proto in proto/ (frozen, so one shared default is safe)
+
+
 class Quant(Codec):
     """Each call as the bits its schema and precision profile need, padded to whole bytes once at the end.
 
@@ -38,7 +41,7 @@ class Quant(Codec):
         METHOD: "a method the schemas have no message for fails to encode",
     }
 
-    def __init__(self, settings: protobuf.Settings = protobuf.Settings(), precision: Profile = NO_PROFILE) -> None:
+    def __init__(self, settings: protobuf.Settings = DEFAULT_SETTINGS, precision: Profile = NO_PROFILE) -> None:
         schema = protobuf.load(settings)
         self.schemas = list(schema.files)
         self.precision = precision.label if precision.name else "none (every value exact)"

@@ -23,6 +23,7 @@ from .precision import NO_PROFILE
 from .quant.layout import BOOL, BYTES, ENUM, FLOAT, INT, STR, Leaf, Message, leaves, method_layouts
 
 MAX_DECIMALS = 6  #: more decimals than this: the value carries full precision
+_DEFAULT_SETTINGS = protobuf.Settings()  #: the bundled schemas, or one inferred (frozen: one shared default is safe)
 RELATIVE_ERROR = 1e-4  #: default error a full-precision float's step keeps, relative to its largest magnitude
 
 
@@ -69,9 +70,9 @@ def observe(layouts: Dict[str, Message], calls: Iterable[Call]) -> Dict[str, See
         for leaf in _all_leaves(message):
             seen.setdefault(leaf.path, Seen(leaf))
     for call in calls:
-        message = layouts.get(call.method)
-        if message is not None:
-            for leaf, value in leaves(message, call.args):
+        found = layouts.get(call.method)
+        if found is not None:
+            for leaf, value in leaves(found, call.args):
                 seen[leaf.path].add(value)
     return seen
 
@@ -89,7 +90,7 @@ def _all_leaves(node: Any) -> Iterable[Leaf]:
         yield from _all_leaves(node.value)
 
 
-def suggest(trace: str, calls: Sequence[Call], chosen: protobuf.Settings = protobuf.Settings(),
+def suggest(trace: str, calls: Sequence[Call], chosen: protobuf.Settings = _DEFAULT_SETTINGS,
             relative_error: float = RELATIVE_ERROR) -> str:
     """The suggested profile as TOML text, one entry (or comment) per field, each saying why."""
     settings, source = schema_settings(trace, calls, chosen)
@@ -125,9 +126,10 @@ def _entry(path: str, seen: Seen, relative_error: float) -> str:
                 f"{_bits((high - low).bit_length())} instead of a varint")
     step, why = _step(seen, relative_error)
     decimals = max(0, -math.floor(math.log10(step)))
-    low, high = round(math.floor(seen.low / step) * step, decimals), round(math.ceil(seen.high / step) * step, decimals)
-    bits = round((high - low) / step).bit_length()
-    return (f"{key} = {{ step = {step!r}, min = {low!r}, max = {high!r} }}  # {seen.count:,} floats seen in "
+    bottom = round(math.floor(seen.low / step) * step, decimals)
+    top = round(math.ceil(seen.high / step) * step, decimals)
+    bits = round((top - bottom) / step).bit_length()
+    return (f"{key} = {{ step = {step!r}, min = {bottom!r}, max = {top!r} }}  # {seen.count:,} floats seen in "
             f"{seen.low:g}..{seen.high:g}, {why}: {_bits(bits)} instead of 64")
 
 

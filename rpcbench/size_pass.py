@@ -135,7 +135,7 @@ class CodecTally:
         self.failures = 0
         self.mismatches = 0
         self.problems: Dict[Tuple[str, str], list] = {}
-        self.lossy: Dict[str, List[float]] = {}  #: field path -> [values changed within their step, largest error, step]
+        self.lossy: Dict[str, List[float]] = {}  #: field path -> [values back within their step, largest error, step]
         self.ns = 0  #: encode + decode time over the pass, for planning the timing phase
         self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
         self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
@@ -143,8 +143,8 @@ class CodecTally:
         self.streams = 0  #: connections and directions the state was measured over
         self._sessions: Dict[Any, Codec] = {}
 
-    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy", "ns",
-              "error", "state_bytes", "shared_state_bytes", "streams")
+    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy",
+              "ns", "error", "state_bytes", "shared_state_bytes", "streams")
 
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream

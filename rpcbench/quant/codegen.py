@@ -3,8 +3,9 @@
 An encoder ``e<k>(a, n, v, out) -> (a, n)`` appends a message's fields to one Python int ``a`` holding ``n``
 bits so far (``a = a << bits | value``), most significant bit first; the codec writes it with
 ``int.to_bytes`` after padding to whole bytes. A decoder ``d<k>(big, r) -> (value, r)`` reads fields from
-the message as one int ``big`` with ``r`` bits left to read (the lowest ``r`` bits of ``big``). Each message node of the layout gets its own pair
-(a type used at two paths may have two rules). The layout, and the widths, are :mod:`.layout`'s.
+the message as one int ``big`` with ``r`` bits left to read (its lowest ``r`` bits). Each message node of the
+layout gets its own pair (a type used at two paths may have two rules). The layout and its widths are
+:mod:`.layout`'s.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ _ENV: Dict[str, Any] = {
     "_vu": _vu, "_vz": _vz, "_rv": _rv, "_flush": flush, "_out": _out, "_unknown": _unknown, "_fromb": int.from_bytes,
     "_pd": struct.Struct(">d").pack, "_ud": struct.Struct(">d").unpack, "_pf": struct.Struct(">f").pack,
     "_uf": struct.Struct(">f").unpack, "_mp": msgpack.Packer(use_bin_type=True).pack,
-    "_mu": functools.partial(msgpack.unpackb, strict_map_key=False), "_BIT": {True: 1, False: 0}, "_BOOLS": (False, True),
+    "_mu": functools.partial(msgpack.unpackb, strict_map_key=False), "_BIT": {True: 1, False: 0},
+    "_BOOLS": (False, True),
 }
 
 
@@ -209,8 +211,8 @@ class Generated:
         if leaf.kind == BOOL:
             return [f"a = a << 1 | _BIT[{x}]", "n += 1"]
         if leaf.kind == ENUM:
-            index = {**{name: i for i, name in enumerate(leaf.names)},
-                     **{number: i for i, number in reversed(list(enumerate(leaf.numbers)))}}
+            index: Dict[Any, int] = {**{name: i for i, name in enumerate(leaf.names)},
+                                     **{number: i for i, number in reversed(list(enumerate(leaf.numbers)))}}
             return [f"a = a << {bits} | {self._const(index)}[{x}]", f"n += {bits}"]
         raw = {STR: f"{x}.encode()", BYTES: x, ANY: f"_mp({x})"}[leaf.kind]
         return [f"y = {raw}", "a, n = _vu(a, n, len(y))", "a = a << (len(y) << 3) | _fromb(y, 'big')",
@@ -269,14 +271,14 @@ class Generated:
             return ["q, r = _rv(big, r)", f"{x} = q >> 1 ^ -(q & 1)"]
         if leaf.kind == FLOAT and step is not None and bits is not None:
             if leaf.escape is not None:
-                return [*ahead, f"q = {take}",
-                        f"{x} = round((q + {leaf.low}) * {step!r}, {leaf.rule.decimals}) if q != {leaf.escape} else 0.0"]
+                value = f"round((q + {leaf.low}) * {step!r}, {leaf.rule.decimals})"
+                return [*ahead, f"q = {take}", f"{x} = {value} if q != {leaf.escape} else 0.0"]
             return [*ahead, f"{x} = round(({take} + {leaf.low}) * {step!r}, {leaf.rule.decimals})"]
         if leaf.kind == FLOAT and step is not None:
             return ["q, r = _rv(big, r)", f"{x} = round((q >> 1 ^ -(q & 1)) * {step!r}, {leaf.rule.decimals})"]
         if leaf.kind == FLOAT:
             unpack = "_uf" if leaf.single else "_ud"
-            return [*ahead, f"{x} = {unpack}({take}.to_bytes({bits // 8}, 'big'))[0]"]
+            return [*ahead, f"{x} = {unpack}({take}.to_bytes({(bits or 0) // 8}, 'big'))[0]"]
         if leaf.kind == BOOL:
             return ["r -= 1", f"{x} = _BOOLS[big >> r & 1]"]
         if leaf.kind == ENUM:

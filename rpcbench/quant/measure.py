@@ -54,7 +54,7 @@ def leaf_bits(leaf: Leaf, value: Any) -> int:
     if leaf.kind == INT:
         return varint_bits(zigzag(value))
     if leaf.kind == FLOAT:
-        return varint_bits(zigzag(round(value / leaf.rule.step)))  # type: ignore[operator]
+        return varint_bits(zigzag(round(value / leaf.rule.step)))
     data = {STR: lambda v: v.encode(), BYTES: bytes, ANY: msgpack.packb}[leaf.kind](value)
     return varint_bits(len(data)) + 8 * len(data)
 
@@ -122,7 +122,7 @@ class Tolerance:
             out = dict(b)
             for slot in node.slots:
                 if slot.key in a and slot.key in b:
-                    out[slot.key] = self._walk(slot.node, a[slot.key], b[slot.key], changes)  # type: ignore[index]
+                    out[slot.key] = self._walk(slot.node, a[slot.key], b[slot.key], changes)
             return out
         return b
 
