@@ -63,9 +63,10 @@ class PrecisionView:
         """The header line every output shows: the profile by name and hash, and the codecs it made lossy."""
         if self.profile is None:
             return None
-        lossy = ", ".join(c.codec for c in self.codecs) or "no codec"
-        return (f"precision profile {self.profile} (--precision): {lossy} sent values at its steps; each field's "
-                "changes are in the lossy table")
+        if not self.codecs:
+            return f"precision profile {self.profile} (--precision): every value came back exact at its steps"
+        return (f"precision profile {self.profile} (--precision): {', '.join(c.codec for c in self.codecs)} gave "
+                "values back within its steps; each field's changes are in the lossy table")
 
 
 def profile_label(suite: Suite) -> Optional[str]:
@@ -115,6 +116,11 @@ def _closing(suite: Suite, r: CodecResult, plan: Plan) -> Optional[str]:
 def _figures(r: CodecResult, plan: Plan) -> str:
     """Bytes per call, and kbit/s per player both ways when the capacity plan has the codec."""
     row = plan.find(r.codec)
-    rate = f", {row.down.value * 8 / 1000:.2f} kbit/s down + {row.up.value * 8 / 1000:.2f} up per player" if row else ""
+    rate = f", {_kbit(row.down.value)} kbit/s down + {_kbit(row.up.value)} up per player" if row else ""
     return f"{r.sizes.mean:.1f} B/call{rate}" if r.sizes else "no figures"
 
+
+def _kbit(bytes_per_s: float) -> str:
+    """kbit/s to three significant digits (``4.53``, ``0.0412``), whole above 100 (``1,331``)."""
+    kbit = bytes_per_s * 8 / 1000
+    return f"{kbit:,.0f}" if kbit >= 100 else f"{kbit:.3g}"
