@@ -3,6 +3,7 @@ Minecraft traffic and hypothesis values of every field kind; its bytes against a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 from pathlib import Path
@@ -11,12 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpc_capture import Call, open_trace
+from rpc_capture import Call, TraceWriter, open_trace
 from rpcbench import fidelity as F
 from rpcbench import precision, protobuf
 from rpcbench.codec import received_call
 from rpcbench.config import DEFAULT_TRACE, DICT_TRACE, RunConfig
 from rpcbench.errors import BenchError
+from rpcbench.pipeline import run_benchmark
 from rpcbench.precision_suggest import schema_settings, suggest
 from rpcbench.quant import call_bits
 from rpcbench.size_pass import round_trip
@@ -203,3 +205,22 @@ def test_an_exact_path_wins_over_globs_and_the_first_glob_over_later_ones(tmp_pa
     assert profile.rule("n.args.x").step == 1.0 and profile.rule("m.args.y").step == 2.0
     assert profile.rule("q.args.y") == precision.EXACT_RULE
     assert profile.sha256 == __import__("hashlib").sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def test_the_lossy_table_is_the_same_from_one_piece_or_many(tmp_path):
+    """Pieces of the size pass merge their per-field counts exactly: a trace cut into chunks of 700 calls gives the
+    same table as one pass over it in this process."""
+    calls = list(open_trace(str(DICT_TRACE)))[:3000]
+    trace = tmp_path / "part.rpct"
+    with TraceWriter(str(trace)) as writer:
+        for call in calls:
+            writer.write(call)
+    profile = tmp_path / "profile.toml"
+    profile.write_text(suggest(str(trace), calls), encoding="utf-8")
+    base = RunConfig(trace=str(trace), codecs=("quant", "quant+zstd-3"), sizes_only=True, floor=False,
+                     precision=precision.load(str(profile)))
+    whole = run_benchmark(dataclasses.replace(base, jobs=0))
+    pieces = run_benchmark(dataclasses.replace(base, jobs=2, chunk_calls=700))
+    assert whole.result("quant").lossy and whole.result("quant").lossy == pieces.result("quant").lossy
+    assert pieces.result("quant+zstd-3").lossy == pieces.result("quant").lossy
+    assert whole.settings["precision"]["sha256"] == precision.load(str(profile)).sha256
