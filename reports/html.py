@@ -493,7 +493,8 @@ def precision_section(d: Decision) -> Section:
     tables = {c.codec: plain_table(("field", "values changed", "largest error", "step", "of a step"),
                                    [(f.path, f"{f.changed:,}", f"{f.max_error:.3g}", f"{f.step:g}", f"{f.share:.0%}")
                                     for f in c.fields], numeric={1, 2, 3, 4}) for c in v.codecs}
-    return Section(tables=tables, facts={"line": v.line, "closing": list(v.closing), "floor": v.floor_note})
+    return Section(tables=tables, facts={"line": v.line, "closing": list(v.closing), "floor": v.floor_note,
+                                         "cpu": v.cpu_note})
 
 
 def plain_table(head: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Iterable[int] = (),
@@ -549,7 +550,7 @@ PARTS: Tuple[Part, ...] = (
     Part("stages", "Where the time goes", stages_section),
     Part("fidelity", "Fidelity", fidelity_section),
     Part("precision", "Precision profile and lossy values", precision_section,
-         lambda d: bool(d.precision.profile or d.precision.codecs)),
+         lambda d: bool(d.precision.profile or d.precision.generated)),
     Part("trace", "Trace", trace_section),
     Part("setup", "Codecs, settings and environment", setup_section),
     Part("notes", "Notes", notes_section),

@@ -57,6 +57,15 @@ class PrecisionView:
     codecs: Tuple[LossyCodec, ...]  #: codecs whose values came back changed within their step
     closing: Tuple[str, ...]  #: each lossy codec's bytes and kbit/s per player against msgpack and protobuf
     floor_note: Optional[str]  #: why a lossy codec can go below the lossless floor, when one does
+    generated: Tuple[str, ...] = ()  #: codecs generated from a schema and a precision profile (quant), lossy or not
+
+    @property
+    def cpu_note(self) -> Optional[str]:
+        """What a generated codec's figures stand for."""
+        if not self.generated:
+            return None
+        return (f"{', '.join(self.generated)}: the CPU is this implementation's (generated Python), the bytes those "
+                "of any implementation of the same layout (docs/codecs.md, \"quant\")")
 
     @property
     def line(self) -> Optional[str]:
@@ -91,11 +100,12 @@ def view(suite: Suite, plan: Plan) -> PrecisionView:
     floor_note = (f"{', '.join(below)} below 1.00x floor: the floor is the trace's exact content compressed whole; "
                   "a codec that sends values at a declared step sends less information than that, so it can go "
                   "below it") if below else None
-    return PrecisionView(profile_label(suite), codecs, closing, floor_note)
+    generated = tuple(r.codec for r in suite.results if "precision" in r.config)
+    return PrecisionView(profile_label(suite), codecs, closing, floor_note, generated)
 
 
 def _closing(suite: Suite, r: CodecResult, plan: Plan) -> Optional[str]:
-    """``quant: 17.2 B/call, 4.49 kbit/s down + 0.60 up per player; 0.14x msgpack (119.4 B/call, ...)``; over the
+    """``quant: 17.2 B/message, 4.49 kbit/s down + 0.6 up per player as planned; 0.14x msgpack (...)``; over the
     calls both carry when either leaves calls out (:func:`reports.coverage.same_calls`)."""
     if not r.sizes:
         return None
@@ -116,8 +126,8 @@ def _closing(suite: Suite, r: CodecResult, plan: Plan) -> Optional[str]:
 def _figures(r: CodecResult, plan: Plan) -> str:
     """Bytes per call, and kbit/s per player both ways when the capacity plan has the codec."""
     row = plan.find(r.codec)
-    rate = f", {_kbit(row.down.value)} kbit/s down + {_kbit(row.up.value)} up per player" if row else ""
-    return f"{r.sizes.mean:.1f} B/call{rate}" if r.sizes else "no figures"
+    rate = f", {_kbit(row.down.value)} kbit/s down + {_kbit(row.up.value)} up per player as planned" if row else ""
+    return f"{r.sizes.mean:.1f} B/message{rate}" if r.sizes else "no figures"
 
 
 def _kbit(bytes_per_s: float) -> str:
