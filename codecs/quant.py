@@ -48,9 +48,10 @@ class Quant(Codec):
         layouts = method_layouts(schema, precision)
         self._tolerance = Tolerance({name: message for name, (_, message) in layouts.items()})
         self.lossy = self._tolerance.any
-        self.changes = {**self.changes, **({QUANTIZED: f"floats come back within half their step ({precision.label})"}
-                                           if self.lossy else {}),
-                        **({INFERRED: protobuf.INFERRED_CHANGE} if schema.inferred else {})}  # type: ignore[misc]
+        extra = {**({QUANTIZED: f"floats come back within half their step ({precision.label})"} if self.lossy else {}),
+                 **({INFERRED: protobuf.INFERRED_CHANGE} if schema.inferred else {})}
+        if extra:  # (an instance attribute only when they differ from the class's)
+            self.changes = {**self.changes, **extra}  # type: ignore[misc]
         self._inferred = schema.inferred
         self.index_bits = method_bits(len(layouts))
         self.envelope = f"{self.index_bits} bits of method index, then the message's bits, zero-padded to a byte"
