@@ -37,6 +37,7 @@ class Seen:
     high: Optional[float] = None
     decimals: Optional[int] = 0
     sizes: Tuple[int, int] = (0, 0)  #: strings, bytes: fewest and most bytes
+    non_finite: int = 0  #: NaN and infinities (no step carries them)
 
     def add(self, value: Any) -> None:
         """Count one value."""
@@ -47,6 +48,8 @@ class Seen:
             if self.leaf.kind == FLOAT and self.decimals is not None:
                 found = next((d for d in range(MAX_DECIMALS + 1) if round(value, d) == value), None)
                 self.decimals = None if found is None else max(self.decimals, found)
+        elif type(value) is float:
+            self.non_finite += 1
         elif self.leaf.kind in (STR, BYTES) and isinstance(value, (str, bytes)):
             n = len(value.encode("utf-8", "replace") if isinstance(value, str) else value)
             self.sizes = (n, n) if self.count == 1 else (min(self.sizes[0], n), max(self.sizes[1], n))
@@ -113,6 +116,8 @@ def _entry(path: str, seen: Seen, relative_error: float) -> str:
     """One field's line: a rule with its reason, or a comment for a field no rule applies to."""
     key = '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
     kind = seen.leaf.kind
+    if seen.non_finite and kind == FLOAT:
+        return f'{key} = "exact"  # {seen.non_finite:,} NaN or infinite values seen: no step carries them, all 64 bits'
     if seen.low is None or seen.high is None:
         what = {BOOL: "a bool: 1 bit", ENUM: f"an enum of {len(seen.leaf.names)} values: "
                 f"{seen.leaf.bits} bits", STR: "a string: length-prefixed", BYTES: "bytes: length-prefixed"}

@@ -224,3 +224,16 @@ def test_the_lossy_table_is_the_same_from_one_piece_or_many(tmp_path):
     assert whole.result("quant").lossy and whole.result("quant").lossy == pieces.result("quant").lossy
     assert pieces.result("quant+zstd-3").lossy == pieces.result("quant").lossy
     assert whole.settings["precision"]["sha256"] == precision.load(str(profile)).sha256
+
+
+def test_suggest_keeps_a_float_field_that_carried_nan_exact(tmp_path):
+    """No step carries NaN: a field that showed one is suggested exact, and the run then carries it."""
+    calls = [Call("sync_position", {"id": 7, "x": x, "y": 1.5, "z": 0.25, "facing": 10.0, "speed": 6.0})
+             for x in (1.234567891, math.nan, 2.5)]
+    text = suggest(str(DICT_TRACE), calls)
+    assert '"sync_position.args.x" = "exact"' in text and '"sync_position.args.y" = { step = 0.1' in text
+    path = tmp_path / "p.toml"
+    path.write_text(text, encoding="utf-8")
+    codec = RunConfig(precision=precision.load(str(path))).registry().create("quant")
+    for call in calls:
+        assert round_trip(codec, call, frozenset(codec.changes)).problem is None
