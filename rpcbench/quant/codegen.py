@@ -95,7 +95,6 @@ class Generated:
         while self._todo:
             self._message(self._todo.pop())
         exec("\n".join(self._lines), self.env)  # noqa: S102 (source built here from the schema's layout)
-        self.source = "\n".join(self._lines)
 
     def encoder(self, message: Message) -> Encoder:
         """The compiled encoder of a message node."""
