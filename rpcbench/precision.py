@@ -42,12 +42,14 @@ class Rule:
         return self.step is not None
 
     @property
-    def decimals(self) -> int:
-        """Decimals of the step as written (0.01: 2): a decoded value is rounded to them."""
+    def fraction(self) -> Tuple[int, int]:
+        """The step as written, as ``(units, divisor)`` with a power of ten below (0.01: ``(1, 100)``; 2.5:
+        ``(25, 10)``): a decoded value is ``code * units / divisor``, the decimal correctly rounded to a float."""
         if self.step is None:
-            return 0
-        exponent = decimal.Decimal(repr(self.step)).normalize().as_tuple().exponent
-        return max(0, -int(exponent))
+            return 1, 1
+        sign, digits, exponent = decimal.Decimal(repr(self.step)).normalize().as_tuple()
+        units = int("".join(map(str, digits))) * 10 ** max(int(exponent), 0)
+        return units, 10 ** max(-int(exponent), 0)
 
 
 EXACT_RULE = Rule()

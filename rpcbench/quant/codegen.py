@@ -270,11 +270,11 @@ class Generated:
             return ["q, r = _rv(big, r)", f"{x} = q >> 1 ^ -(q & 1)"]
         if leaf.kind == FLOAT and step is not None and bits is not None:
             if leaf.escape is not None:
-                value = f"round((q + {leaf.low}) * {step!r}, {leaf.rule.decimals})"
-                return [*ahead, f"q = {take}", f"{x} = {value} if q != {leaf.escape} else 0.0"]
-            return [*ahead, f"{x} = round(({take} + {leaf.low}) * {step!r}, {leaf.rule.decimals})"]
+                return [*ahead, f"q = {take}", f"{x} = {_scaled(leaf, f'(q + {leaf.low})')} if q != {leaf.escape} "
+                        "else 0.0"]
+            return [*ahead, f"{x} = {_scaled(leaf, f'({take} + {leaf.low})')}"]
         if leaf.kind == FLOAT and step is not None:
-            return ["q, r = _rv(big, r)", f"{x} = round((q >> 1 ^ -(q & 1)) * {step!r}, {leaf.rule.decimals})"]
+            return ["q, r = _rv(big, r)", f"{x} = {_scaled(leaf, '(q >> 1 ^ -(q & 1))')}"]
         if leaf.kind == FLOAT:
             unpack = "_uf" if leaf.single else "_ud"
             return [*ahead, f"{x} = {unpack}({take}.to_bytes({(bits or 0) // 8}, 'big'))[0]"]
@@ -286,3 +286,11 @@ class Generated:
         raw = "(big >> r & ((1 << (L << 3)) - 1)).to_bytes(L, 'big')"
         value = f"_mu({raw})" if leaf.kind == ANY else f"{raw}{finish}"
         return ["L, r = _rv(big, r)", "r -= L << 3", f"{x} = {value}"]
+
+
+def _scaled(leaf: Leaf, code: str) -> str:
+    """Source of a stepped float from its count of steps: ``code * units / divisor``, an int divided by a power
+    of ten, which Python rounds correctly (0.01 x 11594 is 115.94 exactly as written, at a fifth of ``round``'s
+    cost)."""
+    units, divisor = leaf.rule.fraction
+    return f"{code} * {units} / {divisor}" if units != 1 else f"{code} / {divisor}"
