@@ -38,8 +38,8 @@ from .floor import Floor, floor_figures
 from .registry import Registry
 from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
 from .packet_timing import PacketPlan, tick_windows
-from .wire import (DETECT_CALLS, TRANSPORTS, Batcher, Closed, TickGuess, WirePolicy, WireTally, detect_tick, resolve,
-                   wire_figures)
+from .wire import (DETECT_CALLS, MIN_GAPS, TRANSPORTS, Batcher, Closed, TickGuess, WirePolicy, WireTally, detect_tick,
+                   resolve, wire_figures)
 from rpc_capture.stats import TraceStats
 
 log = logging.getLogger("rpcbench")
@@ -768,9 +768,12 @@ class SizePass:
             if trace.tick is None:
                 continue
             self.ticks.append({"path": trace.path, **dataclasses.asdict(trace.tick)})
-            if trace.tick.tick_ms is None:
+            if trace.tick.tick_ms is None and trace.tick.gaps < MIN_GAPS:
                 log.warning("%s: too few server-to-client calls with distinct timestamps to batch by tick: "
                             "per-call only", trace.path)
+            elif trace.tick.tick_ms is None and any(p.auto for p in self.config.wire):
+                log.warning("%s: no server tick in the gaps between %d server flushes: tick:auto left out",
+                            trace.path, trace.tick.gaps)
             elif any(p.auto for p in self.config.wire):
                 log.info("%s: server tick %.2f ms (%.1f Hz), phase coherence %.3f over %d flushes", trace.path,
                          trace.tick.tick_ms, 1000 / trace.tick.tick_ms, trace.tick.confidence, trace.tick.gaps)
