@@ -32,6 +32,8 @@ BOOL_NUMBER = "bool <-> number"  #: a bool that comes back as a number (True -> 
 WRONG_TYPE = "type not in schema"  #: a value of a type its schema field cannot hold (a str in an int field...)
 METHOD = "method"  #: the method name itself
 INFERRED = "inferred schema"  #: a value a schema inferred from the trace has no field or type for (its guesses)
+QUANTIZED = "quantized"  #: a value sent at a precision profile's step: it comes back within half a step
+PRECISION = "beyond precision profile"  #: outside its range, or back off by more than half its step: never declared
 OTHER = "other"  #: anything else: never declarable, always a bug
 
 #: features a value can be scanned for before encoding (the others show only in output)
