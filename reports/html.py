@@ -36,6 +36,10 @@ from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 CHART_CAPTIONS = {
+    "decision": "Above: each codec at (encode + decode CPU, bytes) per call on the front's axes (the sentence beside "
+                "says which); orange line: the Pareto front, green ring: the pick, grey: dominated, red: undeclared "
+                "failures; codecs not compared are left out (under Charts, every point named). Below: kbit/s per "
+                "player, down and up, of the codecs the capacity table leads with, as that table gives them.",
     "pareto": "Each codec at (encode + decode CPU, bytes) per call, as sent under the decided --wire policy when "
               "the run priced one (wire bytes with headers, CPU on whole packets where timed; the axes say). The "
               "line joins the Pareto front: codecs no other beats on both; grey ones are dominated (another codec is "
@@ -54,7 +58,7 @@ CHART_CAPTIONS = {
               "the black tick is the whole operation's median, timed separately.",
 }
 #: charts shown inside their own sections rather than under "Charts"
-SECTION_CHARTS = ("tails", "stages", "wire")
+SECTION_CHARTS = ("decision", "tails", "stages", "wire")
 LATENCY_PCTS = ("p50", "p90", "p99", "max")
 MEMORY_FIGURES = (("peak_bytes_mean", "peak (mean)"), ("peak_bytes_max", "peak (max)"),
                   ("kept_bytes_mean", "kept bytes"), ("kept_blocks_mean", "kept blocks"))

@@ -42,7 +42,7 @@ def escaped(text: str) -> str:
     """``text`` as the report's template engine escapes it (quotes included)."""
     return str(escape(text))
 LIBRARIES = {"bson": ("pymongo", "4.6.1"), "ujson": ("ujson", "5.9.0"), "protobuf": ("protobuf", "4.25.2")}
-CHART_NAMES = {"pareto", "bytes", "timing", "levels", "tails", "stages"}
+CHART_NAMES = {"decision", "pareto", "bytes", "timing", "levels", "tails", "stages"}
 CALLS = 20_000
 METHODS = {"battle.move": 10_400, "battle.cast_skill": 4_100, "battle.hit": 3_600,
            "battle.sync_state": 1_500, "chat.say": 400}
