@@ -60,6 +60,8 @@ CHART_CAPTIONS = {
 #: charts shown inside their own sections rather than under "Charts"
 SECTION_CHARTS = ("decision", "tails", "stages", "wire")
 LATENCY_PCTS = ("p50", "p90", "p99", "max")
+CODEC_COLUMNS = 10  #: codec columns of one table (p99 by method, a fleet's traces): more are split into tables of
+                   #: this many, each as wide as 1280 px allows
 MEMORY_FIGURES = (("peak_bytes_mean", "peak (mean)"), ("peak_bytes_max", "peak (max)"),
                   ("kept_bytes_mean", "kept bytes"), ("kept_blocks_mean", "kept blocks"))
 
@@ -126,7 +128,7 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
     suite = d.suite
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(count=fmt_count, us=fmt_us)
+    env.filters.update(count=fmt_count, us=fmt_us, breakable=breakable)
     figures = {name: Figure(svg, CHART_CAPTIONS.get(name, "")) for name, svg in charts.items()}
     parts = [part for part in PARTS if part.applies(d)]
     return env.get_template("report.html").render(
@@ -137,6 +139,12 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],
         unstable_ci_pct=analysis.UNSTABLE_CI_PCT, min_tail_calls=MIN_TAIL_CALLS,
         decision=d)
+
+
+def breakable(text: str) -> Markup:
+    """``text`` escaped, with a line break allowed after each ``+``: a heading ``protobuf+zlib-1`` may take two lines,
+    so that a table of many codecs fits the page's width."""
+    return Markup("+<wbr>").join(Markup.escape(part) for part in str(text).split("+"))
 
 
 def page_title(suite: Suite) -> str:
@@ -182,11 +190,11 @@ def latency_section(d: Decision) -> Section:
     cols = [Column("codec", False, lambda r: r.codec)] + [
         latency_column(op, pct, pct) for op in analysis.OPS for pct in LATENCY_PCTS]
     tables = {"all": column_table(cols, measured, groups=groups)} if measured else {}
-    hidden = {}
-    for op, tails in d.breakdown.tails.items():
-        tables[op], hidden[op] = _tails_table(tails), tails.hidden
+    by_method = {op: [_tails_table(tails, codecs) for codecs in codec_groups(tails.codecs)]
+                 for op, tails in d.breakdown.tails.items()}
     return Section(tables=tables, facts={
-        "measured": bool(measured), "hidden": hidden,
+        "measured": bool(measured), "by_method": by_method,
+        "hidden": {op: tails.hidden for op, tails in d.breakdown.tails.items()},
         "not_measured": _not_measured(suite, [r for r in suite.results if not r.latency], "tails")})
 
 
@@ -258,13 +266,13 @@ def fleet_section(d: Decision) -> Section:
     the traces that differ, and the intervals of a sampled size pass."""
     suite, f = d.suite, d.fleet
     tables: Dict[str, Table] = {}
-    if suite.traces:
-        codecs = [r.codec for r in suite.results]
-        rows = [("* (merged)", f"{f.calls:,}", *(_mean(r) for r in suite.results))]
+    by_trace: List[Table] = []
+    for codecs in codec_groups([r.codec for r in suite.results] if suite.traces else []):
+        rows = [("* (merged)", f"{f.calls:,}", *(_mean(suite.result(c)) for c in codecs))]
         for t in suite.traces:
             by_codec = {r.codec: r for r in t.results}
             rows.append((t.trace["path"], f"{t.trace.get('calls') or 0:,}", *(_mean(by_codec.get(c)) for c in codecs)))
-        tables["traces"] = plain_table(("trace", "calls", *codecs), rows, numeric=range(1, len(codecs) + 2))
+        by_trace.append(plain_table(("trace", "calls", *codecs), rows, numeric=range(1, len(codecs) + 2)))
     if f.traces:
         tables["spread"] = plain_table(
             ("codec", "fleet B/call", "lowest trace", "B/call", "highest trace", "B/call", "spread %"),
@@ -272,7 +280,12 @@ def fleet_section(d: Decision) -> Section:
               f"{s.pct:.0f}") for s in f.spreads], numeric={1, 3, 5, 6})
     if f.estimates:
         tables["estimates"] = plain_table(("codec", "bytes per call", "bytes in all", "failures"), f.estimates)
-    return Section(tables=tables, facts={"odd": list(f.odd), "traces": f.traces})
+    return Section(tables=tables, facts={"odd": list(f.odd), "traces": f.traces, "by_trace": by_trace})
+
+
+def codec_groups(codecs: Sequence[str]) -> List[Sequence[str]]:
+    """``codecs`` in groups of at most :data:`CODEC_COLUMNS`, one table each."""
+    return [codecs[i:i + CODEC_COLUMNS] for i in range(0, len(codecs), CODEC_COLUMNS)]
 
 
 def _mean(r: Optional[CodecResult]) -> str:
@@ -446,19 +459,19 @@ def _timing_detail(d: Decision) -> Optional[Table]:
                        cell_class=lambda n, i: "alarm" if i == 9 and rows[n][9] != "ok" else "")
 
 
-def _tails_table(tails: MethodTails) -> Table:
-    """Methods × codecs of per-call p99, slowest first, the tail shaded, thin samples greyed."""
+def _tails_table(tails: MethodTails, codecs: Sequence[str]) -> Table:
+    """Methods × ``codecs`` of per-call p99, slowest first, the tail shaded, thin samples greyed."""
     rows = [[m, shown(tails.call_share[m], fmt_share), fmt_count(tails.timed[m])]
-            + [shown(tails.p99[m, codec], fmt_us) for codec in tails.codecs] for m in tails.methods]
+            + [shown(tails.p99[m, codec], fmt_us) for codec in codecs] for m in tails.methods]
 
     def shade(n: int, i: int) -> str:
         if i < 3:
             return ""
         method = tails.methods[n]
-        return "muted" if method in tails.muted else "hot" if (method, tails.codecs[i - 3]) in tails.hot else ""
+        return "muted" if method in tails.muted else "hot" if (method, codecs[i - 3]) in tails.hot else ""
 
-    return plain_table(["method", "% of calls", "timed", *tails.codecs], rows,
-                       numeric=range(1, len(tails.codecs) + 3), cell_class=shade)
+    return plain_table(["method", "% of calls", "timed", *codecs], rows, numeric=range(1, len(codecs) + 3),
+                       cell_class=shade)
 
 
 def _stage_row(split: StageSplit, steps: int) -> List[str]:

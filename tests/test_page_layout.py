@@ -20,11 +20,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
 from rpcbench.reports import decide
+from rpcbench.reports.capacity import ReportOptions
 from rpcbench.reports.charts import render_charts
 from rpcbench.reports.html import write_report
 from rpcbench.results import load
@@ -150,3 +151,41 @@ def test_first_screen_shows_the_verdict_beside_the_decision_chart(chromium: str,
     assert chart["left"] >= verdict["right"] - 1  # beside it, to the right
     assert verdict["bottom"] <= HEIGHT and chart["bottom"] <= HEIGHT  # both whole on the first screen
     assert chart["right"] <= found["width"] and chart["right"] - chart["left"] >= 400
+
+
+def test_not_compared_codecs_fold_into_one_line_on_the_first_screen(chromium: str, pages: Dict[str, Path]) -> None:
+    found = layout(chromium, pages["wire"])
+    assert found["notes"] and found["notes"]["bottom"] <= HEIGHT, found
+    page = pages["wire"].read_text(encoding="utf-8")
+    verdict = page[page.index("<section id='verdict'"):page.index("</section>")]
+    (folded,) = re.findall(r"<details class='not-compared warn'><summary>(.*?)</summary>(.*?)</details>", verdict,
+                           re.S)
+    assert "1 codec not compared: <b>partial</b>" in folded[0]
+    assert folded[1].strip().startswith("<p>Not compared: <b>partial</b> carries ")
+    assert "--min-coverage 100%" in folded[1]
+    assert verdict.count("Not compared:") == 1  # the note is inside the fold, not beside it
+
+
+def cells(row: str) -> List[str]:
+    """A table row's cells as text (tags dropped, whitespace collapsed)."""
+    return [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split())
+            for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+
+
+def test_decision_chart_shows_the_capacity_tables_figures_and_the_verdicts_pick(pages: Dict[str, Path]) -> None:
+    page = pages["wire"].read_text(encoding="utf-8")
+    start = page.index("class='decision-chart'")
+    chart = page[start:page.index("</svg>", start)]
+    labels = [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", chart)]
+    capacity = page[page.index("<section id='capacity'"):]
+    lead = capacity[:capacity.index("</table>")]  # the first table: pick, baseline, the front
+    rows = [cells(row) for row in re.findall(r"<tr class='[a-z]*' data-gb=.*?</tr>", lead, re.S)]
+    assert len(rows) >= 3
+    # each bar's label is the table's down and up kbit/s (the figure before its [CI]), in the table's order
+    table = [f"{down.split()[0]} down + {up.split()[0]} up" for _, down, up, *_ in rows]
+    assert [t for t in labels if t.endswith(" up") and " down + " in t] == table
+    assert all(row[0] in labels for row in rows)  # each bar named as its row: codec (recommended), codec (baseline)
+    # the pick is the verdict's, ringed and named in the pick's green on the front
+    pick = decide(load(str(pages["wire"].with_name("results.json"))), ReportOptions(transport="udp")).verdict.pick
+    assert pick and rows[0][0] == f"{pick.codec} (recommended)"
+    assert re.search(r'<text style="[^"]*fill: #2e7d32"[^>]*>' + re.escape(pick.codec) + "</text>", chart)
