@@ -36,14 +36,16 @@ LABEL_SPOTS = ((6, 3, "left", "bottom"), (6, -3, "left", "top"), (-6, 3, "right"
                (-6, -12, "right", "top"))
 
 
-def place_labels(fig: Figure, ax: Axes, labels: List[Tuple[Tuple[float, float], str, Dict[str, Any]]]) -> None:
-    """Label each (x, y) point at the first spot that overlaps no point and no earlier label."""
+def place_labels(fig: Figure, ax: Axes, labels: List[Tuple[Tuple[float, float], str, Dict[str, Any]]],
+                 unlabelled: Sequence[Tuple[float, float]] = ()) -> None:
+    """Label each (x, y) point at the first spot that overlaps no point (labelled or in ``unlabelled``) and no
+    earlier label."""
     fig.draw_without_rendering()  # settle the layout so display coordinates are final
     canvas = fig.canvas
     assert isinstance(canvas, FigureCanvasAgg), "charts are drawn with the Agg backend"
     renderer = canvas.get_renderer()
     xy = [point for point, _, _ in labels]
-    taken = [Bbox.from_bounds(px - 4, py - 4, 8, 8) for px, py in ax.transData.transform(xy)]
+    taken = [Bbox.from_bounds(px - 4, py - 4, 8, 8) for px, py in ax.transData.transform([*xy, *unlabelled])]
     for point, (_, text, style) in zip(xy, labels):
         for spot in LABEL_SPOTS:
             note = annotate(ax, point, text, spot, style)

@@ -223,7 +223,8 @@ def _front_panel(fig: Figure, ax: Axes, d: Decision, every_label: bool) -> None:
         labels.append((baseline, f"{baseline.codec} (baseline)", {"fontsize": 8, "color": "#555555"}))
     x_scale = value_axis(ax, cpu(rows), room=1.25, axis="x")
     y_scale = value_axis(ax, size(rows), room=1.15, axis="y")
-    place_labels(fig, ax, [(xy(r), text, style) for r, text, style in labels])
+    place_labels(fig, ax, [(xy(r), text, style) for r, text, style in labels],
+                 [xy(r) for r in rows if r.codec not in {named.codec for named, _, _ in labels}])
     ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
             color="#555555", style="italic")
     if every_label:
