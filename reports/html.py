@@ -128,7 +128,7 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
     suite = d.suite
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(count=fmt_count, us=fmt_us, breakable=breakable)
+    env.filters.update(count=fmt_count, us=fmt_us)
     figures = {name: Figure(svg, CHART_CAPTIONS.get(name, "")) for name, svg in charts.items()}
     parts = [part for part in PARTS if part.applies(d)]
     return env.get_template("report.html").render(
@@ -139,12 +139,6 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],
         unstable_ci_pct=analysis.UNSTABLE_CI_PCT, min_tail_calls=MIN_TAIL_CALLS,
         decision=d)
-
-
-def breakable(text: str) -> Markup:
-    """``text`` escaped, with a line break allowed after each ``+``: a heading ``protobuf+zlib-1`` may take two lines,
-    so that a table of many codecs fits the page's width."""
-    return Markup("+<wbr>").join(Markup.escape(part) for part in str(text).split("+"))
 
 
 def page_title(suite: Suite) -> str:
