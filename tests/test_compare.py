@@ -20,13 +20,17 @@ import runpy
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
 
+from rpc_capture import open_trace
+from rpcbench.codec import JSON_CHANGES, Codec
 from rpcbench.reports.compare import GATE_RUN_SETTINGS, compare, gate, process_sets
 from rpcbench.results import Timing, load
+from rpcbench.timing import TimingJob
 
 ROOT = Path(__file__).resolve().parent.parent
 CODECS = "json,msgpack,json+zlib-1,jsonbuild"
@@ -295,3 +299,32 @@ def test_runs_over_different_calls_claim_no_exact_byte_change(runs, tmp_path):
     assert "exact, so any change is real" in same.stdout and "other calls" not in same.stdout
     md = (tmp_path / "compare.md").read_text(encoding="utf-8")
     assert md.startswith("## rpcbench compare\n") and "| codec | old B/call | new B/call | change | verdict |" in md
+
+
+def test_a_crowded_out_warm_up_round_does_not_shorten_the_timed_batches():
+    """The batch's loop count comes from the fastest warm-up round: a last warm-up round crowded out by other
+    work (here: a 30 ms pause in it) would otherwise give batches a fraction of --min-time, where losing one
+    scheduler slice doubles a round."""
+    calls = [call for _, call in zip(range(20), open_trace(str(ROOT / "samples" / "battle.rpct")))]
+
+    class PausedOnce(Codec):
+        id = "paused-once"
+        changes = JSON_CHANGES
+
+        def __init__(self) -> None:
+            self.encoded = 0
+
+        def encode(self, call):
+            self.encoded += 1
+            if self.encoded == 2 * len(calls) + 1:  # the first call of the second warm-up round
+                time.sleep(0.03)
+            return json.dumps([call.method, call.args], default=str).encode()
+
+        def decode(self, data):
+            return tuple(json.loads(data))
+
+    job = TimingJob(PausedOnce(), calls)  # its set-up encodes every call once
+    job.run_round(record=False)
+    job.run_round(record=False)
+    job.calibrate(0.01)
+    assert job.loops > 10, job.loops  # 30 ms > 10 ms: calibrated on the paused round, it would be 1
