@@ -76,8 +76,10 @@ def busy(on: bool) -> Iterator[None]:
 
 def make_runs(folder: Path, trace: str, counts: Tuple[int, int], timing: List[str]) -> None:
     """``counts`` = (same, slower) runs on ``trace`` into ``folder``, alternating builds so load hits both."""
-    plugins = {"same": write_build(folder / "plugin-same", 0.0, (",", ":")),
-               "slower": write_build(folder / "plugin-slower", 0.0, (",", ":"), SLOWER_NS)}
+    plugins = {build: folder / f"plugin-{build}" / "jsonbuild.py" for build in ("same", "slower")}
+    for build, extra_ns in (("same", 0), ("slower", SLOWER_NS)):
+        if not plugins[build].exists():
+            write_build(plugins[build].parent, 0.0, (",", ":"), extra_ns)
     order = [("same", i) for i in range(counts[0])] + [("slower", i) for i in range(counts[1])]
     order.sort(key=lambda build_i: build_i[1])  # same-0, slower-0, same-1, slower-1, ...
     for build, i in order:
