@@ -385,10 +385,11 @@ def _sight(changes: Sequence[CodecChange]) -> Optional[str]:
 
 
 def unseen(comparison: Comparison, pct: float) -> List[Tuple[str, float]]:
-    """The timings (``codec op``, smallest significant change %) for which a change of ``pct`` percent could not
-    be called significant with these runs' noise and process sets, untested ones included (inf)."""
-    return [(f"{c.codec} {t.op}", d) for c in comparison.codecs for t in c.cpu if t.ratio
-            and (d := t.ratio.detectable_pct if t.ratio.detectable_pct is not None else math.inf) > pct]
+    """The tested timings (``codec op``, smallest significant change %) for which a change of ``pct`` percent
+    could not be called significant with these runs' noise and process sets (untested ones:
+    :attr:`Comparison.untested`)."""
+    return [(f"{c.codec} {t.op}", t.ratio.detectable_pct) for c in comparison.codecs for t in c.cpu
+            if t.ratio and t.ratio.detectable_pct is not None and t.ratio.detectable_pct > pct]
 
 
 def calls_differ(old: Suite, new: Suite) -> List[str]:

@@ -73,10 +73,10 @@ def explanation(comparison: Comparison) -> List[str]:
         comparison.same_calls else "Bytes: mean bytes per call, but over different calls in the two runs ("
         f"{'; '.join(comparison.calls_differ)}): a change may come from the calls, not the codec, so none is "
         "exact (verdict: other calls) and the gate leaves bytes out; rerun both on the same trace and settings.",
-        f"CPU: each process set of a run gives one figure: its µs = the {FAST_END_PERCENTILE}th percentile of its "
-        "rounds (other work only adds time, so this is the codec when least crowded; no round is set aside); its "
-        "ratio = that over the reference's in the same set (same process, same seconds: the machine's speed "
-        "cancels). A run's figure is the geometric mean of its sets.",
+        "CPU: each process set of a run gives one figure, no round set aside: its ratio = the median over its "
+        "turns of the codec's round over the reference's round of the same turn (same process, moments apart: "
+        f"the machine's speed cancels); its µs = the {FAST_END_PERCENTILE}th percentile of its rounds (other work "
+        "only adds time: the codec when least crowded). A run's figure is the geometric mean of its sets.",
         f"p: {TEST}: rounds of one process share its speed, so the process set is the unit and the noise between "
         f"sets is the yardstick (each run needs {MIN_SETS} sets or more). The null hypothesis is a ratio change "
         f"of at most {comparison.min_effect:g}% (--min-effect): a change is called (slower/faster) when p < "
@@ -92,8 +92,8 @@ def gate_lines(comparison: Comparison) -> List[str]:
         return []
     blind = unseen(comparison, fail_above)
     short = ([f"  these runs cannot see a CPU change of {fail_above:g}% in {len(blind)} timing(s) (smallest "
-              "significant change: " + ", ".join(f"{name} {'untested' if pct == float('inf') else f'{pct:.1f}%'}"
-                                                for name, pct in blind[:4]) + (", ..." if len(blind) > 4 else "")
+              "significant change: " + ", ".join(f"{name} {pct:.1f}%" for name, pct in blind[:4])
+              + (", ..." if len(blind) > 4 else "")
               + "): a pass says little about them; more --processes narrow it"] if blind else [])
     if comparison.outcome == "inconclusive":
         return [inconclusive_line(comparison), *short]
