@@ -4,7 +4,7 @@ busy process beside the runs.
     python bench/compare_gate.py [--traces A,B,...] [--same 5] [--slower 2] [--busy both|no|yes]
                                  [--fail-above 10] [--keep DIR | --reuse DIR] [-- RUN_BENCH_OPTIONS]
 
-For each trace (default: the bundled sample, two simulated traces of other profiles and seeds, written here,
+For each trace (default: the bundled sample, three simulated traces of other profiles, seeds and ticks, written here,
 and the Minecraft example's trace when ``--minecraft FILE`` names it), and each load (``--busy``: no other
 process of ours, then one process spinning beside the runs), it makes ``--same`` runs of ``json``, ``msgpack``
 and the ``jsonbuild`` plugin (tests/data/jsonbuild.py: compact JSON like ``json``) and ``--slower`` runs of a
@@ -19,7 +19,9 @@ build of it that busy-waits 2 µs more in every encode, all with the CI settings
   the threshold (a planted change under ``--fail-above`` cannot fail the gate).
 
 It prints one row per trace and load: the planted change (its median ratio change), the power, the false-alarm
-rates, and inconclusive pairs. ``--reuse DIR`` judges the runs an earlier ``--keep DIR`` left, without running.
+rates, inconclusive pairs, and what the test can see (the median smallest ratio change it could call in the
+same-build pairs, docs/compare.md step 4). ``--reuse DIR`` judges the runs an earlier ``--keep DIR`` left,
+without running.
 """
 
 from __future__ import annotations
@@ -47,16 +49,20 @@ SLOWER_NS = 2000  #: the planted change: ns of busy wait added to every encode o
 write_build = runpy.run_path(str(_common.REPO / "tests" / "data" / "jsonbuild.py"))["write_build"]
 
 
+#: (profile, seed, server tick in Hz) of the simulated traces: other profiles, seeds and paces than the sample's
+SIMULATED = (("study", 7, 10), ("dict", 3, 10), ("study", 5, 30))
+
+
 def simulated(folder: Path) -> Dict[str, str]:
-    """Two traces of other profiles and seeds than the bundled sample's, 12,000 calls each."""
+    """Traces of other profiles, seeds and ticks than the bundled sample's, 12,000 calls each."""
     out = {}
-    for profile, seed in (("study", 7), ("dict", 3)):
-        path = folder / f"{profile}-seed{seed}.rpct"
+    for profile, seed, tick in SIMULATED:
+        path = folder / f"{profile}-seed{seed}{'' if tick == 10 else f'-{tick}hz'}.rpct"
         if not path.exists():
             subprocess.run([sys.executable, str(_common.REPO / "run_bench.py"), "simulate", "--profile", profile,
-                            "--seed", str(seed), "--calls", "12000", "--out", str(path)], check=True,
-                           capture_output=True)
-        out[f"simulated {profile} seed {seed}"] = str(path)
+                            "--seed", str(seed), "--calls", "12000", "--tick-hz", str(tick), "--out", str(path)],
+                           check=True, capture_output=True)
+        out[f"simulated {profile} seed {seed}{'' if tick == 10 else f' {tick} Hz'}"] = str(path)
     return out
 
 
@@ -96,13 +102,14 @@ def kept_runs(folder: Path) -> Dict[str, List[Suite]]:
 
 def judge(runs: Dict[str, List[Suite]], fail_above: float) -> Dict[str, object]:
     """Power, false alarms (gate failures and calls among unchanged ratio timings) and inconclusive pairs."""
-    alarms, called, unchanged, inconclusive = 0, 0, 0, 0
+    alarms, called, unchanged, inconclusive, sight = 0, 0, 0, 0, []
     for old, new in itertools.permutations(runs["same"], 2):
         c = compare(old, new, fail_above=fail_above)
         flagged = {(v.codec, v.figure) for v in c.violations}
         inconclusive += bool(c.untested)
         for ch in c.codecs:
             for t in (t for t in ch.cpu if t.ratio):
+                sight += [t.ratio.detectable_pct] if t.ratio.detectable_pct is not None else []
                 unchanged += 1
                 alarms += (ch.codec, t.op) in flagged
                 called += t.verdict in ("slower", "faster")
@@ -123,13 +130,15 @@ def judge(runs: Dict[str, List[Suite]], fail_above: float) -> Dict[str, object]:
                 alarms += (ch.codec, t.op) in flagged
                 called += t.verdict in ("slower", "faster")
     changes.sort()
-    return {"caught": caught, "seen": seen, "pairs": pairs, "alarms": alarms, "called": called, "unchanged": unchanged,
-            "inconclusive": inconclusive, "change": changes[len(changes) // 2] if changes else None}
+    sight.sort()
+    return {"sight": sight[len(sight) // 2] if sight else None, "caught": caught, "seen": seen, "pairs": pairs,
+            "alarms": alarms, "called": called, "unchanged": unchanged, "inconclusive": inconclusive,
+            "change": changes[len(changes) // 2] if changes else None}
 
 
 def row(trace: str, load_name: str, r: Dict[str, object]) -> List[str]:
-    change = r["change"]
-    return [trace, load_name, "-" if change is None else f"{change:+.0f}%",
+    change, sight = r["change"], r["sight"]
+    return [trace, load_name, "-" if change is None else f"{change:+.0f}%", "-" if sight is None else f"{sight:.0f}%",
             f"{r['caught']} of {r['pairs']}", f"{r['seen']} of {r['pairs']}", f"{r['alarms']} of {r['unchanged']}",
             f"{r['called']} of {r['unchanged']}", str(r["inconclusive"])]
 
@@ -169,7 +178,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 rows.append(row(name, "+1 busy process" if on else "as found", judge(kept_runs(runs_folder),
                                                                                      args.fail_above)))
                 print(f"done: {name}, {rows[-1][1]}", flush=True)
-    head = ("trace", "load", "planted change", "gate failed (power)", "called slower", "false alarms (gate)",
+    head = ("trace", "load", "planted change", "can see", "gate failed (power)", "called slower", "false alarms (gate)",
             "called", "inconclusive")
     print(f"\nrun_bench.py --codecs {CODECS} {' '.join(timing)}; compare --fail-above {args.fail_above:g}\n"
           f"{_common.table(head, rows)}")
