@@ -39,7 +39,7 @@ CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
     "encode_us", "encode_ci_low_us", "encode_ci_high_us", "decode_us", "decode_ci_low_us", "decode_ci_high_us",
     "ci_confidence", "declared_only", "state_bytes_per_conn", "ordered_delivery", "floor_ratio", "trace",
-    "wire", "packets", "payload_bytes", "wire_bytes", "fragmented", "packet_encode_us", "packet_decode_us",
+    "wire", "packets", "payload_bytes", "wire_bytes", "fragmented", "packet_encode_us", "packet_decode_us", "error",
 )
 MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
@@ -203,6 +203,8 @@ class CodecResult:
     estimate: Optional[Dict[str, Any]] = None
     #: per --wire policy: packets, payload and wire bytes, per direction, latency (rpcbench.wire.wire_figures)
     wire: Tuple[Dict[str, Any], ...] = ()
+    #: a lossy codec (quant): field path -> {"changed": values back within their step, "max_error", "step"}
+    lossy: Dict[str, Dict[str, float]] = field(default_factory=dict)
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -312,12 +314,14 @@ def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
 
 def csv_rows(r: CodecResult, trace: str = MERGED) -> List[List[Any]]:
     """The codec's results.csv rows: one per --wire policy (the wire columns empty without wire figures; the
-    packets' CPU per call only on the batched policy that was timed)."""
+    packets' CPU per call only on the batched policy that was timed), each ending with the codec's error."""
     row = csv_row(r, trace)
+    error = r.error or ""  # why the codec has no timing or no figures (a plugin that hung or aborted...)
     if not r.wire:
-        return [row + [""] * 7]
+        return [row + [""] * 7 + [error]]
     return [row + [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"],
-                   *(f"{t.median_us:.3f}" if (t := wire_timing(w, op)) else "" for op in ("encode", "decode"))]
+                   *(f"{t.median_us:.3f}" if (t := wire_timing(w, op)) else "" for op in ("encode", "decode")),
+                   error]
             for w in r.wire]
 
 
@@ -364,7 +368,7 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
 _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
                            "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
                            "floor_ratio": (int, float, type(None)), "by_direction": dict,
-                           "estimate": (dict, type(None)), "wire": list}
+                           "estimate": (dict, type(None)), "wire": list, "lossy": dict}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -420,8 +424,9 @@ def _check_timing(t: Any, where: str) -> None:
         raise ValueError(f"{where}: calls and loops must be at least 1")
 
 
-_FLOOR_FIELDS = {"bytes_per_call": _NUMBER, "zstd19_long_bytes_per_call": _NUMBER, "xz9_bytes_per_call": _NUMBER,
-                 "calls": int, "of_calls": int}
+#: zstd19_long_bytes_per_call is None when the floor left zstd out on streams over 512 KiB (rpcbench.floor)
+_FLOOR_FIELDS = {"bytes_per_call": _NUMBER, "zstd19_long_bytes_per_call": (*_NUMBER, _NONE),
+                 "xz9_bytes_per_call": _NUMBER, "calls": int, "of_calls": int}
 _TRAINING_FIELDS = {"source": str, "calls": int, "held_out_calls": int}
 _DICTIONARY_FIELDS = {"bytes": int, "train_s": _NUMBER, "ship_bytes": int, "ship_bytes_per_call": _NUMBER}
 
@@ -488,6 +493,7 @@ def _check_result(r: Any, where: str) -> None:
         for method, pcts in by_method.items():
             _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
     _counts(r.get("memory", {}), f"{where}.memory", 2)
+    _counts(r.get("lossy", {}), f"{where}.lossy", 2)
     if r.get("dictionary") is not None:
         _fields(r["dictionary"], _DICTIONARY_FIELDS, f"{where}.dictionary")
         _counts(r["dictionary"], f"{where}.dictionary")
@@ -565,4 +571,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         by_direction=r.get("by_direction", {}),
         estimate=r.get("estimate"),
         wire=tuple(r.get("wire", ())),
+        lossy=r.get("lossy", {}),
     )

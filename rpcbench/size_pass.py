@@ -33,13 +33,13 @@ from .config import RunConfig
 from .environment import file_sha256
 from .errors import BenchError
 from .executors import Executor, Task
-from .fidelity import OTHER, Limit, compare, features_of
+from .fidelity import OTHER, PRECISION, QUANTIZED, Limit, compare, features_of
 from .floor import Floor, floor_figures
 from .registry import Registry
 from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
 from .packet_timing import PacketPlan, tick_windows
-from .wire import (DETECT_CALLS, TRANSPORTS, Batcher, Closed, TickGuess, WirePolicy, WireTally, detect_tick, resolve,
-                   wire_figures)
+from .wire import (DETECT_CALLS, MIN_GAPS, TRANSPORTS, Batcher, Closed, TickGuess, WirePolicy, WireTally, detect_tick,
+                   resolve, wire_figures)
 from rpc_capture.stats import TraceStats
 
 log = logging.getLogger("rpcbench")
@@ -57,6 +57,7 @@ class Outcome(NamedTuple):
     data: Optional[bytes]
     problem: Optional[Tuple[str, str, bool, str, str]]  #: kind, feature, declared, path, detail
     ns: int  #: encode + decode time, for planning the timing phase
+    lossy: Tuple[Tuple[str, float, float], ...] = ()  #: (field path, error, step) of values back within their step
 
 
 def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
@@ -78,11 +79,19 @@ def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
         return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
     ns = timer() - t0
     try:
+        back, lossy, beyond = codec.within_steps(call, back)
+        if beyond:
+            return Outcome(data, ("mismatch", PRECISION, False, *beyond), ns, lossy)
         diff = compare(call, back, declared)
     except Exception as e:  # a decoded value no comparison copes with (a plugin's odd type): the codec's failure
         return Outcome(data, ("mismatch", OTHER, False, "", f"cannot compare the decoded call: {_error_text(e)}"), ns)
     if diff:
-        return Outcome(data, ("mismatch", diff.feature, diff.feature in declared, diff.path, diff.detail), ns)
+        return Outcome(data, ("mismatch", diff.feature, diff.feature in declared, diff.path, diff.detail), ns, lossy)
+    if lossy:
+        path, error, step = lossy[0]
+        return Outcome(data, ("mismatch", QUANTIZED, QUANTIZED in declared, path,
+                              f"{len(lossy)} values within their step (first: off by {error:.3g}, step {step:g})"), ns,
+                       lossy)
     return Outcome(data, None, ns)
 
 
@@ -105,7 +114,7 @@ def _compressed(compressor: Any, base: Outcome) -> Outcome:
     ns = base.ns + timer() - t0
     if not same:
         return Outcome(packed, ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones"), ns)
-    return Outcome(packed, base.problem, ns)
+    return base._replace(data=packed, ns=ns)
 
 
 class CodecTally:
@@ -126,6 +135,7 @@ class CodecTally:
         self.failures = 0
         self.mismatches = 0
         self.problems: Dict[Tuple[str, str], list] = {}
+        self.lossy: Dict[str, List[float]] = {}  #: field path -> [values back within their step, largest error, step]
         self.ns = 0  #: encode + decode time over the pass, for planning the timing phase
         self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
         self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
@@ -133,8 +143,8 @@ class CodecTally:
         self.streams = 0  #: connections and directions the state was measured over
         self._sessions: Dict[Any, Codec] = {}
 
-    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
-              "error", "state_bytes", "shared_state_bytes", "streams")
+    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy",
+              "ns", "error", "state_bytes", "shared_state_bytes", "streams")
 
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream
@@ -147,6 +157,7 @@ class CodecTally:
     def fail(self, reason: str) -> None:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
         self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
+        self.lossy = {}
         self.failures = self.mismatches = 0
         self.wire, self._per_call, self.message = {}, [], None
         self.error = reason
@@ -189,6 +200,8 @@ class CodecTally:
                 into[1] += pair[1]
         self.failures += state["failures"]
         self.mismatches += state["mismatches"]
+        for path, (count, error, step) in state["lossy"].items():
+            self._lossy(path, count, error, step)
         self.ns += state["ns"]
         streams = self.streams + state["streams"]
         if streams:
@@ -221,6 +234,8 @@ class CodecTally:
             base = shared.get(inner.name) or shared.setdefault(inner.name, round_trip(inner, call, self.declared))
         outcome = _compressed(codec.compressor, base) if isinstance(codec, Compressed) else base
         self.ns += outcome.ns
+        for path, error, step in outcome.lossy:
+            self._lossy(path, 1, error, step)
         if outcome.problem:
             kind, feature, declared, path, detail = outcome.problem
             if kind == "encode":
@@ -260,6 +275,15 @@ class CodecTally:
         if conn is None:
             conn = self.by_connection[call.conn] = [0, 0]
         conn[0 if call.dir == C2S else 1] += n
+
+    def _lossy(self, path: str, count: int, error: float, step: float) -> None:
+        """Count ``count`` values of field ``path`` that came back within their step, the largest ``error``."""
+        seen = self.lossy.get(path)
+        if seen is None:
+            self.lossy[path] = [count, error, step]
+        else:
+            seen[0] += count
+            seen[1] = max(seen[1], error)
 
     def _session(self, key: Any) -> Codec:
         session = self._sessions.get(key)
@@ -430,12 +454,12 @@ class TraceIndex:
 
 
 def index_trace(path: str, salvage: bool, chunk_calls: int, count: bool) -> TraceIndex:
-    """The :class:`TraceIndex` of one trace: record headers and checksums only, no call decoded (a trace
-    that cannot be split is read whole to count its calls, and only if ``count``)."""
+    """The :class:`TraceIndex` of one trace: record headers and checksums only, no call decoded (a binary
+    trace that cannot be split has its calls counted from its record headers, for the progress line; JSON
+    Lines are read whole to count theirs, and only if ``count``)."""
     reader = open_trace(path, salvage)
     if not isinstance(reader, TraceReader) or salvage or not reader.seekable:
-        counted = (sum(1 for _ in reader) if not isinstance(reader, TraceReader) else reader.count_calls()) \
-            if count else -1
+        counted = reader.count_calls() if isinstance(reader, TraceReader) else sum(1 for _ in reader) if count else -1
         reader.close()
         return TraceIndex(path, (), counted)
     cuts: List[Tuple[int, int]] = []
@@ -456,6 +480,7 @@ class Piece:
     start: Optional[int] = None  #: byte offset of the first batch record (None: the file's start)
     stop: Optional[int] = None  #: byte offset where the next piece starts (None: the file's end)
     first_call: int = 0  #: index of the piece's first call in its trace
+    calls: int = 0  #: calls it reads (0: not counted), for the progress line
     count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
     wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies (resolved by the piece for its trace)
@@ -487,15 +512,16 @@ def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: in
 
 def _trace_pieces(number: int, trace: TraceIndex, codecs: Sequence[Codec], groups: int) -> List[Piece]:
     """One trace's pieces; in each chunk (or the whole trace) the first group of codecs counts the calls."""
+    whole = max(trace.calls, 0)
     if len(trace.cuts) < 2:
-        return [Piece(number, trace.path, _names(group), count=g == 0)
+        return [Piece(number, trace.path, _names(group), calls=whole, count=g == 0)
                 for g, group in enumerate(split_codecs(codecs, groups))]
     cuts = list(trace.cuts)
     stateless = split_codecs([c for c in codecs if not c.per_connection], groups)
-    pieces = [Piece(number, trace.path, _names(group), start, stop, before, count=g == 0)
-              for (start, before), (stop, _) in zip(cuts, [*cuts[1:], (None, 0)])
+    pieces = [Piece(number, trace.path, _names(group), start, stop, before, max(after - before, 0), count=g == 0)
+              for (start, before), (stop, after) in zip(cuts, [*cuts[1:], (None, whole)])
               for g, group in enumerate(stateless)]
-    return pieces + [Piece(number, trace.path, _names(group), count=not pieces and g == 0)
+    return pieces + [Piece(number, trace.path, _names(group), calls=whole, count=not pieces and g == 0)
                      for g, group in enumerate(split_codecs([c for c in codecs if c.per_connection], groups))]
 
 
@@ -553,6 +579,10 @@ class PieceTask:
     @property
     def codecs(self) -> Tuple[str, ...]:
         return self.piece.live
+
+    @property
+    def span(self) -> Tuple[int, int]:
+        return self.piece.first_call, self.piece.calls
 
     def prepare(self) -> None:
         _registry(self.config)
@@ -628,6 +658,7 @@ class FloorTask:
     path: str
     plan: SamplePlan
     codecs: Tuple[str, ...] = ()  #: none of the run's codecs: compact JSON and zstd / xz only
+    span: Tuple[int, int] = (0, 0)  #: its calls are not counted in the progress line
 
     def prepare(self) -> None:
         _registry(self.config)
@@ -718,7 +749,7 @@ class SizePass:
         floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
                               for i, t in enumerate(self.index)] if self.config.floor else []
         answers = executor.run_all([*floors, *(PieceTask(self.config, p, self.plan) for p in pieces)],
-                                   "size pass: reading")
+                                   "size pass: reading", sum(max(t.calls, 0) for t in self.index))
         self.dask = executor.info
         for trace, totals in zip(self.traces, answers[:len(floors)]):
             trace.floor = totals
@@ -744,10 +775,15 @@ class SizePass:
             if trace.tick is None:
                 continue
             self.ticks.append({"path": trace.path, **dataclasses.asdict(trace.tick)})
-            if trace.tick.tick_ms is None:
+            auto = any(p.auto for p in self.config.wire)
+            if trace.tick.tick_ms is None and trace.tick.gaps < MIN_GAPS:
                 log.warning("%s: too few server-to-client calls with distinct timestamps to batch by tick: "
                             "per-call only", trace.path)
-            elif any(p.auto for p in self.config.wire):
+            elif trace.tick.tick_ms is None:
+                if auto:
+                    log.warning("%s: no server tick in the gaps between %d server flushes: tick:auto left out",
+                                trace.path, trace.tick.gaps)
+            elif auto:
                 log.info("%s: server tick %.2f ms (%.1f Hz), phase coherence %.3f over %d flushes", trace.path,
                          trace.tick.tick_ms, 1000 / trace.tick.tick_ms, trace.tick.confidence, trace.tick.gaps)
 

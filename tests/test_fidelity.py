@@ -24,7 +24,11 @@ def diff(a, b, declared=()):
     ({"f": float("inf")}, {"f": None}, F.NON_FINITE, "args.f", "inf -> None"),
     ({"a": [1, 2]}, {"a": [1]}, F.OTHER, "args.a", "2 items -> 1"),
     ({"a": 1}, {"a": 1, "z": 2}, F.OTHER, "args.z", "unexpected key (2)"),
-    ({"a": True}, {"a": 1}, F.OTHER, "args.a", "bool True -> int 1"),
+    ({"a": True}, {"a": 1}, F.BOOL_NUMBER, "args.a", "True -> 1"),  # a typed int field took the bool
+    ({"a": 2}, {"a": True}, F.BOOL_NUMBER, "args.a", "2 -> True"),
+    ({"a": False}, {"a": 0.0}, F.BOOL_NUMBER, "args.a", "False -> 0.0"),
+    ({"a": True}, {"a": "B"}, F.ENUM_FORM, "args.a", "True -> 'B'"),  # a bool taken as an enum number
+    ({"a": True}, {"a": [1]}, F.OTHER, "args.a", "bool True -> list [1]"),
     ({"a": 0.0}, {"a": -0.0}, F.OTHER, "args.a", "0.0 -> -0.0 (sign of zero)"),
     ([{"deep": ["x", "y"]}], [{"deep": ["x", "z"]}], F.OTHER, "args[0].deep[1]", "'y' -> 'z'"),
 ])
