@@ -28,7 +28,7 @@ from rpcbench.results import Suite
 from .options import (add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number,
                       wire_policies)
 from .progress import ProgressDisplay
-from . import program
+from .naming import program
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine

@@ -10,7 +10,7 @@ from typing import List
 from rpcbench.reports.compare import ALPHA, DEFAULT_REFERENCE, MIN_EFFECT_PCT, TEST, compare
 from rpcbench.reports.compare_report import Runs, format_comparison, write_compare_html, write_compare_markdown
 from rpcbench.results import load
-from . import program
+from .naming import program
 
 
 def percent(text: str) -> float:

@@ -29,6 +29,7 @@ from rpcbench.results import CodecResult, Suite, Timing
 from rpcbench.wire import TRANSPORTS, Transport
 
 from . import wire
+from .coverage import DEFAULT_MIN_COVERAGE
 
 SECONDS_PER_MONTH = 730 * 3600  #: a month of 730 hours (8,760 h / 12), as cloud price lists count it
 DEFAULT_CCU = 10_000
@@ -54,7 +55,7 @@ class ReportOptions:
     ccu: int = DEFAULT_CCU
     egress_price: float = DEFAULT_EGRESS_PRICE
     transport: str = "none"
-    min_coverage: float = 1.0  #: share of the calls a codec must send to be compared (reports/coverage.py)
+    min_coverage: float = DEFAULT_MIN_COVERAGE  #: share of the calls a codec must send to be compared (coverage.py)
     packet_overhead: int = 0  #: the game's own header bytes per packet (--packet-overhead)
     wire: Optional[str] = None  #: --wire policy decided on (None: the first batched, else per-call)
 

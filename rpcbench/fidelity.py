@@ -32,9 +32,6 @@ METHOD = "method"  #: the method name itself
 INFERRED = "inferred schema"  #: a value a schema inferred from the training calls has no field or type for
 OTHER = "other"  #: anything else: never declarable, always a bug
 
-#: features a value can be scanned for before encoding (the others show only in output)
-INPUT_FEATURES = (BYTES, TUPLES, INT_KEYS, UINT64, BIG_INTS, NON_FINITE, SURROGATES, NUL_KEYS)
-
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 

@@ -26,6 +26,7 @@ SCHEMA_VERSION = 6
 #: 1 to 5 have no wire figures (``wire``: packets per --wire policy, docs/wire.md)
 READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
+CONFIDENCE = 0.95  #: of every interval the results give (a median's rounds, a sampled size pass's estimates)
 #: A round more than this factor above the fastest round of its timing ran while the machine
 #: was in a slow state. Shared VMs switch between a fast and a slow state for a second or
 #: more at a time (on the 2-vCPU KVM rpcbench was built on: invisible from inside, no steal
@@ -96,7 +97,7 @@ class Timing:
         n = len(ordered)
         for k in range(n // 2, -1, -1):  # pair (k-th smallest, k-th largest), widening
             coverage = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n if k else 1.0
-            if coverage >= 0.95 or k == 0:
+            if coverage >= CONFIDENCE or k == 0:
                 lo, hi = (ordered[k - 1], ordered[n - k]) if k else (ordered[0], ordered[-1])
                 cover = coverage if k else 1 - 2 / 2 ** n
                 return lo / 1000, hi / 1000, cover

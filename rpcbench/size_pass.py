@@ -36,7 +36,7 @@ from .executors import Executor, Task
 from .fidelity import OTHER, Limit, compare, features_of
 from .floor import Floor, floor_figures
 from .registry import Registry
-from .results import PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
+from .results import CONFIDENCE, PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
 from .packet_timing import PacketPlan, tick_windows
 from .wire import (DETECT_CALLS, TRANSPORTS, Batcher, Closed, TickGuess, WirePolicy, WireTally, detect_tick, resolve,
                    wire_figures)
@@ -46,7 +46,6 @@ log = logging.getLogger("rpcbench")
 
 Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method)
 TRACE_SUFFIXES = (".rpct", ".rpct.gz", ".jsonl", ".jsonl.gz", ".gz")  #: files a folder's traces are told by
-CONFIDENCE = 0.95  #: of the intervals on the figures of a sampled size pass
 _TIMING_SALT, _SIZE_SALT = 1, 2  #: keep the samples (timing, size pass) independent
 _MASK = (1 << 64) - 1
 
@@ -155,13 +154,6 @@ class CodecTally:
         """The figures (no codec objects), to send from a forked process."""
         return {**{name: getattr(self, name) for name in self._STATE},
                 "wire": {text: (w.policy, w.export()) for text, w in self.wire.items()}}
-
-    def absorb(self, state: Dict[str, Any]) -> None:
-        """Take the figures another process computed for this codec."""
-        for name in self._STATE:
-            setattr(self, name, state[name])
-        self.wire = {}
-        self.merge_wire(state.get("wire", {}))
 
     def merge_wire(self, states: Dict[str, Tuple[WirePolicy, Dict[str, Any]]]) -> None:
         """Add the packets of another share of the calls, policy by policy (a policy new here is added)."""
