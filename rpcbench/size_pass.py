@@ -28,13 +28,14 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Se
 
 from rpc_capture import C2S, Call, TraceReader, damage_note, open_trace
 
-from .codec import Codec, Compressed, received_call, stream_key
+from .codec import Codec, Compressed, Streams, received_call, stream_key
 from .config import RunConfig
 from .environment import file_sha256
 from .errors import BenchError
 from .executors import Executor, Task
 from .fidelity import OTHER, Limit, compare, features_of
 from .floor import Floor, floor_figures
+from .histogram import nearest_rank
 from .registry import Registry
 from .results import CONFIDENCE, PER_CONNECTION_COLUMNS, CodecResult, Problem, Sizes
 from .packet_timing import PacketPlan, tick_windows
@@ -130,7 +131,7 @@ class CodecTally:
         self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
         self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
         self.streams = 0  #: connections and directions the state was measured over
-        self._sessions: Dict[Any, Codec] = {}
+        self._sessions = Streams(codec.connection)
 
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
               "error", "state_bytes", "shared_state_bytes", "streams")
@@ -204,7 +205,7 @@ class CodecTally:
         stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
         the call once; each compressor then only has to give the inner bytes back exactly.
         """
-        codec = self._session(stream_key(call)) if self.codec.per_connection else self.codec
+        codec = self._sessions[stream_key(call)] if self.codec.per_connection else self.codec
         stateful_inner = codec.inner.per_connection if isinstance(codec, Compressed) else codec.per_connection
         inner = codec.inner if isinstance(codec, Compressed) else codec
         if shared is None or stateful_inner:  # state of its own: the shared outcome is another tally's stream
@@ -253,12 +254,6 @@ class CodecTally:
             conn = self.by_connection[call.conn] = [0, 0]
         conn[0 if call.dir == C2S else 1] += n
 
-    def _session(self, key: Any) -> Codec:
-        session = self._sessions.get(key)
-        if session is None:
-            session = self._sessions[key] = self.codec.connection()
-        return session
-
     def _problem(self, kind: str, feature: str, declared: bool, index: int, call: Call, path: str, detail: str) -> None:
         group = self.problems.get((kind, feature))
         if group is None:
@@ -272,26 +267,14 @@ class CodecTally:
         if not count:
             return None
         total = sum(n * k for n, k in self.sizes.items())
-        ordered = sorted(self.sizes.items())
-        return Sizes(total, total / count, _percentile(ordered, count, 50), _percentile(ordered, count, 99),
-                     ordered[0][0], ordered[-1][0])
+        return Sizes(total, total / count, int(nearest_rank(self.sizes, 50)), int(nearest_rank(self.sizes, 99)),
+                     min(self.sizes), max(self.sizes))
 
     def problem_list(self) -> Tuple[Problem, ...]:
         """Problem groups, undeclared first, then by count."""
         groups = [Problem(kind, feature, g[1], g[0], g[2], g[3], g[4], g[5])
                   for (kind, feature), g in self.problems.items()]
         return tuple(sorted(groups, key=lambda p: (p.declared, -p.count)))
-
-
-def _percentile(ordered: List[Tuple[int, int]], count: int, pct: float) -> int:
-    """Nearest-rank percentile over a sorted (value, count) histogram."""
-    rank = max(1, math.ceil(pct / 100 * count))
-    seen = 0
-    for value, k in ordered:
-        seen += k
-        if seen >= rank:
-            return value
-    return ordered[-1][0]
 
 
 def _error_text(e: BaseException, limit: int = 160) -> str:
