@@ -7,6 +7,7 @@ cannot carry or carry differently; a difference is classified under one of them.
 from __future__ import annotations
 
 import math
+import pickle
 import reprlib
 from typing import Any, Container, Iterator, NamedTuple, Optional, Set, Tuple
 
@@ -33,6 +34,7 @@ INFERRED = "inferred schema"  #: a value a schema inferred from the training cal
 OTHER = "other"  #: anything else: never declarable, always a bug
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+PICKLE_PROTOCOL = 5  #: writes bytes and bytearray apart (protocol 5's BYTEARRAY8)
 
 
 class Limit(ValueError):
@@ -74,17 +76,25 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
     if decoded.method != original.method:
         return Difference(METHOD, "method", f"{original.method!r} -> {_short(decoded.method)}")
     a, b = original.args, decoded.args
-    try:
-        if a == b and type(a) is type(b) and repr(a) == repr(b):  # fast path, all in C
-            return None
-    except RecursionError:  # nested deeper than C recursion allows: the walk below has no such limit
-        pass
+    if _same_pickle(a, b):
+        return None
     first = None
     for diff in _diffs(a, b, "args"):
         if diff.feature not in declared:
             return diff
         first = first or diff
     return first
+
+
+def _same_pickle(a: Any, b: Any) -> bool:
+    """The fast path of :func:`compare`, all in C: equal pickles are the same values of the same types (a pickle
+    names every type: ``1``, ``1.0`` and ``True``, bytes and bytearray, a list and a tuple, a dict and a dict
+    subclass all differ; floats are their bits). Not equal does not mean different: dict key order, NaN
+    payloads, an int subclass and shared objects (the pickle memo) change the bytes too, so the walk decides."""
+    try:
+        return pickle.dumps(a, PICKLE_PROTOCOL) == pickle.dumps(b, PICKLE_PROTOCOL)
+    except Exception:  # nested deeper than C recursion allows, or a decoded type pickle cannot write
+        return False
 
 
 def _diffs(a: Any, b: Any, path: str) -> Iterator[Difference]:
