@@ -38,7 +38,8 @@ from rpcbench.config import RunConfig
 from rpcbench.executors import connect, open_executor
 from rpcbench.pipeline import run_benchmark
 from rpcbench.progress import quiet
-from rpcbench.size_pass import SizePass, index_traces, resolve_traces
+from rpcbench.size_pass import SizePass
+from rpcbench.trace_index import index_traces, resolve_traces
 
 
 def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:

@@ -19,7 +19,7 @@ from rpcbench.reports import Decision, ReportOptions, build, decide, terminal_te
 from rpcbench import protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
-from rpcbench.size_pass import resolve_traces
+from rpcbench.trace_index import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import CODECS_DIR, Registry, split_codec_list

@@ -30,7 +30,9 @@ from .floor import floor_figures
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
-from .size_pass import CodecTally, SizePass, TracePass, index_traces
+from .size_pass import SizePass, TracePass
+from .tally import CodecTally
+from .trace_index import index_traces
 from .timing import PACKET_OPS, TimingAnswer, TimingJob, run_jobs
 from .training import Training, train_dictionaries, wanted
 

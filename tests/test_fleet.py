@@ -22,7 +22,9 @@ from rpcbench.executors import InProcess, open_executor
 from rpcbench.progress import quiet
 from rpcbench.simulate import simulate
 from rpc_capture.stats import TraceStats
-from rpcbench.size_pass import CodecTally, SizePass, check_call, index_traces, resolve_traces
+from rpcbench.size_pass import SizePass
+from rpcbench.tally import CodecTally, check_call
+from rpcbench.trace_index import index_traces, resolve_traces
 
 CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1,msgpack+delta"
 SLOW_CODEC = '''
