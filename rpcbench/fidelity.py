@@ -6,9 +6,11 @@ cannot carry or carry differently; a difference is classified under one of them.
 
 from __future__ import annotations
 
+import io
 import math
 import pickle
 import reprlib
+import threading
 from typing import Any, Container, Iterator, NamedTuple, Optional, Set, Tuple
 
 from rpc_capture import Call
@@ -86,14 +88,33 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
     return first
 
 
+class _Pickles(threading.local):
+    """A pickler per thread without the memo (``fast``: a value shared twice is written twice, as a decoder's
+    fresh copies are), reused call after call."""
+
+    def __init__(self) -> None:
+        self.buffer = io.BytesIO()
+        self.pickler = pickle.Pickler(self.buffer, PICKLE_PROTOCOL)
+        self.pickler.fast = True
+
+    def dumps(self, value: Any) -> bytes:
+        self.buffer.seek(0)
+        self.buffer.truncate()
+        self.pickler.dump(value)
+        return self.buffer.getvalue()
+
+
+_PICKLES = _Pickles()
+
+
 def _same_pickle(a: Any, b: Any) -> bool:
     """The fast path of :func:`compare`, all in C: equal pickles are the same values of the same types (a pickle
     names every type: ``1``, ``1.0`` and ``True``, bytes and bytearray, a list and a tuple, a dict and a dict
-    subclass all differ; floats are their bits). Not equal does not mean different: dict key order, NaN
-    payloads, an int subclass and shared objects (the pickle memo) change the bytes too, so the walk decides."""
+    subclass all differ; floats are their bits). Not equal does not mean different (dict key order, NaN
+    payloads, an int subclass change the bytes too): the walk decides then."""
     try:
-        return pickle.dumps(a, PICKLE_PROTOCOL) == pickle.dumps(b, PICKLE_PROTOCOL)
-    except Exception:  # nested deeper than C recursion allows, or a decoded type pickle cannot write
+        return _PICKLES.dumps(a) == _PICKLES.dumps(b)
+    except Exception:  # nested deeper than C recursion allows, cyclic, or a decoded type pickle cannot write
         return False
 
 

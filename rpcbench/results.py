@@ -17,15 +17,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BenchError
-from .results_check import PROBLEM_KEYS, check_suite
+from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS, PROBLEM_KEYS, check_suite
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
 #: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``),
 #: per-trace results of a fleet (``traces``), estimates or example traces; 1 to 4 hold the dictionaries' calls out
 #: of a fleet by a seeded share and have no fleet floor (the one size pass of version 5: docs/results-format.md);
-#: 1 to 5 have no wire figures (``wire``: packets per --wire policy, docs/wire.md)
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+#: 1 to 5 have no wire figures (``wire``: packets per --wire policy, docs/wire.md); 4 to 6 keep one codec's bytes per
+#: connection (``trace.per_connection.codec``: json, or the first codec), 7 every codec's (``bytes``)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 
 CONFIDENCE = 0.95  #: of every interval the results give (a median's rounds, a sampled size pass's estimates)
 #: A round more than this factor above the fastest round of its timing ran while the machine
@@ -362,12 +363,22 @@ def _suite(data: Dict[str, Any]) -> Suite:
         command=data["command"],
         environment=data["environment"],
         settings=data["settings"],
-        trace=data["trace"],
+        trace=_with_bytes_by_codec(data["trace"]),
         results=tuple(_codec_result(r) for r in data["results"]),
         partial=data.get("partial"),
         traces=tuple(TraceResults(t["trace"], tuple(_codec_result(r) for r in t["results"]))
                      for t in data.get("traces", [])),
     )
+
+
+def _with_bytes_by_codec(trace: Dict[str, Any]) -> Dict[str, Any]:
+    """A trace record of versions 4 to 6 (one codec's bytes per connection, ``codec``) in the shape of version 7
+    (``bytes``: every codec's), so the capacity planner reads one shape."""
+    table = trace.get("per_connection")
+    if not table or "codec" not in table:
+        return trace
+    traffic = {name: table[name] for name in CONNECTION_COLUMNS}
+    return {**trace, "per_connection": {**traffic, "bytes": {table["codec"]: {n: table[n] for n in CONNECTION_BYTES}}}}
 
 
 def _codec_result(r: Dict[str, Any]) -> CodecResult:

@@ -5,7 +5,7 @@ foreign file fails on the first field that is wrong, named by its path in the fi
 from __future__ import annotations
 
 import math
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Tuple
 
 LATENCY_KEYS = ("n", "p50", "p90", "p99", "max")  #: the figures of each op/method latency entry
 
@@ -81,7 +81,8 @@ _TRAINING_FIELDS = {"source": str, "calls": int, "held_out_calls": int}
 _DICTIONARY_FIELDS = {"bytes": int, "train_s": _NUMBER, "ship_bytes": int, "ship_bytes_per_call": _NUMBER}
 
 
-PER_CONNECTION_COLUMNS = ("span_ms", "c2s_calls", "s2c_calls", "c2s_bytes", "s2c_bytes")
+CONNECTION_COLUMNS = ("span_ms", "c2s_calls", "s2c_calls")  #: trace.per_connection: each connection's traffic
+CONNECTION_BYTES = ("c2s_bytes", "s2c_bytes")  #: a codec's bytes per connection (schema 7: every codec's)
 
 
 def _check_trace_extras(trace: Dict[str, Any]) -> None:
@@ -91,13 +92,28 @@ def _check_trace_extras(trace: Dict[str, Any]) -> None:
             _fields(trace[name], spec, f"trace.{name}")
             _finite(trace[name], spec, f"trace.{name}")
     table = trace.get("per_connection")
-    if table is not None:
-        _fields(table, {"codec": str, **dict.fromkeys(PER_CONNECTION_COLUMNS, list)}, "trace.per_connection")
-        if len({len(table[name]) for name in PER_CONNECTION_COLUMNS}) != 1:
-            raise ValueError("trace.per_connection: columns of different lengths")
-        for name in PER_CONNECTION_COLUMNS:
-            if not all(type(x) is int and x >= 0 for x in table[name]):
-                raise ValueError(f"trace.per_connection.{name} is not a list of whole numbers of at least 0")
+    if table is None:
+        return
+    where = "trace.per_connection"
+    if "codec" in table:  # versions 4 to 6: one codec's bytes beside the traffic
+        _fields(table, {"codec": str}, where)
+        _columns(table, (*CONNECTION_COLUMNS, *CONNECTION_BYTES), where, None)
+        return
+    _fields(table, {"bytes": dict}, where)
+    rows = _columns(table, CONNECTION_COLUMNS, where, None)
+    for codec, columns in table["bytes"].items():
+        _columns(columns, CONNECTION_BYTES, f"{where}.bytes.{str(codec)[:60]}", rows)
+
+
+def _columns(table: Any, names: Tuple[str, ...], where: str, rows: Optional[int]) -> int:
+    """Columns ``names`` of ``table``: lists of whole numbers of at least 0, all ``rows`` long (None: alike)."""
+    _fields(table, dict.fromkeys(names, list), where)
+    if len({len(table[name]) for name in names} | ({rows} if rows is not None else set())) != 1:
+        raise ValueError(f"{where}: columns of different lengths")
+    for name in names:
+        if not all(type(x) is int and x >= 0 for x in table[name]):
+            raise ValueError(f"{where}.{name} is not a list of whole numbers of at least 0")
+    return len(table[names[0]])
 
 
 def _finite(obj: Dict[str, Any], spec: Dict[str, Any], where: str) -> None:

@@ -31,7 +31,7 @@ from .floor import floor_figures
 from .packet_timing import PacketPlan, tick_windows
 from .pieces import FloorTask, Piece, PieceTask, plan_pieces
 from .results import CodecResult
-from .results_check import PER_CONNECTION_COLUMNS
+from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
 from .trace_index import TraceIndex
@@ -243,10 +243,8 @@ class SizePass:
         """What results.json records under ``trace``: the trace, or the traces together (``training``:
         the dictionaries' summary)."""
         entries = [t.entry() for t in self.traces]
-        reference = next((c.name for c in self.codecs if c.name == "json"), self.codecs[0].name)
         return {**(entries[0] if len(entries) == 1 else self._together(entries)), "traces": len(entries),
-                "bytes_reference": reference, "training": training, "floor": self.floor,
-                "per_connection": self._per_connection(reference)}
+                "training": training, "floor": self.floor, "per_connection": self._per_connection()}
 
     def _together(self, entries: List[Dict[str, Any]]) -> Dict[str, Any]:
         """The record of several traces: sums, merged statistics, each trace's damage notes."""
@@ -256,15 +254,19 @@ class SizePass:
                 "truncated_bytes": sum(e["truncated_bytes"] or 0 for e in entries),
                 "salvaged": "; ".join(notes) or None, "recorder": None, "measured_calls": self.measured}
 
-    def _per_connection(self, reference: str) -> Optional[Dict[str, Any]]:
-        """Each connection's time span, calls and ``reference``'s bytes per direction, as columns: the
-        capacity planner's confidence intervals come from their spread (None if the reference has no figures)."""
-        tally = next(t for t in self.tallies if t.codec.name == reference)
-        if tally.error:
-            return None
-        rows = [((last - first) // 1_000_000, c2s, s2c, *tally.by_connection.get(conn, (0, 0)))
-                for conn, (first, last, c2s, s2c) in self.stats.spans.items()]
-        return {"codec": reference, **{name: [row[i] for row in rows] for i, name in enumerate(PER_CONNECTION_COLUMNS)}}
+    def _per_connection(self) -> Dict[str, Any]:
+        """Each connection's time span and calls per direction, and each codec's bytes per direction (codecs
+        stopped in the pass have none), as columns: the capacity planner's confidence intervals come from their
+        spread, for whichever codec the report takes as its reference."""
+        spans = self.stats.spans
+        rows = [((last - first) // 1_000_000, c2s, s2c) for first, last, c2s, s2c in spans.values()]
+        traffic = {name: [row[i] for row in rows] for i, name in enumerate(CONNECTION_COLUMNS)}
+        by_codec = {}
+        for tally in self.tallies:
+            if not tally.error:
+                pairs = [tally.by_connection.get(conn, (0, 0)) for conn in spans]
+                by_codec[tally.codec.name] = {name: [p[i] for p in pairs] for i, name in enumerate(CONNECTION_BYTES)}
+        return {**traffic, "bytes": by_codec}
 
 
 def _plan(config: RunConfig, index: Sequence[TraceIndex], held: Tuple[int, ...]) -> SamplePlan:

@@ -99,6 +99,8 @@ class CodecTally:
         self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
         self.streams = 0  #: connections and directions the state was measured over
         self._sessions = Streams(codec.connection)
+        self._stateful = codec.per_connection  #: a session per stream (:meth:`check` asks per call: read once)
+        self._inner_stateful = (codec.inner if isinstance(codec, Compressed) else codec).per_connection
 
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
               "error", "state_bytes", "shared_state_bytes", "streams")
@@ -172,14 +174,13 @@ class CodecTally:
         stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
         the call once; each compressor then only has to give the inner bytes back exactly.
         """
-        codec = self._sessions[stream_key(call)] if self.codec.per_connection else self.codec
-        stateful_inner = codec.inner.per_connection if isinstance(codec, Compressed) else codec.per_connection
-        inner = codec.inner if isinstance(codec, Compressed) else codec
-        if shared is None or stateful_inner:  # state of its own: the shared outcome is another tally's stream
+        codec: Any = self._sessions[stream_key(call)] if self._stateful else self.codec  # Compressed if it compresses
+        inner = codec.inner if self._compresses else codec
+        if shared is None or self._inner_stateful:  # state of its own: the shared outcome is another tally's stream
             base = round_trip(inner, call, self.declared)
         else:
             base = shared.get(inner.name) or shared.setdefault(inner.name, round_trip(inner, call, self.declared))
-        outcome = _compressed(codec.compressor, base) if isinstance(codec, Compressed) else base
+        outcome = _compressed(codec.compressor, base) if self._compresses else base
         self.ns += outcome.ns
         if outcome.problem:
             kind, feature, declared, path, detail = outcome.problem
