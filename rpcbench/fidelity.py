@@ -90,12 +90,22 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
 
 class _Pickles(threading.local):
     """A pickler per thread without the memo (``fast``: a value shared twice is written twice, as a decoder's
-    fresh copies are), reused call after call."""
+    fresh copies are), reused call after call; and the last original's pickle, which every codec's decoded
+    value of that call is compared with in turn."""
 
     def __init__(self) -> None:
         self.buffer = io.BytesIO()
         self.pickler = pickle.Pickler(self.buffer, PICKLE_PROTOCOL)
         self.pickler.fast = True
+        self.original: Any = None  #: kept alive, so that no other value can take its id
+        self.original_bytes = b""
+
+    def of_original(self, value: Any) -> bytes:
+        """The pickle of ``value``, made once however many codecs compare with it."""
+        if value is not self.original:
+            self.original_bytes = self.dumps(value)
+            self.original = value
+        return self.original_bytes
 
     def dumps(self, value: Any) -> bytes:
         self.buffer.seek(0)
@@ -113,7 +123,7 @@ def _same_pickle(a: Any, b: Any) -> bool:
     subclass all differ; floats are their bits). Not equal does not mean different (dict key order, NaN
     payloads, an int subclass change the bytes too): the walk decides then."""
     try:
-        return _PICKLES.dumps(a) == _PICKLES.dumps(b)
+        return _PICKLES.of_original(a) == _PICKLES.dumps(b)
     except Exception:  # nested deeper than C recursion allows, cyclic, or a decoded type pickle cannot write
         return False
 
