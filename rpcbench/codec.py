@@ -303,10 +303,10 @@ def received_call(decoded: Any) -> Call:
     construction is then part of that codec's timed decode. Raises TypeError, naming what
     came back, for anything else.
     """
+    if type(decoded) is tuple and len(decoded) == 2 and isinstance(decoded[0], str):  # the contract's, tried first
+        return Call(decoded[0], decoded[1])
     if isinstance(decoded, Call):
         return Call(decoded.method, decoded.args)
-    if type(decoded) is tuple and len(decoded) == 2 and isinstance(decoded[0], str):
-        return Call(decoded[0], decoded[1])
     shown = type(decoded).__name__ + (f" of {len(decoded)}" if isinstance(decoded, tuple) else "")
     raise TypeError(f"decode returned {shown}, not a (method, args) tuple")
 

@@ -94,9 +94,18 @@ class _Pickles(threading.local):
     value of that call is compared with in turn."""
 
     def __init__(self) -> None:
-        self.buffer = io.BytesIO()
-        self.pickler = pickle.Pickler(self.buffer, PICKLE_PROTOCOL)
-        self.pickler.fast = True
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, PICKLE_PROTOCOL)
+        pickler.fast = True
+        seek, truncate, dump, getvalue = buffer.seek, buffer.truncate, pickler.dump, buffer.getvalue
+
+        def dumps(value: Any) -> bytes:  # a closure: no attribute lookups per call
+            seek(0)
+            truncate()
+            dump(value)
+            return getvalue()
+
+        self.dumps = dumps
         self.original: Any = None  #: kept alive, so that no other value can take its id
         self.original_bytes = b""
 
@@ -106,12 +115,6 @@ class _Pickles(threading.local):
             self.original_bytes = self.dumps(value)
             self.original = value
         return self.original_bytes
-
-    def dumps(self, value: Any) -> bytes:
-        self.buffer.seek(0)
-        self.buffer.truncate()
-        self.pickler.dump(value)
-        return self.buffer.getvalue()
 
 
 _PICKLES = _Pickles()
@@ -123,7 +126,8 @@ def _same_pickle(a: Any, b: Any) -> bool:
     subclass all differ; floats are their bits). Not equal does not mean different (dict key order, NaN
     payloads, an int subclass change the bytes too): the walk decides then."""
     try:
-        return _PICKLES.of_original(a) == _PICKLES.dumps(b)
+        pickles = _PICKLES
+        return pickles.of_original(a) == pickles.dumps(b)
     except Exception:  # nested deeper than C recursion allows, cyclic, or a decoded type pickle cannot write
         return False
 

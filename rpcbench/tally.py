@@ -101,6 +101,7 @@ class CodecTally:
         self._sessions = Streams(codec.connection)
         self._stateful = codec.per_connection  #: a session per stream (:meth:`check` asks per call: read once)
         self._inner_stateful = (codec.inner if isinstance(codec, Compressed) else codec).per_connection
+        self._inner_name = (codec.inner if isinstance(codec, Compressed) else codec).name  #: what shares its outcome
 
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
               "error", "state_bytes", "shared_state_bytes", "streams")
@@ -179,7 +180,8 @@ class CodecTally:
         if shared is None or self._inner_stateful:  # state of its own: the shared outcome is another tally's stream
             base = round_trip(inner, call, self.declared)
         else:
-            base = shared.get(inner.name) or shared.setdefault(inner.name, round_trip(inner, call, self.declared))
+            base = shared.get(self._inner_name) or shared.setdefault(self._inner_name,
+                                                                       round_trip(inner, call, self.declared))
         outcome = _compressed(codec.compressor, base) if self._compresses else base
         self.ns += outcome.ns
         if outcome.problem:
