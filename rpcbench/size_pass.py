@@ -30,7 +30,7 @@ from .executors import Executor, Task
 from .floor import floor_figures
 from .packet_timing import PacketPlan, tick_windows
 from .pieces import FloorTask, Piece, PieceTask, plan_pieces
-from .results import CodecResult
+from .results import Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
@@ -38,6 +38,15 @@ from .trace_index import TraceIndex
 from .wire import TRANSPORTS, TickGuess, WirePolicy, resolve, wire_figures
 
 log = logging.getLogger("rpcbench")
+
+
+@dataclass(frozen=True)
+class PassFigures:
+    """What the size pass adds to a codec's tally for its row of the results (:meth:`SizePass.figures`)."""
+
+    problems: Tuple[Problem, ...]  #: each with the trace its example came from
+    estimate: Optional[Dict[str, Any]]  #: a sampled pass's estimates with their intervals (None: every call)
+    wire: Tuple[Dict[str, Any], ...]  #: its packets per --wire policy (none once the codec failed)
 
 
 @dataclass
@@ -212,19 +221,19 @@ class SizePass:
                 if not self.plan.held_out(trace, index))
         return tick_windows(kept, policy, first[1].t)
 
-    def row(self, result: CodecResult, trace: Optional[TracePass] = None) -> CodecResult:
-        """A codec's row (merged, or of one ``trace``) with what the pass adds: the trace of each problem's
-        example and, after a sampled size pass, the estimates with their intervals."""
+    def figures(self, tally: CodecTally, trace: Optional[TracePass] = None) -> PassFigures:
+        """What the pass adds to a codec's tally (merged, or of one ``trace``) for its row of the results: the
+        trace of each problem's example, the estimates of a sampled pass with their intervals, its packets."""
         scope = trace or self
-        tally = next(t for t in scope.tallies if t.codec.name == result.codec)
         estimate = (sampled_estimate(tally.sizes, tally.failures, scope.measured, scope.stats.calls)
                     if self.sampled else None)
+        name = tally.codec.name
         problems = tuple(dataclasses.replace(p, example_trace=trace.path if trace else self.example_trace.get(
-            (result.codec, (p.kind, p.feature)))) for p in result.problems)
+            (name, (p.kind, p.feature)))) for p in tally.problem_list())
         carrier = TRANSPORTS[self.config.transport]
         wire = tuple(wire_figures(w.policy, w.export(), carrier, self.config.packet_overhead)
                      for w in tally.wire.values()) if not tally.error else ()
-        return dataclasses.replace(result, problems=problems, estimate=estimate, wire=wire)
+        return PassFigures(problems, estimate, wire)
 
     @property
     def per_trace(self) -> List[TracePass]:
