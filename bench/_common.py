@@ -5,18 +5,21 @@
   harness against;
 * :func:`run_bench`: one ``run_bench.py`` run in a subprocess, its results loaded;
 * :func:`host_states`: timings split into the host's fast and slow state (see there);
-* :func:`table`: a plain aligned text table.
+* :func:`table`: a plain aligned text table;
+* :func:`side_by_side`: sides timed in turn, round by round (fleet.py, core.py);
+* :func:`make_fleet`: a cached folder of simulated traces (fleet.py, core.py).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -122,3 +125,31 @@ def cpu_note() -> str:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     return (f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
             f"Python {sys.version.split()[0]}")
+
+
+def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:
+    """The fleet's trace files, simulated on first use."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in range(1, traces + 1):
+        path = folder / f"server-{seed:03d}.rpct"
+        if not path.exists():
+            part = folder / f".part-{seed}.rpct"
+            subprocess.run([sys.executable, str(REPO / "run_bench.py"), "simulate", "--calls", str(calls),
+                            "--seed", str(seed), "--out", str(part)], check=True, stdout=subprocess.DEVNULL)
+            part.rename(path)
+    return [str(folder / f"server-{seed:03d}.rpct") for seed in range(1, traces + 1)]
+
+
+def side_by_side(sides: Dict[str, Callable[[], Tuple[float, Any]]], rounds: int) -> Dict[str, Dict[str, Any]]:
+    """Each side once per round, in turn: median wall seconds, the load after it, and the figures."""
+    walls: Dict[str, List[float]] = {name: [] for name in sides}
+    loads: Dict[str, List[float]] = {name: [] for name in sides}
+    figures: Dict[str, Any] = {}
+    for n in range(rounds):
+        for name, run in sides.items():
+            wall, figures[name] = run()
+            walls[name].append(wall)
+            loads[name].append(os.getloadavg()[0])
+            print(f"  round {n + 1}: {name}: {wall:.2f} s", flush=True)
+    return {name: {"wall": statistics.median(walls[name]), "load": statistics.median(loads[name]),
+                   "figures": figures[name]} for name in sides}

@@ -26,33 +26,18 @@ import argparse
 import dataclasses
 import os
 import resource
-import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, List, Tuple
 
 import _common
+from _common import make_fleet, side_by_side
 from rpcbench.config import RunConfig
 from rpcbench.executors import connect, open_executor
 from rpcbench.pipeline import run_benchmark
 from rpcbench.progress import quiet
 from rpcbench.size_pass import SizePass
-from rpcbench.trace_index import index_traces, resolve_traces
-
-
-def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:
-    """The fleet's trace files, simulated on first use."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for seed in range(1, traces + 1):
-        path = folder / f"server-{seed:03d}.rpct"
-        if not path.exists():
-            part = folder / f".part-{seed}.rpct"
-            subprocess.run([sys.executable, str(_common.REPO / "run_bench.py"), "simulate", "--calls", str(calls),
-                            "--seed", str(seed), "--out", str(part)], check=True, stdout=subprocess.DEVNULL)
-            part.rename(path)
-    return resolve_traces([str(folder)])
+from rpcbench.trace_index import index_traces
 
 
 def whole_run(config: RunConfig) -> Tuple[float, Any]:
@@ -80,21 +65,6 @@ def size_pass(config: RunConfig) -> Tuple[float, Any]:
         cpu = sum(executor.client.run(cpu_seconds).values()) - cpu
     return time.perf_counter() - started, ([(t.codec.name, sorted(t.sizes.items()), t.failures) for t in run.tallies],
                                            cpu)
-
-
-def side_by_side(sides: Dict[str, Callable[[], Tuple[float, Any]]], rounds: int) -> Dict[str, Dict[str, Any]]:
-    """Each side once per round, in turn: median wall seconds, the load after it, and the figures."""
-    walls: Dict[str, List[float]] = {name: [] for name in sides}
-    loads: Dict[str, List[float]] = {name: [] for name in sides}
-    figures: Dict[str, Any] = {}
-    for n in range(rounds):
-        for name, run in sides.items():
-            wall, figures[name] = run()
-            walls[name].append(wall)
-            loads[name].append(os.getloadavg()[0])
-            print(f"  round {n + 1}: {name}: {wall:.2f} s", flush=True)
-    return {name: {"wall": statistics.median(walls[name]), "load": statistics.median(loads[name]),
-                   "figures": figures[name]} for name in sides}
 
 
 def dask_against_forks(traces: List[str], args: argparse.Namespace) -> None:

@@ -40,15 +40,17 @@ from rpc_capture.trace import VERSION as TRACE_VERSION
 TIME = "/usr/bin/time"
 
 
-def trace_for(calls: int, cache: Path, seed: int) -> Path:
-    """The cached trace of ``calls`` calls, generated on first use (and again after a trace format change)."""
-    path = cache / f"battle-{calls}-s{seed}-v{TRACE_VERSION}.rpct"
+def trace_for(calls: int, cache: Path, seed: int, profile: str = "study") -> Path:
+    """The cached trace of ``calls`` calls of the simulator's ``profile``, generated on first use (and again
+    after a trace format change)."""
+    path = cache / f"{'battle' if profile == 'study' else profile}-{calls}-s{seed}-v{TRACE_VERSION}.rpct"
     if not path.exists():
         cache.mkdir(parents=True, exist_ok=True)
         part = path.with_name(path.stem + ".part.rpct")
         t0 = time.perf_counter()
         subprocess.run([sys.executable, str(_common.REPO / "run_bench.py"), "simulate", "--calls", str(calls),
-                        "--seed", str(seed), "--out", str(part)], check=True, stdout=subprocess.DEVNULL)
+                        "--seed", str(seed), "--profile", profile, "--out", str(part)], check=True,
+                       stdout=subprocess.DEVNULL)
         part.rename(path)
         print(f"generated {path} in {time.perf_counter() - t0:.0f} s", flush=True)
     return path
@@ -101,7 +103,8 @@ def run_one(trace: Path, codecs: str, extra: list, out: str) -> dict:
     max_rss = int(m.group(1)) if m else (after if after > before else float("nan"))
     size_end = next((t for t, line in lines if line.startswith(("timing", "warning: --budget"))),
                     float("nan"))
-    return {"wall": wall, "size_s": size_end, "max_rss_mb": max_rss / 1024, "pss_mb": peak_pss / 1024}
+    return {"wall": wall, "size_s": size_end, "max_rss_mb": max_rss / 1024, "pss_mb": peak_pss / 1024,
+            "progress": [line.rstrip("\n") for _, line in lines]}
 
 
 def main() -> None:

@@ -1,0 +1,279 @@
+"""The measurement core against its references: every ratio of issue 28 side by side in one run.
+
+    python bench/core.py [--rounds 3] [--run-rounds 2] [--sections read,runs,pass,dask,memory] [--cache DIR]
+                         [--read-calls 30000] [--run-calls 30000] [--pass-calls 20000]
+                         [--fleet-traces 4] [--fleet-calls 20500] [--memory-calls 100000]
+    python bench/core.py --full       # the issue's sizes: 300,000 / 150,000 / 300,000 / 1,000,000 calls
+
+Each ratio is measured against its reference in the same run, the two taking turns round by
+round (``_common.side_by_side``), and compares their medians, so that a shared machine's drift
+hits both alike. Only public entry points are used (``run_bench.py``, ``rpc_capture.open_trace``,
+``write_jsonl``, ``TraceWriter``, the codec registry), so the same script measures the core
+before and after it is rebuilt. Sections:
+
+1. read: ``open_trace`` calls/s against ``marshal.loads`` of the same calls stored in batches of
+   128, on the dict profile and on another shape (the real Minecraft calls of tests/data,
+   repeated to the same count); a JSON Lines copy of the dict trace against ``json.loads`` per line.
+2. runs: a default run (``--no-report``) with and without ``--no-floor`` on the dict profile: the
+   floor's share of the run, and the run over the codecs' own work (each codec's encode + decode
+   median µs x its measured calls, divided by the cores used, from the same run's results.json).
+   The timing phase costs about the same whatever the trace's length, so on the default 30,000
+   calls this ratio reads higher than on the issue's 150,000 (``--full``).
+3. pass: the size pass (``--sizes-only --no-floor --jobs 0``, its ``size_pass_s``) against a bare
+   loop in this process that reads the same trace with ``open_trace`` and encodes, decodes and
+   compares each call with the registry's codec (msgpack and json; the dict profile and the
+   bundled sample), per call.
+4. dask: ``--dask local:2`` against the forks executor (``--jobs 2``), ``--sizes-only`` on a
+   simulated fleet (``_common.make_fleet``, shared with fleet.py): wall time and identical figures.
+5. memory: a default run's peak memory (``scale.run_one``: largest process's max RSS, tree PSS) on a
+   simulated trace (``scale.trace_for``, shared with scale.py), and whether its progress lines
+   show calls/s and the time left.
+
+Traces are simulated on first use and cached in ``--cache`` (default /tmp/rpcbench-core/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import marshal
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import _common
+import scale
+import trace_read
+from rpc_capture import TraceWriter, open_trace, write_jsonl
+from rpcbench.registry import Registry
+
+MINECRAFT = _common.REPO / "tests" / "data" / "minecraft_packets.jsonl"
+SECTIONS = ("read", "runs", "pass", "dask", "memory")
+FULL = {"read_calls": 300_000, "run_calls": 150_000, "pass_calls": 300_000, "memory_calls": 1_000_000}
+FLEET_CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1"
+Row = List[str]  # one line of the summary: ratio, measured, reference, value, target
+
+
+def timed(func: Callable[[Any], int], arg: Any) -> Tuple[float, int]:
+    """(seconds, what ``func(arg)`` returned): one side of a round for ``side_by_side``."""
+    started = time.perf_counter_ns()
+    n = func(arg)
+    return (time.perf_counter_ns() - started) / 1e9, n
+
+
+def cli_run(args: Sequence[str]) -> Tuple[float, Dict[str, Any]]:
+    """(wall seconds, results.json) of one ``run_bench.py ARGS --no-report --quiet`` in a fresh folder."""
+    with tempfile.TemporaryDirectory() as folder:
+        _, wall = _common.run_bench([*args, "--no-report", "--quiet"], str(Path(folder) / "run"))
+        return wall, json.loads((Path(folder) / "run" / "results.json").read_text(encoding="utf-8"))
+
+
+def ratio_row(name: str, got: Dict[str, Dict[str, Any]], measured: str, reference: str, target: str,
+              per: Tuple[float, float] = (1.0, 1.0)) -> Row:
+    """A summary line: the median of ``measured`` over that of ``reference`` (each divided by its ``per``)."""
+    a, b = got[measured]["wall"] / per[0], got[reference]["wall"] / per[1]
+    return [name, f"{measured} {a:.3g}", f"{reference} {b:.3g}", f"{a / b:.2f}x", target]
+
+
+# 1. reading
+
+def marshal_batches(calls: Sequence[Any]) -> List[bytes]:
+    """The calls as ``marshal`` stores them, 128 to a batch: the reference reader's input."""
+    rows = [tuple(call) for call in calls]
+    return [marshal.dumps(rows[i:i + 128]) for i in range(0, len(rows), 128)]
+
+
+def load_batches(batches: Sequence[bytes]) -> int:
+    """``marshal.loads`` of every batch; the calls read."""
+    return sum(len(marshal.loads(batch)) for batch in batches)
+
+
+def json_lines(path: str) -> int:
+    """``json.loads`` of every line of a JSON Lines file; the lines read."""
+    with open(path, "rb") as lines:
+        return sum(1 for line in lines if json.loads(line) is not None)
+
+
+def minecraft_trace(calls: int, cache: Path) -> str:
+    """The Minecraft calls of tests/data repeated (later times) to ``calls`` calls, as a binary trace."""
+    path = cache / f"minecraft-{calls}.rpct"
+    if not path.exists():
+        source = list(open_trace(str(MINECRAFT)))
+        span = source[-1].t - source[0].t + 1_000_000
+        part = cache / "minecraft.part.rpct"
+        with TraceWriter(str(part)) as writer:
+            for i in range(calls):
+                call = source[i % len(source)]
+                writer.write(call._replace(t=call.t + (i // len(source)) * span))
+        part.rename(path)
+    return str(path)
+
+
+def read_ratio(name: str, path: str, reference: str, read: Callable[[], Tuple[float, int]], rounds: int) -> Row:
+    """open_trace against ``read`` (the reference) over the same calls: calls/s of each, their ratio."""
+    calls = sum(1 for _ in open_trace(path))
+    print(f"read, {name}: {calls:,} calls", flush=True)
+    got = _common.side_by_side({"open_trace": lambda: timed(trace_read.full_read, path), reference: read}, rounds)
+    ours, theirs = calls / got["open_trace"]["wall"], calls / got[reference]["wall"]
+    return [f"read {name} (calls/s)", f"open_trace {ours:,.0f}", f"{reference} {theirs:,.0f}", f"{ours / theirs:.2f}x",
+            ">= 0.50x" if reference.startswith("marshal") else "about 1x"]
+
+
+def read_section(args: argparse.Namespace) -> List[Row]:
+    """Section 1: binary reading against marshal on two shapes, JSON Lines reading against json.loads."""
+    dict_trace = str(scale.trace_for(args.read_calls, args.cache, 1, "dict"))
+    jsonl = args.cache / f"dict-{args.read_calls}.jsonl"
+    if not jsonl.exists():
+        write_jsonl(open_trace(dict_trace), str(jsonl))
+    rows = []
+    for name, path in (("dict", dict_trace), ("minecraft", minecraft_trace(args.read_calls, args.cache))):
+        batches = marshal_batches(list(open_trace(path)))
+        rows.append(read_ratio(name, path, "marshal x128", lambda b=batches: timed(load_batches, b), args.rounds))
+    return rows + [read_ratio("dict JSON Lines", str(jsonl), "json.loads", lambda: timed(json_lines, str(jsonl)),
+                              args.rounds)]
+
+
+# 2. default runs
+
+def own_work_s(doc: Dict[str, Any]) -> float:
+    """The codecs' own encode + decode seconds in a run (median µs x measured calls), divided by the cores used."""
+    cores = max(1, min(doc["settings"].get("jobs") or 1, os.cpu_count() or 1))
+    us = sum((r["encode"]["median_us"] + r["decode"]["median_us"]) * r["calls"]
+             for r in doc["results"] if r.get("encode") and r.get("decode"))
+    return us / 1e6 / cores
+
+
+def runs_section(args: argparse.Namespace) -> List[Row]:
+    """Section 2: the floor's share of a default run, and a default run over the codecs' own work."""
+    trace = str(scale.trace_for(args.run_calls, args.cache, 1, "dict"))
+    print(f"default runs: {trace}", flush=True)
+    got = _common.side_by_side({"default run": lambda: cli_run(["--trace", trace]),
+                                "--no-floor": lambda: cli_run(["--trace", trace, "--no-floor"])}, args.run_rounds)
+    run, no_floor = got["default run"]["wall"], got["--no-floor"]["wall"]
+    own = own_work_s(got["default run"]["figures"])
+    return [["floor's share of a default run", f"default {run:.1f} s", f"--no-floor {no_floor:.1f} s",
+             f"{1 - no_floor / run:.0%}", "<= 10 %"],
+            ["default run / codecs' own work", f"default {run:.1f} s", f"own work {own:.1f} s", f"{run / own:.2f}x",
+             "<= 1.75x"]]
+
+
+# 3. the size pass
+
+def bare_pass(path: str, codec: Any) -> int:
+    """Read the trace and encode, decode and compare each call with ``codec``; the calls done."""
+    encode, decode = codec.encode, codec.decode
+    done = same = 0
+    for call in open_trace(path):
+        if decode(encode(call)) == (call.method, call.args):
+            same += 1
+        done += 1
+    return done
+
+
+def pass_ratio(name: str, trace: str, codec_id: str, rounds: int) -> Row:
+    """The in-process size pass of one codec against the bare loop, per call."""
+    codec = Registry.default().create(codec_id)
+    calls = sum(1 for _ in open_trace(trace))
+    print(f"size pass, {name}, {codec_id}: {calls:,} calls", flush=True)
+
+    def size_pass() -> Tuple[float, Dict[str, Any]]:
+        _, doc = cli_run(["--trace", trace, "--codecs", codec_id, "--sizes-only", "--no-floor", "--jobs", "0"])
+        return doc["settings"]["size_pass_s"], doc
+    got = _common.side_by_side({"size pass": size_pass, "bare loop": lambda: timed(lambda p: bare_pass(p, codec),
+                                                                                      trace)}, rounds)
+    measured = got["size pass"]["figures"]["trace"]["measured_calls"]
+    return ratio_row(f"size pass {name} {codec_id} (µs/call)", got, "size pass", "bare loop", "<= 1.3x",
+                     (measured / 1e6, calls / 1e6))
+
+
+def pass_section(args: argparse.Namespace) -> List[Row]:
+    """Section 3: the size pass against a bare loop, msgpack and json, dict profile and bundled sample."""
+    traces = {"dict": str(scale.trace_for(args.pass_calls, args.cache, 1, "dict")), "sample": _common.BUNDLED_TRACE}
+    return [pass_ratio(name, trace, codec, args.rounds) for name, trace in traces.items()
+            for codec in ("msgpack", "json")]
+
+
+# 4. Dask against the forks executor
+
+def fleet_figures(doc: Dict[str, Any]) -> List[Any]:
+    """What must be identical whichever executor ran: each codec's bytes, failures and mismatches."""
+    return [(r["codec"], r["sizes"], r["failures"], r["mismatches"]) for r in doc["results"]]
+
+
+def fleet_run(args: Sequence[str]) -> Tuple[float, List[Any]]:
+    """(wall seconds, fleet_figures) of one run."""
+    wall, doc = cli_run(args)
+    return wall, fleet_figures(doc)
+
+
+def dask_section(args: argparse.Namespace) -> List[Row]:
+    """Section 4: --dask local:2 against --jobs 2, whole --sizes-only runs of a fleet."""
+    fleet = _common.make_fleet(Path(args.fleet_cache) / f"{args.fleet_traces}x{args.fleet_calls}",
+                               args.fleet_traces, args.fleet_calls)
+    common = ["--trace", *fleet, "--sizes-only", "--codecs", FLEET_CODECS]
+    print(f"dask: {len(fleet)} traces of {args.fleet_calls:,} calls, codecs {FLEET_CODECS}", flush=True)
+    got = _common.side_by_side({"forks": lambda: fleet_run([*common, "--jobs", "2"]),
+                                "dask": lambda: fleet_run([*common, "--dask", "local:2"])}, args.rounds)
+    same = "identical" if got["dask"]["figures"] == got["forks"]["figures"] else "FIGURES DIFFER"
+    return [ratio_row(f"--dask local:2 / forks (s), {same}", got, "dask", "forks", "<= 1.10x")]
+
+
+# 5. memory and progress of a long run
+
+def memory_section(args: argparse.Namespace) -> List[Row]:
+    """Section 5: a default run's peak memory, and what its progress lines show."""
+    trace = scale.trace_for(args.memory_calls, Path(args.memory_cache), 7)
+    print(f"memory: a default run of {trace}", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        got = scale.run_one(trace, _common.DEFAULT_IDS, [], str(Path(folder) / "run"))
+    lines = [line for line in got["progress"] if line.startswith("size pass")]
+    rate = any("calls/s" in line for line in lines)
+    left = any(" ETA " in line or " left" in line for line in lines)
+    print("  progress lines of the size pass, last two:", *lines[-2:], sep="\n    ")
+    return [[f"peak memory, {args.memory_calls:,} calls (MB)", f"max RSS {got['max_rss_mb']:.0f}",
+             f"tree PSS {got['pss_mb']:.0f}", f"{max(got['max_rss_mb'], got['pss_mb']):.0f} MB",
+             "<= 500 MB at 1,000,000"],
+            ["progress line: calls/s, time left", f"wall {got['wall']:.0f} s", "", f"{'yes' if rate else 'no'}, "
+             f"{'yes' if left else 'no'}", "yes, yes"]]
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per ratio (default: 3)")
+    p.add_argument("--run-rounds", type=int, default=2, help="rounds of the default runs, the longest (default: 2)")
+    p.add_argument("--sections", default=",".join(SECTIONS), help="which, of %(default)s")
+    p.add_argument("--read-calls", type=int, default=30_000)
+    p.add_argument("--run-calls", type=int, default=30_000)
+    p.add_argument("--pass-calls", type=int, default=20_000)
+    p.add_argument("--fleet-traces", type=int, default=4)
+    p.add_argument("--fleet-calls", type=int, default=20_500, help="calls per trace of the fleet: fewer weigh the "
+                   "Dask cluster's start more (10,000: 1.21x where 20,500 gave 1.02x, same load)")
+    p.add_argument("--memory-calls", type=int, default=100_000)
+    p.add_argument("--full", action="store_true", help=f"the issue's sizes: {FULL}")
+    p.add_argument("--cache", type=Path, default=Path("/tmp/rpcbench-core"), help="trace cache (default: %(default)s)")
+    p.add_argument("--fleet-cache", default="/tmp/rpcbench-fleet", help="fleet.py's cache (default: %(default)s)")
+    p.add_argument("--memory-cache", default="/tmp/rpcbench-scale", help="scale.py's cache (default: %(default)s)")
+    args = p.parse_args()
+    if args.full:
+        vars(args).update(FULL)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def main() -> None:
+    args = parse()
+    started = time.perf_counter()
+    print(_common.cpu_note(), flush=True)
+    run = {"read": read_section, "runs": runs_section, "pass": pass_section, "dask": dask_section,
+           "memory": memory_section}
+    rows = [row for name in args.sections.split(",") for row in run[name](args)]
+    print(f"\nissue 28, medians of {args.rounds} interleaved rounds per ratio ({args.run_rounds} for the default "
+          f"runs); {_common.cpu_note()}; "
+          f"{time.perf_counter() - started:.0f} s in all")
+    print(_common.table(["ratio", "measured", "reference", "value", "target"], rows))
+
+
+if __name__ == "__main__":
+    main()
