@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from rpc_capture import Call, TraceReader, damage_note, open_trace
@@ -101,10 +100,24 @@ def _names(codecs: Sequence[Codec]) -> Tuple[str, ...]:
     return tuple(c.name for c in codecs)
 
 
-@lru_cache(maxsize=4)
+_REGISTRIES: Dict[RunConfig, Registry] = {}  #: this process's registry for the run it serves (one at a time)
+
+
+def use_registry(config: RunConfig, registry: Registry) -> None:
+    """Let this process's tasks of ``config`` use ``registry``, the run's own, already built (and forked
+    processes inherit it) instead of building the same again: the registry is entered once per run."""
+    _REGISTRIES.clear()
+    _REGISTRIES[config] = registry
+
+
 def _registry(config: RunConfig) -> Registry:
-    """The run's registry, built once per process that forks tasks (plugins loaded, schemas compiled)."""
-    return config.registry()
+    """The run's registry in this process: the one :func:`use_registry` gave, else built once (a Dask worker,
+    or a library caller that runs tasks alone: plugins loaded, schemas compiled)."""
+    found = _REGISTRIES.get(config)
+    if found is None:
+        found = config.registry()
+        use_registry(config, found)
+    return found
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from .floor import floor_figures
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
+from .pieces import use_registry
 from .size_pass import PassFigures, SizePass, TracePass
 from .tally import CodecTally
 from .trace_index import index_traces
@@ -98,6 +99,7 @@ def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tu
         codecs, skipped = config.create_codecs(registry)
         for line in skipped:
             log.warning("%s", line)
+        use_registry(config, registry)  # the run's registry, settled: every task of this process and its forks uses it
         size_pass = SizePass(config, codecs, index, training.held if training else ())
         size_pass.run(executor)
     return config, training, codecs, size_pass
