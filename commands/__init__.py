@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "simulate": "rpcbench.commands.simulate",
     "trace": "rpcbench.commands.trace",
     "proto": "rpcbench.commands.proto",
+    "precision": "rpcbench.commands.precision",
     "report": "rpcbench.commands.report",
     "compare": "rpcbench.commands.compare",
 }

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
 from rpcbench.reports import Decision, ReportOptions, build, decide, terminal_text
-from rpcbench import protobuf
+from rpcbench import precision, protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
 from rpcbench.trace_index import resolve_traces
@@ -155,6 +155,10 @@ def _add_plugin_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--proto-map", metavar="FILE", help="JSON file mapping methods to messages (docs/protobuf.md)")
     p.add_argument("--proto-enums", choices=protobuf.ENUM_FORMS, default="names",
                    help="decoded protobuf enum values: value names (default) or numbers, as the trace gives them")
+    p.add_argument("--precision", metavar="FILE.toml",
+                   help="precision profile for the quant codec: each field's step and range (make one with "
+                   "'precision suggest --trace T'); a lossy codec competes in the verdict only with one "
+                   "(docs/codecs.md, \"quant\")")
 
 
 def main(argv: List[str]) -> int:
@@ -195,6 +199,7 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,
         codec_files=tuple(args.codec_path), codec_dirs=tuple(args.codecs_dir), codec_classes=tuple(args.codec),
         proto=protobuf.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums),
+        precision=precision.load(args.precision) if args.precision else precision.NO_PROFILE,
         train_fraction=args.train_fraction, train_trace=args.train_trace, dict_size=args.dict_size,
         zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv), wire=args.wire,
         transport=args.transport, packet_overhead=args.packet_overhead)

@@ -17,7 +17,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, capacity, coverage, fleet, measured, reference, study, wire
+from . import analysis, capacity, coverage, fleet, measured, precision, reference, study, wire
 from .analysis import CodecFigures
 from .breakdown import Breakdown, MethodBytes, breakdown, method_bytes
 from .capacity import DEFAULT_OPTIONS, Plan, ReportOptions
@@ -80,6 +80,7 @@ class Decision:
     wire: wire.WireView  #: packets per --wire policy, the ranking under each
     calls_line: str = ""  #: the calls measured, of the trace's, and what the held-out ones were for
     schema_line: Optional[str] = None  #: where the typed codecs' schema came from, when inferred
+    precision: precision.PrecisionView = precision.PrecisionView(None, (), (), None)  #: profile, lossy codecs
 
     @property
     def failing(self) -> FrozenSet[str]:
@@ -120,7 +121,8 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
         bytes_codecs=tuple(r.codec for r in shown), bytes_methods=method_bytes(shown, TOP_METHODS),
         findings=tuple(study.retest(compared)),
         fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref), wire=wire_view,
-        calls_line=measured.calls_line(suite), schema_line=measured.schema_line(suite))
+        calls_line=measured.calls_line(suite), schema_line=measured.schema_line(suite),
+        precision=precision.view(suite, plan))
 
 
 def _same_calls(r: CodecResult, ref: Optional[CodecResult]) -> Optional[coverage.SameCalls]:

@@ -487,6 +487,16 @@ def column_table(cols: Sequence[Column], results: Sequence[CodecResult], css: st
     return Table(head, rows, groups, css)
 
 
+def precision_section(d: Decision) -> Section:
+    """The precision profile, and per lossy codec each field's values changed within their step."""
+    v = d.precision
+    tables = {c.codec: plain_table(("field", "values changed", "largest error", "step", "of a step"),
+                                   [(f.path, f"{f.changed:,}", f"{f.max_error:.3g}", f"{f.step:g}", f"{f.share:.0%}")
+                                    for f in c.fields], numeric={1, 2, 3, 4}) for c in v.codecs}
+    return Section(tables=tables, facts={"line": v.line, "closing": list(v.closing), "floor": v.floor_note,
+                                         "cpu": v.cpu_note})
+
+
 def plain_table(head: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Iterable[int] = (),
                 row_class: Optional[Callable[[int], str]] = None,
                 cell_class: Optional[Callable[[int, int], str]] = None) -> Table:
@@ -539,6 +549,8 @@ PARTS: Tuple[Part, ...] = (
     Part("allocations", "Allocations", memory_section),
     Part("stages", "Where the time goes", stages_section),
     Part("fidelity", "Fidelity", fidelity_section),
+    Part("precision", "Precision profile and lossy values", precision_section,
+         lambda d: bool(d.precision.profile or d.precision.generated)),
     Part("trace", "Trace", trace_section),
     Part("setup", "Codecs, settings and environment", setup_section),
     Part("notes", "Notes", notes_section),

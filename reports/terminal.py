@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from . import precision
 from .decision import Decision
 from .table import fit_lines, format_table
 from .wire import closing_lines
@@ -16,9 +17,26 @@ WIRE_CODECS_SHOWN = 6  #: codecs the wire note gives figures for: the fewest wir
 def terminal_text(d: Decision, width: Optional[int] = None, full: str = "report.html") -> str:
     """The table (fitted to ``width``; ``full`` names the file with every column), the fleet lines, then the
     verdict: the lines a run or a rebuilt report ends with."""
-    head = [d.calls_line + "."] + ([d.schema_line] if d.schema_line else [])
-    return "\n".join([format_table(d, width, full), *fleet_lines(d), "", *fit_lines(head, width),
-                      *fit_lines(d.verdict.lines(), width), *fit_lines(wire_note(d), width)])
+    head = [d.calls_line + "."] + ([d.schema_line] if d.schema_line else []) + (
+        [d.precision.line] if d.precision.line else [])
+    closing = [*d.precision.closing, *(note for note in (d.precision.floor_note, d.precision.cpu_note) if note)]
+    return "\n".join([format_table(d, width, full), *fleet_lines(d), *fit_lines(lossy_lines(d.precision), width), "",
+                      *fit_lines(head, width), *fit_lines(d.verdict.lines(), width), *fit_lines(wire_note(d), width),
+                      *fit_lines(([""] if closing else []) + closing, width)])
+
+
+def lossy_lines(v: precision.PrecisionView, limit: int = 8) -> List[str]:
+    """The terminal's lines: each lossy codec's most changed fields."""
+    lines: List[str] = []
+    for c in v.codecs:
+        lines.append(f"{c.codec}: {c.changed:,} values came back within their declared step (field: values changed, "
+                     "largest error / step):")
+        lines += [f"  {f.path}: {f.changed:,}, {f.max_error:.3g} / {f.step:g} ({f.share:.0%} of a step)"
+                  for f in c.fields[:limit]]
+        if len(c.fields) > limit:
+            lines.append(f"  ... {len(c.fields) - limit} more fields in report.html")
+    return lines
+
 
 
 def wire_note(d: Decision) -> List[str]:

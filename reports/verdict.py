@@ -26,7 +26,7 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 from rpcbench.results import CodecResult, Suite, Timing
 from rpcbench.wire import PER_CALL
 
-from . import analysis, coverage
+from . import analysis, coverage, precision
 from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Capacity, Plan, ReportOptions, figures
 from .wire import cpu_timing, priced_bytes_per_call
 from .formatting import fmt_bytes, fmt_ratio
@@ -76,6 +76,9 @@ def excluded(suite: Suite, options: ReportOptions) -> List[Tuple[str, str]]:
             out.append((r.codec, "not fully measured" + (f" ({r.error})" if r.error else "")))
         elif not coverage.meets(r, options.min_coverage):
             out.append((r.codec, coverage.partial_text(r, None, options.min_coverage)))
+        elif precision.is_lossy(r) and precision.profile_label(suite) is None:
+            out.append((r.codec, "sends values at a precision nobody declared: a lossy codec competes only with "
+                                 "the team's precision profile (--precision FILE)"))
         elif options.transport == "udp" and r.ordered_delivery:
             out.append((r.codec, "needs reliable, ordered delivery, which --transport udp does not give"))
     return out
@@ -127,8 +130,8 @@ def recommend(suite: Suite, options: ReportOptions, plan: Plan, reference: Tuple
     if tied:
         note = _bytes_note(tied, plan, options)
         sentence = f"{_tie_text(tied, options.goal, note)} Lowest point estimate: {sentence}"
-    return Verdict(options.goal, rule, baseline, where, pick, sentence, _caveats(pick, options), barred, front,
-                   [r.codec for r, _ in tied], partial)
+    return Verdict(options.goal, rule, baseline, where, pick, sentence, _caveats(pick, options, suite), barred,
+                   front, [r.codec for r, _ in tied], partial)
 
 
 Interval = Callable[[CodecResult], Tuple[float, float, float]]  #: a candidate's cost: (low, point, high)
@@ -263,9 +266,15 @@ def _savings(mine: Capacity, theirs: Capacity, options: ReportOptions) -> str:
     return text + f" at {options.ccu:,} CCU"
 
 
-def _caveats(pick: CodecResult, options: ReportOptions) -> List[str]:
-    """What the recommendation costs besides bytes and CPU: ordered delivery, state memory, declared failures."""
+def _caveats(pick: CodecResult, options: ReportOptions, suite: Suite) -> List[str]:
+    """What the recommendation costs besides bytes and CPU: ordered delivery, state memory, declared failures,
+    values sent at the precision profile's steps."""
     notes = []
+    if precision.is_lossy(pick):
+        changed = sum(int(f["changed"]) for f in pick.lossy.values())
+        notes.append(f"{pick.codec} sends values at the steps of the precision profile {precision.profile_label(suite)}"
+                     f": {changed:,} values came back within half their step, in {len(pick.lossy)} fields (see the "
+                     "lossy table); its CPU is this implementation's, its bytes any implementation's of the layout.")
     if pick.ordered_delivery:
         notes.append(f"{pick.codec} keeps one stream per connection: it needs reliable, ordered delivery (TCP or "
                      f"WebSocket) and keeps {fmt_bytes(pick.state_bytes_per_conn)} of state per connection "

@@ -78,6 +78,13 @@ class Codec(abc.ABC):
         """A codec for one connection's calls in order; stateless codecs return self."""
         return self
 
+    def within_steps(self, call: Call, back: Call) -> Tuple[Call, Tuple[Tuple[str, float, float], ...],
+                                                           Optional[Tuple[str, str]]]:
+        """For a codec that sends values at a declared precision (``quant``): ``back`` with each value that came
+        back within its declared step restored to the call's, then ``(field path, error, step)`` of each, and
+        ``(path, detail)`` of the first value off by more (a failure). Exact codecs give ``back`` unchanged."""
+        return back, (), None
+
     def libraries(self) -> Tuple[str, ...]:
         """Every PyPI distribution this codec's figures depend on (recorded with versions)."""
         return (self.library,) if self.library else ()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from . import protobuf
+from .precision import NO_PROFILE, Profile
 from .codec import Codec
 from .errors import BenchError
 from .isolation import DEFAULT_CODEC_TIMEOUT
@@ -55,6 +56,7 @@ class RunConfig:
     codec_dirs: Tuple[str, ...] = ()  #: extra plugin folders (--codecs-dir)
     codec_classes: Tuple[str, ...] = ()  #: importable ``module:Class`` codecs (--codec)
     proto: protobuf.Settings = field(default_factory=protobuf.Settings)
+    precision: Profile = NO_PROFILE  #: how precisely each field must arrive, for ``quant`` (--precision FILE)
     train_fraction: float = 0.2  #: first share of the trace that trains dictionaries (and is not measured)
     train_trace: Optional[str] = None  #: train dictionaries on this trace instead (the whole trace is measured)
     dict_size: int = 16384  #: bytes of each trained dictionary, at most
@@ -80,7 +82,9 @@ class RunConfig:
         """The built-in codecs plus the plugins this run adds, configured for it."""
         stream_options = {"window_log": self.zstd_window_log} if self.zstd_window_log else {}
         registry = Registry.default(self.codec_dirs, codec_options={"protobuf": {"settings": self.proto},
-                                                                "msgspec-struct": {"settings": self.proto}},
+                                                                "msgspec-struct": {"settings": self.proto},
+                                                                "quant": {"settings": self.proto,
+                                                                          "precision": self.precision}},
                                     compressor_options={"zstdstream": stream_options})
         registry.dictionaries.update(self.dictionaries)
         for file in self.codec_files:

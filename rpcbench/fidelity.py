@@ -33,6 +33,8 @@ INT_RANGE = "int beyond field range"  #: an int (within 64 bits) too large or to
 FLOAT_IN_INT = "float in int field"  #: a finite float where the schema has an integer field
 METHOD = "method"  #: the method name itself
 INFERRED = "inferred schema"  #: a value a schema inferred from the training calls has no field or type for
+QUANTIZED = "quantized"  #: a value sent at a precision profile's step: it comes back within half a step
+PRECISION = "beyond precision profile"  #: outside its range, or back off by more than half its step: never declared
 OTHER = "other"  #: anything else: never declarable, always a bug
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)

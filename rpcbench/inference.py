@@ -26,7 +26,7 @@ from .errors import BenchError
 from .protobuf.compile import CACHE_DIR
 from .registry import Registry
 
-TYPED = ("protobuf", "msgspec-struct")  #: codecs whose messages come from the run's protobuf schemas
+TYPED = ("protobuf", "msgspec-struct", "quant")  #: codecs whose messages come from the run's protobuf schemas
 PACKAGE = "inferred"  #: the inferred schema's protobuf package
 FILE_NAME = "inferred.proto"  #: its name beside the run's results
 

@@ -134,6 +134,7 @@ def _settings(config: RunConfig, plan: Plan, sample: Sequence[Call], size_pass: 
         "sample_by_method": dict(Counter(call.method for call in sample).most_common()), "jobs": config.jobs,
         "gc": f"{'on' if config.gc else 'off'} inside timed loops", "timer": "perf_counter_ns around whole batches",
         "tails": config.tails, "memory": config.memory, "codec_timeout_s": config.codec_timeout, **durations,
+        **({"precision": config.precision.summary()} if config.precision.name else {}),
     }
 
 
@@ -272,6 +273,8 @@ def _codec_result(tally: CodecTally, added: PassFigures, timing: TimingAnswer, r
         state_bytes_per_conn=tally.state_bytes, shared_state_bytes=tally.shared_state_bytes,
         ordered_delivery=codec.ordered_delivery, floor_ratio=_floor_ratio(tally, floor),
         by_direction={d: {"calls": c, "bytes": b} for d, (c, b) in sorted(tally.by_direction.items())},
+        lossy={path: {"changed": n, "max_error": error, "step": step}
+               for path, (n, error, step) in sorted(tally.lossy.items())},
     )
 
 

@@ -206,6 +206,8 @@ class CodecResult:
     estimate: Optional[Dict[str, Any]] = None
     #: per --wire policy: packets, payload and wire bytes, per direction, latency (rpcbench.wire.wire_figures)
     wire: Tuple[Dict[str, Any], ...] = ()
+    #: a lossy codec (quant): field path -> {"changed": values back within their step, "max_error", "step"}
+    lossy: Dict[str, Dict[str, float]] = field(default_factory=dict)
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -405,4 +407,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         by_direction=r.get("by_direction", {}),
         estimate=r.get("estimate"),
         wire=tuple(r.get("wire", ())),
+        lossy=r.get("lossy", {}),
     )

@@ -19,7 +19,7 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
 _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
                            "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
                            "floor_ratio": (int, float, type(None)), "by_direction": dict,
-                           "estimate": (dict, type(None)), "wire": list}
+                           "estimate": (dict, type(None)), "wire": list, "lossy": dict}
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -159,6 +159,7 @@ def _check_result(r: Any, where: str) -> None:
         for method, pcts in by_method.items():
             _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
     _counts(r.get("memory", {}), f"{where}.memory", 2)
+    _counts(r.get("lossy", {}), f"{where}.lossy", 2)
     if r.get("dictionary") is not None:
         _fields(r["dictionary"], _DICTIONARY_FIELDS, f"{where}.dictionary")
         _counts(r["dictionary"], f"{where}.dictionary")

@@ -35,7 +35,7 @@ from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
 from .trace_index import TraceIndex
-from .wire import TRANSPORTS, TickGuess, WirePolicy, resolve, wire_figures
+from .wire import MIN_GAPS, TRANSPORTS, TickGuess, WirePolicy, resolve, wire_figures
 
 log = logging.getLogger("rpcbench")
 
@@ -143,10 +143,15 @@ class SizePass:
             if trace.tick is None:
                 continue
             self.ticks.append({"path": trace.path, **dataclasses.asdict(trace.tick)})
-            if trace.tick.tick_ms is None:
+            auto = any(p.auto for p in self.config.wire)
+            if trace.tick.tick_ms is None and trace.tick.gaps < MIN_GAPS:
                 log.warning("%s: too few server-to-client calls with distinct timestamps to batch by tick: "
                             "per-call only", trace.path)
-            elif any(p.auto for p in self.config.wire):
+            elif trace.tick.tick_ms is None:
+                if auto:
+                    log.warning("%s: no server tick in the gaps between %d server flushes: tick:auto left out",
+                                trace.path, trace.tick.gaps)
+            elif auto:
                 log.info("%s: server tick %.2f ms (%.1f Hz), phase coherence %.3f over %d flushes", trace.path,
                          trace.tick.tick_ms, 1000 / trace.tick.tick_ms, trace.tick.confidence, trace.tick.gaps)
 

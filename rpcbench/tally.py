@@ -12,7 +12,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
 from rpc_capture import C2S, Call
 
 from .codec import Codec, Compressed, Streams, received_call, stream_key
-from .fidelity import OTHER, Limit, compare, features_of
+from .fidelity import OTHER, PRECISION, QUANTIZED, Limit, compare, features_of
 from .histogram import nearest_rank
 from .results import Problem, Sizes
 from .wire import Batcher, Closed, WirePolicy, WireTally
@@ -24,6 +24,7 @@ class Outcome(NamedTuple):
     data: Optional[bytes]
     problem: Optional[Tuple[str, str, bool, str, str]]  #: kind, feature, declared, path, detail
     ns: int  #: encode + decode time, for planning the timing phase
+    lossy: Tuple[Tuple[str, float, float], ...] = ()  #: (field path, error, step) of values back within their step
 
 
 def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
@@ -45,11 +46,19 @@ def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
         return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
     ns = timer() - t0
     try:
+        back, lossy, beyond = codec.within_steps(call, back)
+        if beyond:
+            return Outcome(data, ("mismatch", PRECISION, False, *beyond), ns, lossy)
         diff = compare(call, back, declared)
     except Exception as e:  # a decoded value no comparison copes with (a plugin's odd type): the codec's failure
         return Outcome(data, ("mismatch", OTHER, False, "", f"cannot compare the decoded call: {_error_text(e)}"), ns)
     if diff:
-        return Outcome(data, ("mismatch", diff.feature, diff.feature in declared, diff.path, diff.detail), ns)
+        return Outcome(data, ("mismatch", diff.feature, diff.feature in declared, diff.path, diff.detail), ns, lossy)
+    if lossy:
+        path, error, step = lossy[0]
+        return Outcome(data, ("mismatch", QUANTIZED, QUANTIZED in declared, path,
+                              f"{len(lossy)} values within their step (first: off by {error:.3g}, step {step:g})"), ns,
+                       lossy)
     return Outcome(data, None, ns)
 
 
@@ -72,7 +81,7 @@ def _compressed(compressor: Any, base: Outcome) -> Outcome:
     ns = base.ns + timer() - t0
     if not same:
         return Outcome(packed, ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones"), ns)
-    return Outcome(packed, base.problem, ns)
+    return base._replace(data=packed, ns=ns)
 
 
 class CodecTally:
@@ -93,6 +102,7 @@ class CodecTally:
         self.failures = 0
         self.mismatches = 0
         self.problems: Dict[Tuple[str, str], list] = {}
+        self.lossy: Dict[str, List[float]] = {}  #: field path -> [values back within their step, largest error, step]
         self.ns = 0  #: encode + decode time over the pass, for planning the timing phase
         self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
         self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
@@ -103,8 +113,8 @@ class CodecTally:
         self._inner_stateful = (codec.inner if isinstance(codec, Compressed) else codec).per_connection
         self._inner_name = (codec.inner if isinstance(codec, Compressed) else codec).name  #: what shares its outcome
 
-    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "ns",
-              "error", "state_bytes", "shared_state_bytes", "streams")
+    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy",
+              "ns", "error", "state_bytes", "shared_state_bytes", "streams")
 
     def measure_state(self) -> None:
         """Take the memory the codec's state keeps, after the trace went through it: per stream
@@ -117,6 +127,7 @@ class CodecTally:
     def fail(self, reason: str) -> None:
         """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
         self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
+        self.lossy = {}
         self.failures = self.mismatches = 0
         self.wire, self._per_call, self.message = {}, [], None
         self.error = reason
@@ -152,6 +163,8 @@ class CodecTally:
                 into[1] += pair[1]
         self.failures += state["failures"]
         self.mismatches += state["mismatches"]
+        for path, (count, error, step) in state["lossy"].items():
+            self._lossy(path, count, error, step)
         self.ns += state["ns"]
         streams = self.streams + state["streams"]
         if streams:
@@ -184,6 +197,8 @@ class CodecTally:
                                                                        round_trip(inner, call, self.declared))
         outcome = _compressed(codec.compressor, base) if self._compresses else base
         self.ns += outcome.ns
+        for path, error, step in outcome.lossy:
+            self._lossy(path, 1, error, step)
         if outcome.problem:
             kind, feature, declared, path, detail = outcome.problem
             if kind == "encode":
@@ -223,6 +238,15 @@ class CodecTally:
         if conn is None:
             conn = self.by_connection[call.conn] = [0, 0]
         conn[0 if call.dir == C2S else 1] += n
+
+    def _lossy(self, path: str, count: int, error: float, step: float) -> None:
+        """Count ``count`` values of field ``path`` that came back within their step, the largest ``error``."""
+        seen = self.lossy.get(path)
+        if seen is None:
+            self.lossy[path] = [count, error, step]
+        else:
+            seen[0] += count
+            seen[1] = max(seen[1], error)
 
     def _problem(self, kind: str, feature: str, declared: bool, index: int, call: Call, path: str, detail: str) -> None:
         group = self.problems.get((kind, feature))

@@ -382,10 +382,13 @@ def reprice(figures: Dict[str, Any], transport: Transport, extra: int) -> Dict[s
 class TickGuess:
     """What a trace's timestamps say of its server's tick."""
 
-    tick_ms: Optional[float]  #: None: no usable server-to-client timestamps
+    tick_ms: Optional[float]  #: None: no tick found (too few usable gaps, or none that a period explains)
     confidence: float  #: mean cosine of the gaps' phase at that tick (1: every gap a whole number of ticks)
     gaps: int  #: gaps between server flushes it was found from
     quantized: Tuple[str, ...]  #: directions whose calls come in bursts, one per tick (recorded at the flush)
+
+
+MIN_GAPS = 8  #: fewer server flush gaps than this (within MAX_GAP_MS) tell no tick, nor that time was recorded
 
 
 def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
@@ -400,9 +403,9 @@ def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
 
     gaps = _burst_gaps(calls, limit)
     flushes = np.array(gaps[S2C], dtype=float) / 1e6
-    if len(flushes) < 8:
-        return TickGuess(None, 0.0, len(flushes), ())
     flushes = flushes[flushes <= MAX_GAP_MS][:MAX_GAPS]
+    if len(flushes) < MIN_GAPS:  # too few gaps a tick could explain (counted after the long pauses go)
+        return TickGuess(None, 0.0, len(flushes), ())
 
     def score(periods: Any) -> Any:
         return np.cos(2 * np.pi * flushes[None, :] / periods[:, None]).mean(axis=1)
@@ -410,6 +413,8 @@ def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
     coarse = np.arange(4.0, 250.0, 0.1)
     scores = np.concatenate([score(chunk) for chunk in np.array_split(coarse, 10)])
     peaks = (scores[1:-1] >= scores[:-2]) & (scores[1:-1] >= scores[2:]) & (scores[1:-1] >= 0.9 * scores.max())
+    if not peaks.any():  # the score only climbs toward an end of the range: no period in it explains the gaps
+        return TickGuess(None, 0.0, len(flushes), ())
     top = float(coarse[1:-1][peaks].max())
     fine = np.arange(top - 0.1, top + 0.1, 0.002)
     fine_scores = score(fine)
@@ -443,10 +448,12 @@ def _on_ticks(gaps: Sequence[int], tick_ns: float) -> bool:
 
 
 def resolve(policies: Sequence[WirePolicy], guess: TickGuess) -> Tuple[WirePolicy, ...]:
-    """The policies for one trace whose timestamps showed ``guess``: per-call only when no tick was found;
-    else ``tick:auto`` at the tick found and the quantized directions marked on every batched policy."""
+    """The policies for one trace whose timestamps showed ``guess``: with no tick found, ``tick:auto`` is
+    dropped, and so is every batched policy when too few gaps show time was recorded at all; else
+    ``tick:auto`` at the tick found and the quantized directions marked on every batched policy."""
     if guess.tick_ms is None:
-        return tuple(p for p in policies if not p.batched)
+        timed = guess.gaps >= MIN_GAPS  # timestamps that move, just no tick in them: a fixed tick:N still applies
+        return tuple(p for p in policies if not p.batched or (timed and not p.auto))
     out = []
     for policy in policies:
         if policy.batched:

@@ -108,6 +108,24 @@ def test_tick_auto_finds_the_tick_of_a_simulated_trace(profile, hz):
     assert guess.confidence > 0.9 and S2C in guess.quantized and C2S not in guess.quantized
 
 
+@pytest.mark.parametrize("gap_ms", [1, 300])
+def test_gaps_no_tick_explains_give_no_tick(gap_ms):
+    # evenly 1 ms apart (the score climbs toward the range's end, no peak inside it), or all longer than any tick
+    calls = [Call("m", [i], 10**9 + i * gap_ms * 1_000_000, S2C, 1) for i in range(500)]
+    guess = detect_tick(calls)
+    assert guess.tick_ms is None and guess.quantized == ()
+
+
+def test_a_tick_policy_on_real_minecraft_timestamps_runs(tmp_path):
+    out = tmp_path / "out"
+    done = run_bench("--trace", "tests/data/minecraft_packets.jsonl", "--codecs", "json", "--wire",
+                     "tick:auto,tick:50", "--sizes-only", "--out", out, "--no-report")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((out / "results.json").read_text())["results"][0]["wire"]
+    assert [row["wire"] for row in rows] == ["tick:50"] and rows[0]["packets"] > 0  # no tick found: auto left out
+    assert "no server tick" in done.stderr
+
+
 def test_a_trace_quantized_at_the_flush_is_not_charged_a_second_tick():
     calls = [Call("m", [i], 10**9 + i * 100_000_000, S2C, 1) for i in range(20)]
     charged = Batcher(WirePolicy("tick:50", 50.0))
