@@ -1,5 +1,6 @@
 """``msgspec-struct``: typed msgspec Structs built from the protobuf schemas, as MessagePack."""
 
+import math
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import msgspec
@@ -7,10 +8,13 @@ import msgspec
 from rpc_capture import Call
 from rpcbench import protobuf
 from rpcbench.codec import Codec, Received
-from rpcbench.fidelity import BIG_INTS, INFERRED, INT_AS_FLOAT, METHOD, SURROGATES, TUPLES, Limit, unknown_method
+from rpcbench.fidelity import (BIG_INTS, FLOAT_IN_INT, INFERRED, INT_AS_FLOAT, METHOD, NON_FINITE, OTHER, SURROGATES,
+                               TUPLES, WRONG_TYPE, Limit, short, unknown_method)
 
 _UNSET = msgspec.UNSET
 _SCALARS = {"double": float, "float": float, "bool": bool, "string": str, "bytes": bytes}
+_SCALAR_TYPES = (float, bool, str, bytes, int)  #: what a scalar field holds (every integer type is int)
+_ALLOWED = {float: (float, int)}  #: the Python types a scalar field of a type takes besides its own: none else
 _ANY_MESSAGES = ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue",
                  "google.protobuf.Any", "google.protobuf.Timestamp", "google.protobuf.Duration",
                  "google.protobuf.Empty", "google.protobuf.FieldMask")
@@ -21,8 +25,7 @@ Plain = Callable[[Any], Any]  #: what the Struct field holds -> plain value
 class _Planner:
     """One Struct type, builder and reader per protobuf message (recursive messages: Any below)."""
 
-    def __init__(self, checked: bool = False) -> None:
-        self.checked = checked  #: scalar fields check their values' types (an inferred schema: see _checked)
+    def __init__(self) -> None:
         self.done: Dict[str, Tuple[Any, Build, Plain]] = {}
         self.busy: set = set()
 
@@ -46,6 +49,8 @@ class _Planner:
                 if len(args) > len(positional):
                     raise TypeError(f"{len(args)} positional args, {desc.name} has {len(positional)}")
                 args = dict(zip(positional, args, strict=False))
+            elif type(args) is not dict:
+                raise Limit(WRONG_TYPE, "args", f"{type(args).__name__} {short(args)} where message {desc.name} goes")
             return struct(**{k: None if v is None else builders[k](v) for k, v in args.items()})
 
         def read(value: Any) -> Any:
@@ -66,25 +71,23 @@ class _Planner:
         if msg is not None and msg.GetOptions().map_entry:
             key, _, _ = self.single(msg.fields_by_name["key"])
             value, build, read = self.single(msg.fields_by_name["value"])
-            if build is _same:
-                return Dict[key, value], _same, _same
-            return Dict[key, value], lambda d: {k: build(v) for k, v in d.items()}, \
-                lambda d: {k: read(v) for k, v in d.items()}
+            return Dict[key, value], _checked_map(key, build, fd.name), \
+                _same if read is _same else lambda d: {k: read(v) for k, v in d.items()}
         kind, build, read = self.single(fd)
         if not fd.is_repeated:
             return kind, build, read
-        if build is _same:
-            return List[kind], _same, _same
-        return List[kind], lambda xs: [build(x) for x in xs], lambda xs: [read(x) for x in xs]
+        if kind in _SCALAR_TYPES:
+            return List[kind], _checked_items(kind, fd.name), _same
+        return List[kind], _checked_list(build, fd.name), _same if read is _same else lambda xs: [read(x) for x in xs]
 
     def single(self, fd: Any) -> Tuple[Any, Build, Plain]:
         """Type, builder and reader of one value of a field."""
         if fd.enum_type is not None:
-            return Union[int, str], _same, _same
+            return Union[int, str], _checked(int, fd.name, (int, str)), _same  # a number or a value name
         msg = fd.message_type
         if msg is None:
             kind = _SCALARS.get(_type_name(fd), int)
-            return kind, _checked(kind) if self.checked else _same, _same
+            return kind, _checked(kind, fd.name), _same
         if msg.full_name.startswith("google.protobuf.") and msg.full_name.endswith("Value") and \
                 msg.full_name not in _ANY_MESSAGES:
             return self.single(msg.fields_by_name["value"])  # wrappers: the value itself, None when unset
@@ -109,16 +112,61 @@ def _type_name(fd: Any) -> str:
     return names.get(fd.type, "int")
 
 
-def _checked(kind: type) -> Build:
-    """A builder that refuses a value of another type than the field's (msgspec checks types on decode
-    only): with an inferred schema, a value the training calls did not show fails at encode, declared."""
-    allowed = (int, float) if kind is float else (kind,)
+def _checked(kind: type, name: str, allowed: Tuple[type, ...] = ()) -> Build:
+    """A builder that refuses a value of a type the scalar field does not carry (msgspec checks types on decode
+    only): a declared failure at encode (``float in int field``, ``nan/inf``, ``type not in schema``), never a
+    bool that comes back as an int. An int is taken by a double/float field (it comes back as float, declared).
+    ``allowed``: the Python types it takes, if not ``kind`` alone (an enum's: a number or a value name)."""
+    allowed = allowed or _ALLOWED.get(kind, (kind,))
 
     def check(value: Any) -> Any:
         if type(value) not in allowed:
-            raise TypeError(f"{type(value).__name__} in a {kind.__name__} field")
+            raise _wrong(kind, name, value)
         return value
     return check
+
+
+def _checked_items(kind: type, name: str) -> Build:
+    """:func:`_checked` for a repeated scalar field, item by item."""
+    allowed = _ALLOWED.get(kind, (kind,))
+
+    def check(values: Any) -> Any:
+        if type(values) is not list and type(values) is not tuple:
+            raise _wrong(list, name, values)
+        for v in values:
+            if type(v) not in allowed:
+                raise _wrong(kind, name, v)
+        return values
+    return check
+
+
+def _checked_list(build: Build, name: str) -> Build:
+    """The builder of a repeated field of messages (or of enums, Any): a list, each item built."""
+    def check(values: Any) -> Any:
+        if type(values) is not list and type(values) is not tuple:
+            raise _wrong(list, name, values)
+        return values if build is _same else [build(x) for x in values]
+    return check
+
+
+def _checked_map(key: Any, build: Build, name: str) -> Build:
+    """The builder of a map field: a dict whose keys are of the key type (str or int) and values built."""
+    def check(values: Any) -> Any:
+        if type(values) is not dict:
+            raise _wrong(dict, name, values)
+        wrong = next((k for k in values if type(k) is not key), None) if values else None
+        if wrong is not None:
+            raise _wrong(key, f"{name} key", wrong)
+        return values if build is _same else {k: build(v) for k, v in values.items()}
+    return check
+
+
+def _wrong(kind: type, name: str, value: Any) -> Limit:
+    """The Limit of a value of the wrong type in scalar field ``name`` of type ``kind``."""
+    detail = f"{type(value).__name__} {short(value)} in {kind.__name__} field {name!r}"
+    if type(value) is float and kind is int:
+        return Limit(FLOAT_IN_INT if math.isfinite(value) else NON_FINITE, "args", detail)
+    return Limit(WRONG_TYPE, "args", detail)
 
 
 def _same(value: Any) -> Any:
@@ -144,6 +192,10 @@ class MsgspecStruct(Codec):
         BIG_INTS: "fails to encode (over 64 bits)",
         SURROGATES: "fails to encode (not valid UTF-8)",
         METHOD: "a method the schemas do not define fails to encode",
+        FLOAT_IN_INT: "a float in an integer field fails to encode",
+        NON_FINITE: "NaN or infinity in an integer field fails to encode",
+        WRONG_TYPE: "a value of a type its field does not carry (a bool in an int field, an int in a string field) "
+                    "fails to encode",
     }
 
     def __init__(self, settings: Optional[protobuf.Settings] = None) -> None:
@@ -153,7 +205,7 @@ class MsgspecStruct(Codec):
             self.changes = {**self.changes, INFERRED: protobuf.INFERRED_CHANGE}  # type: ignore[misc]
         self._inferred = schema.inferred  #: a call the schema cannot carry is declared (INFERRED)
         self.envelope = "varint(method id) + msgpack of the message's Struct (keys: field numbers)"
-        planner = _Planner(checked=schema.inferred)
+        planner = _Planner()
         self._by_method: Dict[str, Tuple[bytes, Build]] = {}
         self._by_id: Dict[int, Tuple[str, Any, Plain]] = {}
         encode = msgspec.msgpack.Encoder().encode
@@ -172,10 +224,8 @@ class MsgspecStruct(Codec):
             return prefix + self._encode(build(call.args))
         except Limit:
             raise
-        except (TypeError, ValueError, KeyError) as e:
-            if self._inferred:  # a key or type the training calls did not show
-                raise Limit(INFERRED, "args", f"{type(e).__name__}: {e}") from e
-            raise
+        except (TypeError, ValueError, KeyError) as e:  # a key the schema lacks, too many positional args
+            raise Limit(INFERRED if self._inferred else OTHER, "args", f"{type(e).__name__}: {e}") from e
 
     def decode(self, data: bytes) -> Received:
         method_id, pos = _varint(data)

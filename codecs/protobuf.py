@@ -11,8 +11,9 @@ from google.protobuf.internal import api_implementation
 
 from rpc_capture import Call
 from rpcbench.codec import Codec, Received, Stage
-from rpcbench.fidelity import (BIG_INTS, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOWN, FLOAT32, FLOAT_IN_INT, INT_AS_FLOAT,
-                               INFERRED, INT_KEYS, INT_RANGE, METHOD, NON_FINITE, NULLS, SURROGATES, TUPLES)
+from rpcbench.fidelity import (BIG_INTS, BOOL_NUMBER, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOWN, FLOAT32, FLOAT_IN_INT,
+                               INT_AS_FLOAT, INFERRED, INT_KEYS, INT_RANGE, METHOD, NON_FINITE, NULLS, SURROGATES,
+                               TUPLES, WRONG_TYPE)
 from rpcbench.protobuf import (INFERRED_CHANGE, Settings, jsonlike, load, read_field, value_kwargs, value_to_python,
                                varint)
 
@@ -43,8 +44,12 @@ class Protobuf(Codec):
         INT_RANGE: "an int beyond its field's type (over 2**31 in int32, negative in uint64...) fails to encode",
         FLOAT_IN_INT: "a float in an integer or enum field fails to encode",
         NON_FINITE: "NaN or infinity in an integer or enum field fails to encode (double/float fields carry them)",
-        METHOD: "a method the schemas have no message for fails to encode (an inferred schema knows the methods "
-                "of the training calls only)",
+        METHOD: "a method the schemas have no message for fails to encode",
+        BOOL_NUMBER: "a bool in an integer, enum or double/float field comes back as a number (True -> 1), an int "
+                     "in a bool field as a bool (2 -> True): protobuf takes one for the other",
+        BYTES: "bytes in a string field come back as str",
+        WRONG_TYPE: "a value of a type its field cannot hold (a str in an int field, an int in a string field, "
+                    "bytes in a google.protobuf.Value) fails to encode",
     }
 
     def __init__(self, settings: Settings = DEFAULT_SETTINGS) -> None:

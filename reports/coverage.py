@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from .formatting import fmt_ratio, fmt_us
+from .formatting import fmt_part, fmt_ratio, fmt_us
 
 DEFAULT_MIN_COVERAGE = 1.0  #: ``--min-coverage``: the share of the calls a verdict candidate must carry
 OPS = ("encode", "decode")
@@ -59,7 +59,7 @@ class Coverage:
 
     def text(self) -> str:
         """``carries 1,120 of 9,600 calls (11.7%)``."""
-        return f"carries {self.carried:,} of {self.offered:,} calls ({self.share:.1%})"
+        return f"carries {self.carried:,} of {self.offered:,} calls ({fmt_part(self.carried, self.offered)})"
 
 
 def coverage(r: CodecResult) -> Coverage:

@@ -36,6 +36,18 @@ def fmt_share(share: float) -> str:
     return "<0.1%" if 0 < share < 0.001 else f"{share * 100:.1f}%"
 
 
+def fmt_part(part: int, whole: int) -> str:
+    """``part`` of ``whole`` as a percentage, with as many decimals as it takes never to read 100% while a part is
+    missing nor 0% while there is one (41,100 of 41,114: ``99.97%``, not ``100.0%``)."""
+    if whole <= 0 or part in (0, whole):
+        return "100%" if whole > 0 and part == whole else "0%"
+    share = part / whole * 100
+    decimals = 1
+    while decimals < 12 and f"{share:.{decimals}f}" in (f"{100:.{decimals}f}", f"{0:.{decimals}f}"):
+        decimals += 1
+    return f"{share:.{decimals}f}%"
+
+
 def shown(value: Optional[float], fmt: Callable[[float], str]) -> str:
     """``fmt(value)``, or the missing-figure mark for None."""
     return MISSING if value is None else fmt(value)

@@ -1,8 +1,8 @@
 """Which calls the run measured and what it learned from the others: the lines every output heads its figures with.
 
-A run holds out the first calls of the trace to train the dictionaries and, when it has no schema for the
-trace's methods, to infer the typed codecs' schema (rpcbench/training.py, rpcbench/inference.py); every figure
-is over the other calls. Said once here, so the page, report.md and the terminal give the same counts.
+A run holds out the first calls of the trace to train the dictionaries (rpcbench/training.py); every figure is
+over the other calls. A schema inferred for the typed codecs comes from every call (rpcbench/inference.py).
+Said once here, so the page, report.md and the terminal give the same counts.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ def calls_line(suite: Suite) -> str:
     held = int(training.get("held_out_calls") or 0)
     if not held:
         return f"{measured:,} recorded RPC calls measured"
+    schema = training.get("schema") or {}  # an older run's schema (no "why") came from the held-out calls
     purposes = ["train the dictionaries"] * _dictionaries(suite) + ["infer the typed codecs' schema"] * bool(
-        training.get("schema"))
+        schema and "why" not in schema)
     return (f"{measured:,} of the trace's {measured + held:,} recorded RPC calls measured; "
             f"{training.get('source', f'{held:,} calls')} held out to {' and '.join(purposes) or 'train'}")
 
@@ -32,10 +33,10 @@ def schema_line(suite: Suite) -> Optional[str]:
     if not schema:
         return None
     users = [r.codec for r in suite.results if r.codec.split("+")[0] in TYPED]
+    why = schema.get("why", "no --proto given, and the bundled schemas lack the trace's methods")  # an older run
     return (f"schema inferred from {schema['inferred_from']}: {schema['messages']:,} messages; written to "
-            f"{schema['file']} beside results.json; used by {', '.join(users) or 'the typed codecs'} (no --proto "
-            "given, and the bundled schemas lack the trace's methods). A measured call with a method, key or type "
-            "the training calls did not show fails to encode, declared.")
+            f"{schema['file']} beside results.json; used by {', '.join(users) or 'the typed codecs'} ({why}). "
+            "A call it cannot carry (its guess: comments say which) fails to encode, declared.")
 
 
 def _dictionaries(suite: Suite) -> bool:

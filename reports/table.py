@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from rpcbench.floor import ZSTD_MAX_STREAM
 from rpcbench.results import CONFIDENCE, CodecResult, Suite
 
 from .analysis import PROJECTED_CONNECTIONS, OPS, OpFigures
@@ -104,11 +105,9 @@ def footnotes(d: Decision) -> List[str]:
     floor = suite.trace.get("floor")
     if floor:
         notes.append(f"x floor: bytes per call over the trace's floor, {floor['bytes_per_call']:.1f} B/call: each "
-                     "connection's whole stream of compact JSON compressed at once (best of zstd-19 with long "
-                     f"matching, {floor['zstd19_long_bytes_per_call']:.1f}, and xz -9, "
-                     f"{floor['xz9_bytes_per_call']:.1f}, per stream; over {floor['calls']:,} of "
-                     f"{floor['of_calls']:,} calls). A codec sending each call as it happens can hardly reach "
-                     "it: it shows what is left on the table.")
+                     f"connection's whole stream of compact JSON compressed at once ({_floor_compressors(floor)}; "
+                     f"over {floor['calls']:,} of {floor['of_calls']:,} calls). A codec sending each call as it "
+                     "happens can hardly reach it: it shows what is left on the table.")
     if any(r.state_bytes_for(1) for r in suite.results):
         notes.append("state/conn: memory one end of a connection keeps for the codec (the compressor of the stream "
                      "it sends and the decompressor of the one it receives), measured after replaying the trace; "
@@ -345,3 +344,12 @@ def _note(r: CodecResult, d: Decision) -> str:
     flags += ["partial"] if d.figures[r.codec].same_calls else []
     flags += [f"unstable ({', '.join(k[:3] for k in shaky)})"] if shaky else []
     return ", ".join(flags)
+
+
+def _floor_compressors(floor: Dict[str, Any]) -> str:
+    """What the floor took per stream, with each compressor's bytes per call (zstd's only when it saw every
+    stream: it is left out on longer streams, see rpcbench.floor)."""
+    xz = f"xz -9, {floor['xz9_bytes_per_call']:.1f}"
+    if floor["zstd19_long_bytes_per_call"] is None:
+        return f"{xz}, or zstd-19 with long matching where smaller on streams up to {ZSTD_MAX_STREAM >> 10} KiB"
+    return f"best of zstd-19 with long matching, {floor['zstd19_long_bytes_per_call']:.1f}, and {xz}, per stream"

@@ -41,6 +41,11 @@ class Task(Protocol):
     def prepare(self) -> None:
         """In the process that forks: build what every task's process shares (the registry)."""
 
+    @property
+    def span(self) -> Tuple[int, int]:
+        """The index of the first call it goes through and how many (0: not counted), so that ``beat[0]``
+        shows how far it is: the run's progress in calls."""
+
     def run(self, beat: Any) -> Any:
         """Do the work; ``beat`` (a shared ``[call, codec position]`` array, or None) shows progress."""
 
@@ -57,8 +62,9 @@ class Executor(Protocol):
     def slots(self) -> int:
         """How many tasks run at the same time."""
 
-    def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
-        """Each task's result, in order; ``what`` names them in progress."""
+    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
+        """Each task's result, in order; ``what`` names them in progress, which counts ``calls`` (the
+        run's calls, 0: unknown) done at the pace of the tasks' calls (:func:`share_done`)."""
 
     def __enter__(self) -> "Executor": ...
 
@@ -74,11 +80,11 @@ class InProcess:
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
 
-    def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
+    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
         out = []
         for n, task in enumerate(tasks, 1):
             out.append(task.run(None))
-            self.progress(what, f"{n} of {len(tasks)} tasks", n, len(tasks))
+            report(self.progress, what, (n, len(tasks), ""), share_done(tasks[:n], [], tasks), calls)
         return out
 
     def __enter__(self) -> "InProcess":
@@ -95,21 +101,22 @@ class Forks(InProcess):
         super().__init__(progress)
         self.slots, self.timeout = jobs, timeout
 
-    def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
-        def tick(done: int) -> None:
-            self.progress(what, f"{done} of {len(tasks)} tasks", done, len(tasks))
+    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
+        def tick(done: int, share: Optional[float]) -> None:
+            report(self.progress, what, (done, len(tasks), ""), share, calls)
 
         return run_watched(tasks, self.slots, self.timeout, tick)
 
 
 def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = None) -> List[Any]:
-    """Each task's result, ``jobs`` of them at a time in watched forked processes; ``tick(done)``
-    about once a second (progress)."""
+    """Each task's result, ``jobs`` of them at a time in watched forked processes; ``tick(done, share)``
+    about once a second (progress: tasks done, and the share of their calls done, :func:`share_done`)."""
     for task in tasks:
         task.prepare()
     waiting = list(enumerate(tasks))
     running: Dict[int, Watch] = {}
     out: List[Any] = [None] * len(tasks)
+    finished: List[Task] = []
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
@@ -119,13 +126,38 @@ def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = No
             for i, watch in list(running.items()):
                 if watch.check():
                     out[i] = watch.answer
+                    finished.append(tasks[i])
                     del running[i]
             if tick is not None:
-                tick(len(tasks) - len(waiting) - len(running))
+                tick(len(finished), share_done(finished, [(w.task, w.beat[0]) for w in running.values()], tasks))
     finally:
         for watch in running.values():
             watch.stop()
     return out
+
+
+def share_done(done: Sequence[Task], running: Sequence[Tuple[Task, int]], tasks: Sequence[Task]) -> Optional[float]:
+    """The share of the tasks' calls gone through: those of the tasks ``done``, and of each running task
+    up to the call its beat is at (None when no task counts its calls)."""
+    total = sum(t.span[1] for t in tasks)
+    if not total:
+        return None
+    at = sum(min(task.span[1], max(0, call + 1 - task.span[0])) for task, call in running)
+    return min(1.0, (sum(t.span[1] for t in done) + at) / total)
+
+
+def report(progress: Progress, what: str, tasks: Tuple[int, int, str], share: Optional[float], calls: int) -> None:
+    """Progress in calls when both the share done and the run's ``calls`` are known, else in ``tasks``
+    (done, of, where); once every call is through and a task still runs (a floor compressing), neither:
+    no share or ETA to give."""
+    done, total, where = tasks
+    detail = f"{done} of {total} tasks{where}"
+    if share is not None and share >= 1 and done < total:
+        progress(what, f"{detail}, every call read")
+    elif share is not None and calls > 0:
+        progress(what, detail, share * calls, calls, "calls")
+    else:
+        progress(what, detail, done, total)
 
 
 def watched(task: Task, timeout: float) -> Any:
@@ -259,7 +291,7 @@ class OnDask:
         """The cluster's threads: each runs one task (its forked process) at a time."""
         return max(1, self.threads)
 
-    def run_all(self, tasks: Sequence[Task], what: str) -> List[Any]:
+    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
         """As the forks executor does: ``slots`` tasks in flight, the next one sent as one ends. Dask itself
         would hand every task out at once (fewer than twice the threads) or two per thread: a task queued
         behind a slow one on a busy worker while another worker sits idle."""
@@ -278,11 +310,13 @@ class OnDask:
         for _ in range(min(self.slots, len(waiting))):
             send()
         out: List[Any] = [None] * len(tasks)
+        finished: List[Task] = []
         for n, future in enumerate(running, 1):
             if waiting:
                 send()
             out[position[future.key]] = _result(future)
-            self.progress(what, f"{n} of {len(tasks)} tasks on dask", n, len(tasks))
+            finished.append(tasks[position[future.key]])
+            report(self.progress, what, (n, len(tasks), " on dask"), share_done(finished, [], tasks), calls)
         return out
 
     def __exit__(self, *exc: Any) -> None:

@@ -31,8 +31,10 @@ ENUM_FORM = "enum number/name"  #: an enum value given as a number comes back as
 ENUM_UNKNOWN = "unknown enum number"  #: a number a closed (proto2) enum does not define
 INT_RANGE = "int beyond field range"  #: an int (within 64 bits) too large or too negative for its typed field
 FLOAT_IN_INT = "float in int field"  #: a finite float where the schema has an integer field
+BOOL_NUMBER = "bool <-> number"  #: a bool that comes back as a number (True -> 1) or a number as a bool (2 -> True)
+WRONG_TYPE = "type not in schema"  #: a value of a type its schema field cannot hold (a str in an int field...)
 METHOD = "method"  #: the method name itself
-INFERRED = "inferred schema"  #: a value a schema inferred from the training calls has no field or type for
+INFERRED = "inferred schema"  #: a value a schema inferred from the trace has no field or type for (its guesses)
 QUANTIZED = "quantized"  #: a value sent at a precision profile's step: it comes back within half a step
 PRECISION = "beyond precision profile"  #: outside its range, or back off by more than half its step: never declared
 OTHER = "other"  #: anything else: never declarable, always a bug
@@ -78,7 +80,7 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
     if not isinstance(decoded, Call):
         return Difference(OTHER, "", f"decode returned {type(decoded).__name__}, not Call")
     if decoded.method != original.method:
-        return Difference(METHOD, "method", f"{original.method!r} -> {_short(decoded.method)}")
+        return Difference(METHOD, "method", f"{original.method!r} -> {short(decoded.method)}")
     a, b = original.args, decoded.args
     if _same_pickle(a, b):
         return None
@@ -176,12 +178,12 @@ def _dict_step(a: dict, b: dict, path: str) -> list:
     for k in b:
         if k not in a and not (type(k) is str and _int_key_in(k, a)):
             feature = DEFAULTS if not b[k] and type(b[k]) is not type(None) else OTHER
-            out.append(Difference(feature, _key_path(path, k), f"unexpected key ({_short(b[k])})"))
+            out.append(Difference(feature, _key_path(path, k), f"unexpected key ({short(b[k])})"))
     return out
 
 
 def _key_path(path: str, key: Any) -> str:
-    return f"{path}.{key}" if type(key) is str or type(key) is int else f"{path}.{_short(key)}"
+    return f"{path}.{key}" if type(key) is str or type(key) is int else f"{path}.{short(key)}"
 
 
 def _int_key_in(k: str, a: dict) -> bool:
@@ -204,7 +206,7 @@ def _same_type_diff(a: Any, b: Any, path: str) -> Optional[Difference]:
         return Difference(FLOAT32, path, f"{a!r} -> {b!r}")
     if type(a) is int and not _INT64[0] <= a <= _INT64[1]:
         return Difference(UINT64 if 0 < a < (1 << 64) else BIG_INTS, path, f"{a} -> {b}")
-    return Difference(OTHER, path, f"{_short(a)} -> {_short(b)}")
+    return Difference(OTHER, path, f"{short(a)} -> {short(b)}")
 
 
 def _type_diff(a: Any, b: Any, path: str) -> Difference:
@@ -212,25 +214,28 @@ def _type_diff(a: Any, b: Any, path: str) -> Difference:
     if type(a) is bytes:
         return Difference(BYTES, path, f"bytes -> {tb}")
     if a is None:
-        return Difference(NULLS, path, f"None -> {_short(b)}")
+        return Difference(NULLS, path, f"None -> {short(b)}")
     if type(a) is float and not math.isfinite(a):
-        return Difference(NON_FINITE, path, f"{a!r} -> {_short(b)}")
+        return Difference(NON_FINITE, path, f"{a!r} -> {short(b)}")
     if type(a) in (int, float) and type(b) in (int, float) and a == b:
         return Difference(INT_AS_FLOAT, path, f"{a!r} -> {b!r}")
     if type(a) is int and type(b) is float and abs(a) > 1 << 53:
         return Difference(INT_AS_FLOAT, path, f"{a} -> {b!r} (beyond 2**53, rounded)")
     if type(a) is int and not _INT64[0] <= a <= _INT64[1]:
-        return Difference(UINT64 if 0 < a < (1 << 64) else BIG_INTS, path, f"{a} -> {_short(b)}")
-    if {type(a), type(b)} == {int, str}:
-        return Difference(ENUM_FORM, path, f"{_short(a)} -> {_short(b)}")
-    return Difference(OTHER, path, f"{ta} {_short(a)} -> {tb} {_short(b)}")
+        return Difference(UINT64 if 0 < a < (1 << 64) else BIG_INTS, path, f"{a} -> {short(b)}")
+    if {type(a), type(b)} in ({int, str}, {bool, str}):  # an enum given as a number (a bool is one) or a name
+        return Difference(ENUM_FORM, path, f"{short(a)} -> {short(b)}")
+    if bool in (type(a), type(b)) and {type(a), type(b)} <= {bool, int, float}:  # a typed field of the other kind
+        return Difference(BOOL_NUMBER, path, f"{a!r} -> {b!r}")
+    return Difference(OTHER, path, f"{ta} {short(a)} -> {tb} {short(b)}")
 
 
 _REPR = reprlib.Repr()  #: bounded cost and depth for any value
 _REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 4, 40, 40, 40
 
 
-def _short(v: Any, limit: int = 40) -> str:
+def short(v: Any, limit: int = 40) -> str:
+    """``v`` for a problem's detail: its repr, bounded in depth and length."""
     text = _REPR.repr(v)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -33,6 +33,7 @@ class Piece:
     start: Optional[int] = None  #: byte offset of the first batch record (None: the file's start)
     stop: Optional[int] = None  #: byte offset where the next piece starts (None: the file's end)
     first_call: int = 0  #: index of the piece's first call in its trace
+    calls: int = 0  #: calls it reads (0: not counted), for the progress line
     count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
     wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies (resolved by the piece for its trace)
@@ -64,15 +65,16 @@ def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: in
 
 def _trace_pieces(number: int, trace: TraceIndex, codecs: Sequence[Codec], groups: int) -> List[Piece]:
     """One trace's pieces; in each chunk (or the whole trace) the first group of codecs counts the calls."""
+    whole = max(trace.calls, 0)
     if len(trace.cuts) < 2:
-        return [Piece(number, trace.path, _names(group), count=g == 0)
+        return [Piece(number, trace.path, _names(group), calls=whole, count=g == 0)
                 for g, group in enumerate(split_codecs(codecs, groups))]
     cuts = list(trace.cuts)
     stateless = split_codecs([c for c in codecs if not c.per_connection], groups)
-    pieces = [Piece(number, trace.path, _names(group), start, stop, before, count=g == 0)
-              for (start, before), (stop, _) in zip(cuts, [*cuts[1:], (None, 0)])
+    pieces = [Piece(number, trace.path, _names(group), start, stop, before, max(after - before, 0), count=g == 0)
+              for (start, before), (stop, after) in zip(cuts, [*cuts[1:], (None, whole)])
               for g, group in enumerate(stateless)]
-    return pieces + [Piece(number, trace.path, _names(group), count=not pieces and g == 0)
+    return pieces + [Piece(number, trace.path, _names(group), calls=whole, count=not pieces and g == 0)
                      for g, group in enumerate(split_codecs([c for c in codecs if c.per_connection], groups))]
 
 
@@ -131,6 +133,10 @@ class PieceTask:
     @property
     def codecs(self) -> Tuple[str, ...]:
         return self.piece.live
+
+    @property
+    def span(self) -> Tuple[int, int]:
+        return self.piece.first_call, self.piece.calls
 
     def prepare(self) -> None:
         _registry(self.config)
@@ -206,6 +212,7 @@ class FloorTask:
     path: str
     plan: SamplePlan
     codecs: Tuple[str, ...] = ()  #: none of the run's codecs: compact JSON and zstd / xz only
+    span: Tuple[int, int] = (0, 0)  #: its calls are not counted in the progress line
 
     def prepare(self) -> None:
         _registry(self.config)

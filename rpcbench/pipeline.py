@@ -88,8 +88,7 @@ def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tu
     training, the codecs and the merged pass."""
     with open_executor(config.dask, config.jobs, config.codec_timeout, progress) as executor:
         progress("size pass", "indexing the traces")
-        index = index_traces(config, count=config.sample_calls is not None or bool(wanted(config, registry))
-                             or inference.wanted(config, registry))
+        index = index_traces(config, count=config.sample_calls is not None or bool(wanted(config, registry)))
         training = train_dictionaries(config, registry, [t.calls for t in index], progress)
         if training is not None:  # the config carries the dictionaries: every task builds the same codecs
             registry.dictionaries.update(training.dictionaries)

@@ -59,8 +59,10 @@ def schema_settings(trace: str, calls: Sequence[Call], chosen: protobuf.Settings
     """The schema a run would give ``quant`` for this trace, and where it came from in words."""
     if chosen.files:
         return chosen, f"the schema {', '.join(Path(f).name for f in chosen.files)}"
-    config = RunConfig(trace=trace, proto=chosen)
-    inferred = inference.infer_schema(config, calls, f"every call of {Path(trace).name}")
+    inferring = inference.Inference(RunConfig(trace=trace, proto=chosen))
+    for call in calls:
+        inferring.add(call)
+    inferred = inferring.schema()
     if inferred is None:
         return chosen, "the bundled schemas (proto/)"
     return inferred.settings(chosen), f"a schema inferred from every call of {Path(trace).name}"

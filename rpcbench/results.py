@@ -42,7 +42,7 @@ CSV_COLUMNS = (
     "codec", "calls", "failures", "mismatches", "bytes_total", "bytes_mean", "bytes_p50", "bytes_p99",
     "encode_us", "encode_ci_low_us", "encode_ci_high_us", "decode_us", "decode_ci_low_us", "decode_ci_high_us",
     "ci_confidence", "declared_only", "state_bytes_per_conn", "ordered_delivery", "floor_ratio", "trace",
-    "wire", "packets", "payload_bytes", "wire_bytes", "fragmented", "packet_encode_us", "packet_decode_us",
+    "wire", "packets", "payload_bytes", "wire_bytes", "fragmented", "packet_encode_us", "packet_decode_us", "error",
 )
 MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
@@ -317,12 +317,14 @@ def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
 
 def csv_rows(r: CodecResult, trace: str = MERGED) -> List[List[Any]]:
     """The codec's results.csv rows: one per --wire policy (the wire columns empty without wire figures; the
-    packets' CPU per call only on the batched policy that was timed)."""
+    packets' CPU per call only on the batched policy that was timed), each ending with the codec's error."""
     row = csv_row(r, trace)
+    error = r.error or ""  # why the codec has no timing or no figures (a plugin that hung or aborted...)
     if not r.wire:
-        return [row + [""] * 7]
+        return [row + [""] * 7 + [error]]
     return [row + [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"],
-                   *(f"{t.median_us:.3f}" if (t := wire_timing(w, op)) else "" for op in ("encode", "decode"))]
+                   *(f"{t.median_us:.3f}" if (t := wire_timing(w, op)) else "" for op in ("encode", "decode")),
+                   error]
             for w in r.wire]
 
 

@@ -117,7 +117,7 @@ class SizePass:
         floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
                               for i, t in enumerate(self.index)] if self.config.floor else []
         answers = executor.run_all([*floors, *(PieceTask(self.config, p, self.plan) for p in pieces)],
-                                   "size pass: reading")
+                                   "size pass: reading", sum(max(t.calls, 0) for t in self.index))
         self.dask = executor.info
         for trace, totals in zip(self.traces, answers[:len(floors)]):
             trace.floor = totals

@@ -47,12 +47,12 @@ class TraceIndex:
 
 
 def index_trace(path: str, salvage: bool, chunk_calls: int, count: bool) -> TraceIndex:
-    """The :class:`TraceIndex` of one trace: record headers and checksums only, no call decoded (a trace
-    that cannot be split is read whole to count its calls, and only if ``count``)."""
+    """The :class:`TraceIndex` of one trace: record headers and checksums only, no call decoded (a binary
+    trace that cannot be split has its calls counted from its record headers, for the progress line; JSON
+    Lines are read whole to count theirs, and only if ``count``)."""
     reader = open_trace(path, salvage)
     if not isinstance(reader, TraceReader) or salvage or not reader.seekable:
-        counted = (sum(1 for _ in reader) if not isinstance(reader, TraceReader) else reader.count_calls()) \
-            if count else -1
+        counted = reader.count_calls() if isinstance(reader, TraceReader) else sum(1 for _ in reader) if count else -1
         reader.close()
         return TraceIndex(path, (), counted)
     cuts: List[Tuple[int, int]] = []

@@ -8,6 +8,9 @@ made from earlier traffic and measured on later traffic), lowered so that about
 then skip for every codec alike; or all calls of a separate ``--train-trace``. One
 dictionary per inner codec (``json``, ``msgpack``...), trained on that codec's bytes: it
 is what a server would build from its own traffic and ship once to each client.
+
+When the run infers the typed codecs' schema (rpcbench/inference.py), the same read goes on
+to the end of each trace and gives every call to the inference: one read of the traces, not two.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from . import inference
 from .codec import Codec, Compressor, Streams, encoded_or_none, stream_key
 from .config import RunConfig
 from .errors import BenchError
-from .inference import InferredSchema
+from .inference import Inference, InferredSchema
 from .registry import Registry
 from .progress import Progress, quiet
 
@@ -75,18 +78,22 @@ def wanted(config: RunConfig, registry: Registry) -> Dict[str, Type[Compressor]]
 
 def train_dictionaries(config: RunConfig, registry: Registry, counts: Sequence[int],
                        progress: Progress = quiet) -> Optional[Training]:
-    """Train one dictionary per inner codec the run's trained codecs need, and infer a schema for the
-    typed codecs when the run has none for the trace (rpcbench/inference.py), on the first calls of
-    each trace (``counts``: calls per trace) or on ``--train-trace``; None if neither is needed."""
+    """Train one dictionary per inner codec the run's trained codecs need, on the first calls of each trace
+    (``counts``: calls per trace) or on ``--train-trace``, and infer a schema for the typed codecs from every
+    call of the traces when the run has none for them (rpcbench/inference.py); None if neither is needed."""
     needed = wanted(config, registry)
-    typed = inference.wanted(config, registry)
-    if not needed and not typed:
+    inferring = inference.Inference(config) if inference.wanted(config, registry) else None
+    if not needed and inferring is None:
         return None
-    progress("training", "reading the training calls")
-    calls, held, where = _training_calls(config, counts)
-    schema = inference.infer_schema(config, calls, where) if typed else None
+    progress("training", "reading the training calls" if inferring is None else
+             "reading every call (schema inference) and the training calls")
+    if needed:
+        calls, held, where = _training_calls(config, counts, inferring)
+    else:
+        calls, held, where = _read(config, (), inferring), (), "nothing: no codec of the run trains a dictionary"
+    schema = inferring.schema() if inferring is not None else None
     if not needed and schema is None:
-        return None  # the bundled schemas carry the trace's methods: nothing to hold out
+        return None  # the bundled schemas carry the trace's methods
     training = Training(held, where, len(calls), schema=schema)
     for done, (inner_id, compressor) in enumerate(needed.items()):
         progress("training", f"dictionary for {inner_id}", done, len(needed))
@@ -104,12 +111,15 @@ def train_dictionaries(config: RunConfig, registry: Registry, counts: Sequence[i
     return training
 
 
-def _training_calls(config: RunConfig, counts: Sequence[int]) -> Tuple[List[Call], Tuple[int, ...], str]:
-    """The calls to train on, how many calls of each trace they hold out, and their source in words."""
+def _training_calls(config: RunConfig, counts: Sequence[int], inferring: Optional[Inference]) -> Tuple[
+        List[Call], Tuple[int, ...], str]:
+    """The calls to train on, how many calls of each trace they hold out, and their source in words (every
+    call of the traces also goes to ``inferring`` when the run infers a schema)."""
     if config.train_trace:
         calls = list(open_trace(config.train_trace, config.salvage))
         if not calls:
             raise BenchError(f"{config.train_trace}: the training trace holds no calls")
+        _read(config, (), inferring)
         return calls, (), f"all {len(calls):,} calls of {config.train_trace}"
     total = sum(counts)
     share = min(config.train_fraction, TRAIN_CALLS / total) if total > 0 else config.train_fraction
@@ -118,10 +128,25 @@ def _training_calls(config: RunConfig, counts: Sequence[int]) -> Tuple[List[Call
     if count < 1 or count >= total:
         raise BenchError(f"--train-fraction {config.train_fraction:g} of {total:,} calls leaves "
                          f"{'nothing to train on' if count < 1 else 'nothing to measure'}")
-    calls = [call for path, n in zip(config.trace_files, held)
-             for call in itertools.islice(open_trace(path, config.salvage), n)]
+    calls = _read(config, held, inferring)
     where = "the trace" if len(counts) == 1 else f"each of {len(counts)} traces"
     return calls, held, f"the first {share:.2%} of {where} ({count:,} calls)".replace(".00%", "%")
+
+
+def _read(config: RunConfig, held: Sequence[int], inferring: Optional[Inference]) -> List[Call]:
+    """The first ``held[i]`` calls of each trace ``i``, read once; with ``inferring``, the read goes on to the end
+    of every trace and gives each call to it."""
+    kept: List[Call] = []
+    for number, path in enumerate(config.trace_files):
+        n = held[number] if number < len(held) else 0
+        if inferring is None:
+            kept += itertools.islice(open_trace(path, config.salvage), n)
+            continue
+        for index, call in enumerate(open_trace(path, config.salvage)):
+            if index < n:
+                kept.append(call)
+            inferring.add(call)
+    return kept
 
 
 def _encoded(codec: Codec, calls: Iterable[Call]) -> List[bytes]:

@@ -8,6 +8,8 @@ size pass). The json codec beside them must come out complete.
 
 from __future__ import annotations
 
+import csv
+import html
 import json
 import os
 import signal
@@ -136,6 +138,29 @@ def test_misbehaving_codecs_fail_alone(tmp_path, phase, after, reasons):
         if phase == "size pass" and reason:
             assert found[codec]["calls"] == 0 and found[codec]["encode"] is None  # no figures over part of the trace
     assert time.monotonic() - started < 60  # a guard against a hang, not a speed target
+
+
+def test_a_failed_codecs_reason_is_in_every_output(tmp_path):
+    """A codec that hung (size pass) and one that aborted (timing): results.json, results.csv (its ``error``
+    column: "0 calls, 0 failures" alone would read as a codec that had nothing to do), the terminal,
+    report.html and report.md each carry the reason."""
+    hung = bench(tmp_path, 5, "hang,json", "--codec-timeout", "2", "--no-tails")
+    assert hung.returncode == 0, hung.stderr
+    aborted_dir = tmp_path / "aborted"
+    aborted_dir.mkdir()
+    aborted = bench(aborted_dir, 100, "abort,json", "--codec-timeout", "10", "--no-tails")
+    assert aborted.returncode == 0, aborted.stderr
+    for folder, done, codec in ((tmp_path, hung, "hang"), (aborted_dir, aborted, "abort")):
+        subprocess.run([sys.executable, str(REPO / "run_bench.py"), "report", str(folder / "out")], cwd=REPO,
+                       capture_output=True, text=True, timeout=120, check=True)
+        reason = results(folder)[codec]["error"]
+        assert reason and ("timed out" in reason or "SIGABRT" in reason)
+        with open(folder / "out" / "results.csv", newline="", encoding="utf-8") as f:
+            rows = {row["codec"]: row for row in csv.DictReader(f)}
+        assert rows[codec]["error"] == reason and rows["json"]["error"] == ""
+        assert f"error: {codec}: {reason}" in " ".join(done.stdout.split())
+        assert reason in (folder / "out" / "report.md").read_text(encoding="utf-8")
+        assert html.escape(reason, quote=False) in (folder / "out" / "report.html").read_text(encoding="utf-8")
 
 
 def _start_timing_run(tmp_path: Path, processes: str, repeat: str, sigint) -> subprocess.Popen:

@@ -24,13 +24,17 @@ def diff(a, b, declared=()):
     ({"f": float("inf")}, {"f": None}, F.NON_FINITE, "args.f", "inf -> None"),
     ({"a": [1, 2]}, {"a": [1]}, F.OTHER, "args.a", "2 items -> 1"),
     ({"a": 1}, {"a": 1, "z": 2}, F.OTHER, "args.z", "unexpected key (2)"),
-    ({"a": True}, {"a": 1}, F.OTHER, "args.a", "bool True -> int 1"),
+    ({"a": True}, {"a": 1}, F.BOOL_NUMBER, "args.a", "True -> 1"),  # a typed int field took the bool
+    ({"a": 2}, {"a": True}, F.BOOL_NUMBER, "args.a", "2 -> True"),
+    ({"a": False}, {"a": 0.0}, F.BOOL_NUMBER, "args.a", "False -> 0.0"),
+    ({"a": True}, {"a": "B"}, F.ENUM_FORM, "args.a", "True -> 'B'"),  # a bool taken as an enum number
+    ({"a": True}, {"a": [1]}, F.OTHER, "args.a", "bool True -> list [1]"),
     ({"a": 0.0}, {"a": -0.0}, F.OTHER, "args.a", "0.0 -> -0.0 (sign of zero)"),
     ([{"deep": ["x", "y"]}], [{"deep": ["x", "z"]}], F.OTHER, "args[0].deep[1]", "'y' -> 'z'"),
     # equal under ==, told apart by the fast path's pickles (or the walk): types the C fast path must not merge
     ({"b": b"ab"}, {"b": bytearray(b"ab")}, F.BYTES, "args.b", "bytes -> bytearray"),
     ([1, 2.0], [1.0, 2.0], F.INT_AS_FLOAT, "args[0]", "1 -> 1.0"),
-    ([[0, False]], [[0, 0]], F.OTHER, "args[0][1]", "bool False -> int 0"),
+    ([[0, False]], [[0, 0]], F.BOOL_NUMBER, "args[0][1]", "False -> 0"),
 ])
 def test_differences_are_named(a, b, feature, path, detail):
     assert diff(a, b) == F.Difference(feature, path, detail)

@@ -117,8 +117,9 @@ def test_format_limits_are_declared_by_name_with_an_example():
         with pytest.raises(F.Limit) as caught:
             result.codec.encode(call)
         assert (caught.value.feature, caught.value.path) == (feature, path)
-    other = tally(NETGAME, [Call("CNETMsg_Tick", {"tick": "7"})]).problem_list()
-    assert [(p.feature, p.declared) for p in other] == [(F.OTHER, False)]  # a wrong type is not a format limit
+    wrong = tally(NETGAME, [Call("CNETMsg_Tick", {"tick": "7"})]).problem_list()  # a type the field cannot hold
+    assert [(p.feature, p.declared, p.example_path) for p in wrong] == [(F.WRONG_TYPE, True, "args.tick")]
+    assert "str '7' in uint32 field 'tick'" in wrong[0].detail
 
 
 def test_map_fields_give_the_same_bytes_in_every_run(tmp_path):
@@ -154,6 +155,40 @@ def test_two_schemas_defining_one_method_stop_the_run_naming_both(tmp_path):
     schema = protobuf.load(protobuf.Settings((str(tmp_path / "a.proto"), str(tmp_path / "b.proto")),
                                                    mapping=str(tmp_path / "map.json")))
     assert schema.methods["Move"].message == "b.Move"
+
+
+def test_two_schemas_defining_the_same_names_stop_the_run_naming_both_files_and_the_names(tmp_path):
+    """A copy of a schema beside it (same package): one line naming both files and the names they both define,
+    then exit 2, rather than protoc's first "already defined" of hundreds."""
+    copy = tmp_path / "battle_v2.proto"
+    copy.write_text((protobuf.PROTO_DIR / "battle.proto").read_text())
+    done = run_bench("--proto", str(protobuf.PROTO_DIR / "battle.proto"), "--proto", str(copy), "--trace",
+                     str(REPO / "samples" / "battle_dict.rpct"), "--codecs", "json,protobuf", "--sizes-only",
+                     "--no-floor", "--no-report", "--quiet", "--out", str(tmp_path / "run"))
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert f"battle.proto and {copy} both define rpcbench.battle." in line and " more;" in line, line
+    assert "--proto FILE" in line
+
+
+def test_a_clash_in_the_proto_folder_stops_the_run_instead_of_a_silent_inference(tmp_path, monkeypatch, capsys):
+    """Bundled schemas that do not load are never taken for schemas that lack the trace's methods: a clash in
+    proto/ names both files, exit 2, even on a trace the run would infer a schema for."""
+    from rpcbench.commands import main as cli_main
+
+    folder = tmp_path / "proto"
+    folder.mkdir()
+    for name in ("battle.proto", "battle_copy.proto"):
+        (folder / name).write_text((protobuf.PROTO_DIR / "battle.proto").read_text())
+    monkeypatch.setattr(protobuf, "PROTO_DIR", folder)
+    monkeypatch.setattr(protobuf.schema, "PROTO_DIR", folder)
+    status = cli_main(["--trace", str(REPO / "tests" / "data" / "minecraft_packets.jsonl"), "--codecs",
+                       "json,protobuf", "--sizes-only", "--no-floor", "--no-report", "--quiet", "--jobs", "0",
+                       "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert status == 2 and not (tmp_path / "run" / "results.json").exists()
+    (line,) = err.splitlines()
+    assert f"{folder / 'battle.proto'} and {folder / 'battle_copy.proto'} both define rpcbench.battle." in line
 
 
 BAD_SCHEMAS = {

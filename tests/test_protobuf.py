@@ -244,13 +244,17 @@ def test_calls_that_do_not_fit_are_fidelity_failures_with_the_reason(use, settin
         (Call("Move", {"frame": "7"}), "str"),
         (Call("Login", {"zone": 2}), "missing required fields: account"),
         (Call("Spawn", {"team": "PURPLE"}), "PURPLE"),
-        (Call("Move", [1, 2]), "mapping"),
+        (Call("Move", [1, 2]), "list .* where message Move goes"),
     ]
     for i, (call, _) in enumerate(bad):
         assert tally.check(i, call) is None
     assert tally.failures == len(bad)
-    undeclared, method = tally.problem_list()  # undeclared first
-    assert undeclared.kind == "encode" and not undeclared.declared and undeclared.count == len(bad) - 1
+    undeclared, wrong_type, method = tally.problem_list()  # undeclared first
+    # a key or a required field the schema and the call disagree on, an enum name the schema lacks: undeclared
+    assert undeclared.kind == "encode" and not undeclared.declared and undeclared.count == 3
+    # a value of a type its field cannot hold (a str in an int field, a list where a message goes): declared
+    assert (wrong_type.kind, wrong_type.feature, wrong_type.declared, wrong_type.count) == (
+        "encode", F.WRONG_TYPE, True, 2)
     # the one rule every schema codec follows (msgspec-struct too): a method without a message is a declared
     # METHOD limit, which still counts against the codec's coverage (docs/decide.md)
     assert (method.kind, method.feature, method.declared, method.count) == ("encode", F.METHOD, True, 1)

@@ -17,7 +17,7 @@ cache folder is ``compile.CACHE_DIR`` (tests point it elsewhere).
 from .compile import compile_descriptors, condense_errors, well_known_include
 from .convert import (ENUM_FORMS, Converters, MessageConverter, field_kind, find_limit, jsonlike, map_value_field,
                       positional_fields, value_kwargs, value_to_python)
-from .infer import infer, infer_calls, is_identifier, package_for
+from .infer import TraceShapes, infer, infer_calls, is_identifier, package_for
 from .schema import INFERRED_CHANGE, PROTO_DIR, Method, Schema, Settings, load, read_mapping
 from .wire import read_field, read_varint, varint
 
@@ -25,7 +25,7 @@ __all__ = [
     "compile_descriptors", "condense_errors", "well_known_include",
     "ENUM_FORMS", "Converters", "MessageConverter", "field_kind", "find_limit", "jsonlike", "map_value_field",
     "positional_fields", "value_kwargs", "value_to_python",
-    "infer", "infer_calls", "is_identifier", "package_for",
+    "TraceShapes", "infer", "infer_calls", "is_identifier", "package_for",
     "INFERRED_CHANGE", "PROTO_DIR", "Method", "Schema", "Settings", "load", "read_mapping",
     "read_field", "read_varint", "varint",
 ]

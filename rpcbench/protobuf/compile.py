@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Set
 
 from ..errors import BenchError
 
@@ -59,7 +59,13 @@ def compile_descriptors(files: Sequence[Path], includes: Sequence[Path] = ()) ->
     out, deps = folder / "schema.pb", folder / "deps.json"
     if out.is_file() and deps.is_file() and _deps_unchanged(json.loads(deps.read_text())):
         return out.read_bytes()
-    data = _run_protoc(files, dirs)
+    try:
+        data = _run_protoc(files, dirs)
+    except BenchError:
+        clash = name_clash(files, includes) if len(files) > 1 else None
+        if clash:  # say which files and names, not protoc's first "already defined" of hundreds
+            raise BenchError(clash) from None
+        raise
     folder.mkdir(parents=True, exist_ok=True)
     _write_atomic(out, data)
     _write_atomic(deps, json.dumps(_deps_of(data, dirs)).encode())
@@ -80,6 +86,40 @@ def _run_protoc(files: Sequence[Path], dirs: Sequence[Path]) -> bytes:
             names = ", ".join(str(f) for f in files)
             raise BenchError(f"protoc could not compile {names}: {condense_errors(done.stderr)}")
         return out.read_bytes()
+
+
+def name_clash(files: Sequence[Path], includes: Sequence[Path] = ()) -> Optional[str]:
+    """One line naming two of ``files`` that define the same names (a copy of a schema beside it, say) and those
+    names, when some do; None when each compiles alone and no two of them clash (the failure is another)."""
+    defined: Dict[Path, Set[str]] = {}
+    for f in files:
+        try:
+            defined[f] = _names_defined(compile_descriptors([f], includes), virtual_names([f], includes)[0])
+        except BenchError:
+            return None  # a file that does not compile alone: protoc's own error says more
+    pairs = [(a, b, sorted(defined[a] & defined[b])) for i, a in enumerate(files) for b in files[i + 1:]]
+    pairs = [pair for pair in pairs if pair[2]]
+    if not pairs:
+        return None
+    a, b, names = pairs[0]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
+    others = f" ({len(pairs) - 1} more pairs of files clash)" if len(pairs) > 1 else ""
+    return (f"schema clash: {a} and {b} both define {shown}{others}; protoc takes a name once, so the run stops: "
+            "keep one of the two files (every .proto in proto/ is used unless --proto is given) or choose with "
+            "--proto FILE")
+
+
+def _names_defined(data: bytes, name: str) -> Set[str]:
+    """The full names one file of a FileDescriptorSet defines in its package's scope: messages, enums, their
+    values (protobuf scopes enum values beside their enum), services, extensions."""
+    from google.protobuf import descriptor_pb2
+
+    proto = next(p for p in descriptor_pb2.FileDescriptorSet.FromString(data).file if p.name == name)
+    scope = f"{proto.package}." if proto.package else ""
+    names = [m.name for m in proto.message_type] + [e.name for e in proto.enum_type]
+    names += [v.name for e in proto.enum_type for v in e.value] + [s.name for s in proto.service]
+    names += [x.name for x in proto.extension]
+    return {scope + n for n in names}
 
 
 def condense_errors(stderr: str, limit: int = 300) -> str:

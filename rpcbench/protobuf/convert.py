@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import base64
 import keyword
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 from ..errors import BenchError
-from ..fidelity import BIG_INTS, ENUM_UNKNOWN, FLOAT_IN_INT, INT_RANGE, NON_FINITE, SURROGATES, Limit
+from ..fidelity import BIG_INTS, ENUM_UNKNOWN, FLOAT_IN_INT, INT_RANGE, NON_FINITE, SURROGATES, WRONG_TYPE, Limit, short
 
 if TYPE_CHECKING:
     from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -249,6 +249,12 @@ _INT_RANGES = {  # FieldDescriptor.TYPE_* -> (lowest, highest) value the field h
     **dict.fromkeys((4, 6), (0, (1 << 64) - 1)),  # uint64, fixed64
 }
 _STRING = 9  # FieldDescriptor.TYPE_STRING
+#: the Python types upb's constructor takes for a field (by FieldDescriptor.TYPE_*, or "enum"); a bool passes as an
+#: int and an int as a bool, and come back changed (fidelity.BOOL_NUMBER, declared), bytes pass as a str (BYTES)
+_ACCEPTS: Dict[Any, Tuple[type, ...]] = {
+    **dict.fromkeys(_INT_RANGES, (int, bool)), 1: (float, int, bool), 2: (float, int, bool), 8: (bool, int),
+    _STRING: (str, bytes), 12: (bytes,), "enum": (int, bool, str)}
+_JSONLIKE = (type(None), bool, int, float, str)  #: what a google.protobuf.Value holds besides dicts and lists
 
 
 def find_limit(desc: Descriptor, args: Any, path: str) -> Optional[Limit]:
@@ -256,18 +262,23 @@ def find_limit(desc: Descriptor, args: Any, path: str) -> Optional[Limit]:
 
     Used after an encode failed, to name it: an int beyond 64 bits or beyond the field's
     range, a float (NaN included) in an integer field, a number a closed enum does not
-    define, a str that is not valid UTF-8. None: the failure is something else."""
+    define, a str that is not valid UTF-8, a value of a type the field cannot hold at all
+    (a str in an int field, an int in a string field, a list in a message field). None: the
+    failure is something else (a key the message has no field for)."""
     if type(args) is not dict:
-        return None
+        return Limit(WRONG_TYPE, path, f"{type(args).__name__} {short(args)} where message {desc.name} goes")
     for key, value in args.items():
         fd = desc.fields_by_name.get(key) if type(key) is str else None
         if fd is None or value is None:
             continue
         entry_value = map_value_field(fd)
-        if entry_value is not None and type(value) is dict:
+        if fd.is_repeated and type(value) not in ((dict,) if entry_value else (list, tuple)):
+            what = "map" if entry_value else "repeated"
+            return Limit(WRONG_TYPE, f"{path}.{key}", f"{type(value).__name__} {short(value)} in {what} field {key!r}")
+        if entry_value is not None:
             items = [(f"{path}.{key}[{k!r}]", v, entry_value) for k, v in value.items()]
             items += [(f"{path}.{key} key {k!r}", k, entry_value.containing_type.fields_by_name["key"]) for k in value]
-        elif fd.is_repeated and type(value) in (list, tuple):
+        elif fd.is_repeated:
             items = [(f"{path}.{key}[{i}]", v, fd) for i, v in enumerate(value)]
         else:
             items = [(f"{path}.{key}", value, fd)]
@@ -285,13 +296,15 @@ def _value_limit(fd: FieldDescriptor, value: Any, path: str) -> Optional[Limit]:
         return find_limit(fd.message_type, value, path)
     if kind == "wrapper" and type(value) is not dict:
         return _value_limit(fd.message_type.fields_by_name["value"], value, path)
+    if kind in ("struct", "value", "list_value"):
+        return _jsonlike_limit(kind, value, path, fd.name)
     t = type(value)
     if t is str and fd.type == _STRING and _not_utf8(value):
         return Limit(SURROGATES, path, f"{value!r} is not valid UTF-8")
+    if t is bytes and fd.type == _STRING and _not_utf8(value):  # taken as its text when it is UTF-8 (BYTES)
+        return Limit(WRONG_TYPE, path, f"bytes {short(value)} (not UTF-8) in string field {fd.name!r}")
     bounds = _INT_RANGES.get(fd.type)
-    if bounds is None and kind != "enum":
-        return None
-    if t is float:
+    if t is float and (bounds or kind == "enum"):
         feature = FLOAT_IN_INT if value == value and abs(value) != float("inf") else NON_FINITE
         return Limit(feature, path, f"{value!r} in {_type_name(fd)} field {fd.name!r}")
     if t is int and bounds and not bounds[0] <= value <= bounds[1]:
@@ -299,6 +312,28 @@ def _value_limit(fd: FieldDescriptor, value: Any, path: str) -> Optional[Limit]:
         return Limit(feature, path, f"{value} does not fit {_type_name(fd)} field {fd.name!r}")
     if t is int and kind == "enum" and fd.enum_type.is_closed and value not in fd.enum_type.values_by_number:
         return Limit(ENUM_UNKNOWN, path, f"{value} is not a number of closed enum {fd.enum_type.full_name}")
+    if t not in _ACCEPTS.get("enum" if kind == "enum" else fd.type, (t,)):
+        return Limit(WRONG_TYPE, path, f"{t.__name__} {short(value)} in {_type_name(fd)} field {fd.name!r}")
+    return None
+
+
+def _jsonlike_limit(kind: str, value: Any, path: str, name: str) -> Optional[Limit]:
+    """The first value a Struct, ListValue or Value field cannot hold (bytes, sets...), if any."""
+    outer: Optional[Tuple[type, ...]] = {"struct": (dict,), "list_value": (list, tuple)}.get(kind)
+    stack = [(value, path)]
+    if outer and type(value) not in outer:
+        return Limit(WRONG_TYPE, path, f"{type(value).__name__} {short(value)} in {kind} field {name!r}")
+    while stack:
+        v, where = stack.pop()
+        t = type(v)
+        if t is dict:
+            if not all(type(k) is str for k in v):
+                return Limit(WRONG_TYPE, where, f"a key that is not a str in a google.protobuf.Struct: {short(v)}")
+            stack += [(x, f"{where}.{k}") for k, x in v.items()]
+        elif t is list or t is tuple:
+            stack += [(x, f"{where}[{i}]") for i, x in enumerate(v)]
+        elif t not in _JSONLIKE:
+            return Limit(WRONG_TYPE, where, f"{t.__name__} {short(v)} in a google.protobuf.Value (JSON values only)")
     return None
 
 
@@ -307,11 +342,15 @@ def _type_name(fd: FieldDescriptor) -> str:
                                                                if k.startswith("TYPE_")}[fd.type][5:].lower()
 
 
-def _not_utf8(text: str) -> bool:
+def _not_utf8(text: Union[str, bytes]) -> bool:
+    """Whether a str has no UTF-8 form (lone surrogates), or bytes are not UTF-8 text."""
     try:
-        text.encode("utf-8")
+        if isinstance(text, str):
+            text.encode("utf-8")
+        else:
+            text.decode("utf-8")
         return False
-    except UnicodeEncodeError:
+    except UnicodeError:
         return True
 
 

@@ -24,6 +24,7 @@ MAP_MIN_KEYS = 8  #: ...and so is one with at least this many keys, values all a
 MAP_MAX_FILL = 0.75  #: ...less than this share of them (names that vary by call: player ids, slots)
 _KINDS = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes", list: "list", tuple: "list",
           dict: "dict"}
+_SCALARS = {t: kind for t, kind in _KINDS.items() if kind in ("bool", "int", "float", "str", "bytes")}
 _WRAPPERS = {"double": "DoubleValue", "int32": "Int32Value", "sint32": "Int32Value", "int64": "Int64Value",
              "sint64": "Int64Value", "uint64": "UInt64Value", "bool": "BoolValue", "string": "StringValue",
              "bytes": "BytesValue"}
@@ -51,35 +52,63 @@ class Shape:
         self.map_reason = ""
 
     def add(self, value: Any) -> None:
-        """Record one value."""
+        """Record one value (called for every value of every call the schema is inferred from: kept lean)."""
         self.count += 1
         if value is None:
             self.none += 1
             return
         kind = _KINDS.get(type(value), "other")
-        self.kinds[kind] += 1
+        kinds = self.kinds
+        kinds[kind] += 1
         if kind == "int":
-            self.lo, self.hi = (value, value) if self.kinds["int"] == 1 else (min(self.lo, value), max(self.hi, value))
+            if kinds["int"] == 1:
+                self.lo = self.hi = value
+            elif value < self.lo:
+                self.lo = value
+            elif value > self.hi:
+                self.hi = value
         elif kind == "list":
-            self.items = self.items or Shape()
-            for item in value:
-                self.items.add(item)
+            items = self.items
+            if items is None:
+                items = self.items = Shape()
+            items.add_items(value)
         elif kind == "dict":
             self._add_dict(value)
 
+    def add_items(self, values: Any) -> None:
+        """Record the items of one list: a list of one scalar type (chunk data, coordinates) in a few C calls."""
+        types = set(map(type, values))
+        kind = _SCALARS.get(types.pop()) if len(types) == 1 else None
+        if kind is None:
+            for item in values:
+                self.add(item)
+            return
+        n = len(values)
+        self.count += n
+        if kind == "int":
+            lo, hi = min(values), max(values)
+            self.lo, self.hi = (lo, hi) if not self.kinds["int"] else (min(self.lo, lo), max(self.hi, hi))
+        self.kinds[kind] += n
+
     def _add_dict(self, d: dict) -> None:
+        fields = self.fields
+        if fields is not None and fields.keys() >= d.keys():  # keys already seen, so field names: the usual case
+            self.key_kinds["name"] += len(d)
+            for key, value in d.items():
+                fields[key].add(value)
+            return
         for key in d:
             kind = _key_kind(key)
             self.key_kinds[kind] += 1
             if kind == "int":
                 self.key_lo, self.key_hi = min(self.key_lo, key), max(self.key_hi, key)
-        if self.fields is not None:
+        if fields is not None:
             odd = [k for k, n in self.key_kinds.items() if k != "name" and n]
-            if odd or len(self.fields.keys() | d.keys()) > MAX_FIELDS:
+            if odd or len(fields.keys() | d.keys()) > MAX_FIELDS:
                 self.become_map("keys that are not field names" if odd else f"more than {MAX_FIELDS} distinct keys")
         if self.fields is not None:
             for key, value in d.items():
-                self.fields.setdefault(key, Shape()).add(value)
+                _child(self.fields, key).add(value)
         else:
             for value in d.values():
                 self.values.add(value)  # type: ignore[union-attr]
@@ -108,7 +137,7 @@ class Shape:
             self.become_map(other.map_reason)
         if self.fields is not None:
             for key, shape in (other.fields or {}).items():
-                self.fields.setdefault(key, Shape()).merge(shape)
+                _child(self.fields, key).merge(shape)
         elif other.fields is not None:
             for shape in other.fields.values():
                 self.values.merge(shape)  # type: ignore[union-attr]
@@ -258,6 +287,14 @@ class SchemaWriter:
         return Field("google.protobuf.Struct", label, [note + ": google.protobuf.Struct, numbers come back as float"])
 
 
+def _child(fields: Dict[str, Shape], key: str) -> Shape:
+    """The shape of ``key`` in ``fields``, made on first sight."""
+    shape = fields.get(key)
+    if shape is None:
+        shape = fields[key] = Shape()
+    return shape
+
+
 def _key_kind(key: Any) -> str:
     """``name`` (can be a field name), ``str`` (any other str), ``int`` or ``other``."""
     if is_identifier(key):
@@ -345,28 +382,46 @@ def infer(trace: str, package: str) -> Tuple[str, Dict[str, str]]:
 def infer_calls(source: Iterable[Call], name: str, package: str) -> Tuple[str, Dict[str, str]]:
     """The .proto source for calls (``name``: where they came from, for the header), and the
     mapping needed for methods that are not rpc names."""
-    shapes: Dict[str, Shape] = {}
-    calls = 0
+    shapes = TraceShapes()
     for call in source:
+        shapes.add(call)
+    return shapes.schema(name, package)
+
+
+class TraceShapes:
+    """The shape of each method's args over the calls added so far: a schema is written from it at the end.
+
+    Calls are added one at a time, so a pass that reads the calls for something else can infer on the way."""
+
+    def __init__(self) -> None:
+        self.by_method: Dict[str, Shape] = {}
+        self.calls = 0
+
+    def add(self, call: Call) -> None:
+        """Record one call's method and the shape of its args."""
         args = call.args
         if type(args) is list or type(args) is tuple:  # positional: fields arg0, arg1, ...
             args = {f"arg{i}": v for i, v in enumerate(args)}
-        shapes.setdefault(call.method, Shape()).add(args)
-        calls += 1
-    if not calls:
-        raise BenchError(f"{name}: the trace holds no calls")
-    taken: Set[str] = {"Game"}  # the service's name
-    methods: List[Tuple[str, str, Shape]] = []
-    mapping: Dict[str, str] = {}
-    aliases: Dict[str, str] = {}
-    rpcs: Set[str] = set()
-    for method, shape in sorted(shapes.items(), key=lambda pair: -pair[1].count):
-        message = _unique(_camel(method), taken)
-        sanitized = re.sub(r"\W|^(?=\d)", "_", method, flags=re.ASCII) or "call"
-        rpc = method if is_identifier(method) else _unique(sanitized, rpcs)
-        rpcs.add(rpc)
-        if rpc != method:
-            mapping[method] = f"{package}.{message}"
-            aliases[rpc] = method
-        methods.append((rpc, message, shape))
-    return SchemaWriter(package).source(name, calls, methods, aliases), mapping
+        _child(self.by_method, call.method).add(args)
+        self.calls += 1
+
+    def schema(self, name: str, package: str) -> Tuple[str, Dict[str, str]]:
+        """The .proto source (``name``: where the calls came from, for its header), and the mapping needed
+        for methods that are not rpc names."""
+        if not self.calls:
+            raise BenchError(f"{name}: the trace holds no calls")
+        taken: Set[str] = {"Game"}  # the service's name
+        methods: List[Tuple[str, str, Shape]] = []
+        mapping: Dict[str, str] = {}
+        aliases: Dict[str, str] = {}
+        rpcs: Set[str] = set()
+        for method, shape in sorted(self.by_method.items(), key=lambda pair: -pair[1].count):
+            message = _unique(_camel(method), taken)
+            sanitized = re.sub(r"\W|^(?=\d)", "_", method, flags=re.ASCII) or "call"
+            rpc = method if is_identifier(method) else _unique(sanitized, rpcs)
+            rpcs.add(rpc)
+            if rpc != method:
+                mapping[method] = f"{package}.{message}"
+                aliases[rpc] = method
+            methods.append((rpc, message, shape))
+        return SchemaWriter(package).source(name, self.calls, methods, aliases), mapping

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Container, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import BenchError
-from ..fidelity import INFERRED, Limit, unknown_method
+from ..fidelity import INFERRED, OTHER, Limit, unknown_method
 from .compile import compile_descriptors, virtual_names
 from .convert import Converters, MessageConverter, find_limit
 from .wire import read_varint, varint
@@ -35,8 +35,8 @@ _RESERVED_IDS = range(19000, 20000)  # field numbers protobuf keeps for itself
 _MAX_ID = (1 << 29) - 1
 
 
-INFERRED_CHANGE = ("the schema was inferred from the training calls: a measured call with a method, key or type "
-                   "they did not show fails to encode")
+INFERRED_CHANGE = ("the schema was inferred from every call of the trace: a call it still cannot carry (keys that "
+                   "are not field names, args neither a dict nor a list: its guess: comments) fails to encode")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Settings:
     include: Tuple[str, ...] = ()
     mapping: Optional[str] = None
     enums: str = "names"  #: how decoded enum values come back: "names" or "numbers" (convert.ENUM_FORMS)
-    inferred: bool = False  #: ``files`` is a schema inferred from the training calls (rpcbench/inference.py)
+    inferred: bool = False  #: ``files`` is a schema inferred from the run's traces (rpcbench/inference.py)
 
 
 def load(chosen: Settings = Settings()) -> Schema:
@@ -129,7 +129,7 @@ class Schema:
         self.files = list(files)
         self.enums = enums
         self.mapping_path = mapping_path
-        self.inferred = False  #: inferred from the training calls: a call it cannot carry is declared (INFERRED)
+        self.inferred = False  #: inferred from the run's traces: a call it cannot carry is declared (INFERRED)
         self.methods: Dict[str, Method] = {}
         self.by_id: Dict[int, Method] = {}
         self._add_methods(mapping)
@@ -168,13 +168,19 @@ class Schema:
         offers += [(d.name, d, f"{f.name} (message {d.full_name})")
                    for f in files if not f.services_by_name for d in f.message_types_by_name.values()]
         chosen: Dict[str, Tuple[Descriptor, str]] = {}
+        clashes: List[Tuple[str, str, str]] = []  #: (method, first offer, other offer)
         for method, desc, origin in offers:
             if method in mapped:
                 continue
             first = chosen.setdefault(method, (desc, origin))
             if first[0] is not desc:
-                raise BenchError(f"method {method!r} is defined by both {first[1]} and {origin}: pick one schema "
-                                 "with --proto FILE, or the message with --proto-map FILE (docs/protobuf.md)")
+                clashes.append((method, first[1], origin))
+        if clashes:
+            method, first_offer, other = clashes[0]
+            more = [m for m, _, _ in clashes[1:]]
+            also = f" (so are {', '.join(map(repr, more[:3]))}{' and more' * (len(more) > 3)})" if more else ""
+            raise BenchError(f"method {method!r} is defined by both {first_offer} and {other}{also}: pick one schema "
+                             "with --proto FILE, or the message with --proto-map FILE (docs/protobuf.md)")
         return {method: desc for method, (desc, _) in chosen.items()}
 
     def _find_message(self, method: str, name: str) -> Descriptor:
@@ -191,8 +197,9 @@ class Schema:
         return matches[0]
 
     def encode(self, method: str, args: Any) -> bytes:
-        """The envelope bytes of one call; a fidelity.Limit (``METHOD``) for a method without a message, a
-        fidelity.Limit when a value is beyond what the field can hold (see :func:`find_limit`)."""
+        """The envelope bytes of one call. A failure is always a fidelity.Limit: ``METHOD`` for a method without a
+        message, the limit a value ran into (see :func:`find_limit`), else ``INFERRED`` for an inferred schema
+        (one of its guesses) or ``OTHER`` (a key the schema lacks: the schema and the trace disagree)."""
         entry = self._entry(method)
         try:  # message_of then serialize, inlined: two calls fewer on the timed path
             payload = entry.converter.to_message(args).SerializeToString(deterministic=True)
@@ -200,9 +207,7 @@ class Schema:
             limit = self._limit(method, args)
             if limit:
                 raise limit from e
-            if self.inferred:
-                raise Limit(INFERRED, "args", f"{type(e).__name__}: {e}") from e
-            raise
+            raise Limit(INFERRED if self.inferred else OTHER, "args", f"{type(e).__name__}: {e}") from e
         return entry.tag + varint(len(payload)) + payload
 
     def _entry(self, method: str) -> Method:
