@@ -21,9 +21,6 @@ from .formatting import fmt_ratio, fmt_us, latency_us
 #: runs next to two busy loops go to 10-36 %; the standard deviation (pyperf's rule, over 10 % of the mean)
 #: flagged 37-40 of 42 timings of a quiet run, since a few slow rounds inflate it without moving the median.
 UNSTABLE_CI_PCT = 5.0
-#: a timing of which fewer rounds than this share ran near its fastest (under ``SLOW_STATE_FACTOR`` x) was crowded
-#: out by other work so much that even its fastest round is suspect: ``compare`` does not judge it (docs/compare.md)
-MIN_KEPT_SHARE = 0.2
 STATE_GAP = 1.05  #: ratios to the reference this far apart between the machine's two speed states are worth a warning
 OPS = ("encode", "decode")
 PROJECTED_CONNECTIONS = 10_000  #: the server size state memory is projected to
@@ -78,22 +75,14 @@ class Stability:
     ci_half_pct: float  #: half the median's confidence interval, % of the median
     low_confidence: bool  #: too few rounds for a 95 % interval: the min-max range, with the coverage it has
     unstable: bool  #: the interval is wider than ``UNSTABLE_CI_PCT``: the machine was busy or changed speed
-    kept: int  #: rounds under ``SLOW_STATE_FACTOR`` x the fastest (the others were crowded out)
     rounds: int
-
-    @property
-    def judged(self) -> bool:
-        """At least ``MIN_KEPT_SHARE`` of the rounds kept: enough ran uncrowded for its fast end to be trusted."""
-        return self.kept >= MIN_KEPT_SHARE * self.rounds
 
 
 def stability(t: Timing) -> Stability:
     """The stability rule, the only one: a timing is unstable when its median's confidence interval half-width
-    exceeds ``UNSTABLE_CI_PCT`` of the median; its interval is low-confidence under ``CONFIDENCE`` coverage; and
-    rounds over ``SLOW_STATE_FACTOR`` x its fastest were crowded out (``compare`` sets them aside)."""
+    exceeds ``UNSTABLE_CI_PCT`` of the median; its interval is low-confidence under ``CONFIDENCE`` coverage."""
     half = ci_half_pct(t)
-    kept = sum(1 for slow in t.slow_rounds if not slow)
-    return Stability(half, t.ci_us[2] < CONFIDENCE, half > UNSTABLE_CI_PCT, kept, len(t.rounds_ns))
+    return Stability(half, t.ci_us[2] < CONFIDENCE, half > UNSTABLE_CI_PCT, len(t.rounds_ns))
 
 
 def unstable(r: CodecResult) -> List[str]:

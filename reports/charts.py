@@ -14,43 +14,33 @@ import math
 import os
 import re
 from collections import defaultdict
-from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple
 
-import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")  # no display: must come before pyplot is imported
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.text import Annotation  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
-from matplotlib.transforms import Bbox  # noqa: E402
+from rpcbench.results import CodecResult, Sizes, Suite, Timing
 
-from rpcbench.results import CodecResult, Sizes, Suite, Timing  # noqa: E402
-
-from .decision import Decision  # noqa: E402
-from .formatting import fmt_ratio, fmt_us, latency_us  # noqa: E402
-from .wire import tick_series  # noqa: E402
+from .chart_kit import (COLORS, DOMINATED, FAILING, FAILING_MARK, note_right, place_labels, plain_log, plt,
+                        value_axis)
+from .decision import Decision
+from .formatting import fmt_ratio, fmt_us, latency_us
+from .wire import tick_series
 
 WIDTH_IN = 10.5
+DECISION_WIDTH_IN = 6.6  #: the first screen's chart, beside the verdict: about 630 px wide on the page
+FRONT_IN = 3.1  #: height of its front panel, inches
+PICK = "#2e7d32"  #: the verdict's pick: the capacity table's green
+UP_COLOR = "#a8bfe0"  #: client-to-server kbit/s, stacked after the downstream
 WIRE_CODECS = 5  #: codecs on the kbit/s-against-tick chart: the fewest wire bytes under the chosen policy
-LOG_RANGE = 10  #: an axis whose largest value is this many times its smallest is drawn on a log scale
 PNG_DPI = 150  #: --charts PNGs: sharp on a slide
 STAGE_ROOM = 1.45  #: the stages chart's axis reaches this many times its longest bar (room for the note right of it)
 LABEL_CHAR_SHARE = 0.0085  #: share of a bar chart's axis one character of an 8 pt label takes at the page's width
-FAILING = "#c44e52"  #: colour of a codec with undeclared failures, on every chart
-FAILING_MARK = " ⚠"  #: after such a codec's name
-DOMINATED = "#b0b0b0"  #: codecs off the Pareto front
-COLORS = {"bytes": "#4c72b0", "encode": "#dd8452", "decode": "#55a868"}
 STAGE_COLORS = ("#4c72b0", "#dd8452", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd")
 #: per-call percentile -> (marker, size, colour) in the tails chart
 TAIL_MARKS = {"p90": ("|", 140, "black"), "p99": ("D", 30, "#c44e52"), "max": ("x", 30, "#555555")}
 _LEVEL_ID = re.compile(r"^(?P<series>.+\+[a-z0-9_]+)-(?P<level>-?\d+)$")
-
-plt.rcParams.update({"font.size": 10, "axes.titlesize": 12, "axes.titleweight": "bold",
-                     "axes.spines.top": False, "axes.spines.right": False})
 
 
 def sizes(r: CodecResult) -> Sizes:
@@ -115,8 +105,8 @@ def bytes_chart(d: Decision) -> Optional[Figure]:
     for i, r in enumerate(rows):
         ratio = d.figures[r.codec].bytes_ratio
         text = f"mean {sizes(r).mean:.0f} B" + (f" = {fmt_ratio(ratio)} {d.reference}" if ratio is not None else "")
-        _note_right(ax, (max(sizes(r).mean, sizes(r).p99), i), text, fontsize=9)
-    scale = _value_axis(ax, [sizes(r).mean for r in rows], room=1.3, reach=[sizes(r).p99 for r in rows])
+        note_right(ax, (max(sizes(r).mean, sizes(r).p99), i), text, fontsize=9)
+    scale = value_axis(ax, [sizes(r).mean for r in rows], room=1.3, reach=[sizes(r).p99 for r in rows])
     _frame(ax, f"bytes per call{scale} (bar = mean; line from p50 to p99)", "Bytes on the wire per RPC call")
     _legend_below(fig)
     return fig
@@ -136,9 +126,9 @@ def timing_chart(d: Decision) -> Optional[Figure]:
         ax.barh(ys, [t.median_us if t else float("nan") for t in timings], height=0.38, color=COLORS[kind],
                 xerr=errors, error_kw={"elinewidth": 1, "capsize": 2}, label=kind)
         for y, t in zip(ys, timings):
-            _note_right(ax, (t.ci_us[1] if t else 0, y), fmt_us(t.median_us) if t else f"{kind}: n/a")
+            note_right(ax, (t.ci_us[1] if t else 0, y), fmt_us(t.median_us) if t else f"{kind}: n/a")
     # linear even when the values span 10x: on a log axis a bar's length says nothing; each bar is labelled
-    scale = _value_axis(ax, [v for r in rows for t in (r.encode, r.decode) if t for v in t.ci_us[:2]], room=1.15,
+    scale = value_axis(ax, [v for r in rows for t in (r.encode, r.decode) if t for v in t.ci_us[:2]], room=1.15,
                         log=False)
     _frame(ax, f"µs per call{scale} (bar = median round; whiskers = its 95% confidence interval)",
            "Encode and decode CPU time per RPC call")
@@ -153,47 +143,121 @@ def _legend_below(fig: Figure) -> None:
 
 def pareto_chart(d: Decision) -> Optional[Figure]:
     """Each codec a point on the front's axes (encode + decode µs, bytes per call: as sent under the decided --wire
-    policy, else per message); the Pareto front joined by its line and named, dominated codecs grey, codecs with
-    undeclared failures red (they cannot be on the front)."""
-    suite, axes = d.suite, d.front_axes
-    rows = [r for r in suite.results if r.codec in axes.bytes and r.codec in axes.cpu]
-    if not rows:
+    policy, else per message); the Pareto front joined by its line and named, the verdict's pick ringed, dominated
+    codecs grey, codecs with undeclared failures red (they cannot be on the front)."""
+    if not _front_rows(d):
         return None
-    front = [suite.result(c) for c in d.front]
-
-    def cpu(r: CodecResult) -> float:
-        return axes.cpu[r.codec]
-
-    def size(r: CodecResult) -> float:
-        return axes.bytes[r.codec]
-
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 6.5), layout="constrained")
-    xs, ys = [cpu(r) for r in front], [size(r) for r in front]
-    ax.plot(xs, ys, "-", color=COLORS["encode"], lw=1.5, zorder=2, label="Pareto front: no codec is both smaller "
-            "and cheaper")
-    ax.scatter(xs, ys, s=45, color=COLORS["encode"], zorder=4)
+    _front_panel(fig, ax, d, every_label=True)
+    ax.set_title("Size vs CPU: the Pareto front")
+    _legend_below(fig)
+    return fig
+
+
+def decision_chart(d: Decision) -> Optional[Figure]:
+    """The decision at a glance, for the first screen beside the verdict: the Pareto front with the pick ringed
+    (above), and kbit/s per player both ways of the capacity table's leading codecs, the pick, the baseline and the
+    front, with the figures of that table (below; left out when the run has no capacity plan). Each panel is a
+    subfigure of its own, so the bars' long codec names do not narrow the front's plot."""
+    if not _front_rows(d):
+        return None
+    lead = d.capacity_rows
+    rates_in = 0.85 + 0.21 * len(lead) if lead else 0.0
+    fig = plt.figure(figsize=(DECISION_WIDTH_IN, FRONT_IN + rates_in), layout="constrained")
+    if lead:
+        grid = fig.add_gridspec(2, 1, height_ratios=(FRONT_IN, rates_in))
+        _rate_panel(fig.add_subfigure(grid[1]).subplots(), d)
+        front_ax = fig.add_subfigure(grid[0]).subplots()
+    else:
+        front_ax = fig.subplots()
+    _front_panel(fig, front_ax, d, every_label=False)
+    front_ax.set_title("The Pareto front and the pick", fontsize=11)
+    return fig
+
+
+def _front_rows(d: Decision) -> List[CodecResult]:
+    """The codecs with a point on the front's axes."""
+    axes = d.front_axes
+    return [r for r in d.suite.results if r.codec in axes.bytes and r.codec in axes.cpu]
+
+
+def _front_panel(fig: Figure, ax: Axes, d: Decision, every_label: bool) -> None:
+    """The front on ``ax``: its codecs joined and named, the pick ringed, failing codecs red and named; dominated
+    codecs grey, each named when ``every_label`` (else only the baseline among them: the first screen's chart is
+    small)."""
+    axes, rows = d.front_axes, _front_rows(d)
+    if not every_label:  # a codec not compared stands on its own calls: the verdict's notes give its figures
+        rows = [r for r in rows if r.codec not in {codec for codec, _ in d.verdict.partial}]
+    front = [d.suite.result(c) for c in d.front]
+    pick = d.verdict.pick if d.verdict.pick and d.verdict.pick in rows else None
+    baseline = d.verdict.baseline
+
+    def xy(r: CodecResult) -> Tuple[float, float]:
+        return axes.cpu[r.codec], axes.bytes[r.codec]
+
+    def cpu(codecs: List[CodecResult]) -> List[float]:
+        return [axes.cpu[r.codec] for r in codecs]
+
+    def size(codecs: List[CodecResult]) -> List[float]:
+        return [axes.bytes[r.codec] for r in codecs]
+
+    ax.plot(cpu(front), size(front), "-", color=COLORS["encode"], lw=1.5, zorder=2,
+            label="Pareto front: no codec is both smaller and cheaper")
+    ax.scatter(cpu(front), size(front), s=45, color=COLORS["encode"], zorder=4)
     others = [r for r in rows if r not in front]
     failing = [r for r in others if r.codec in d.failing]
     dominated = [r for r in others if r not in failing]
-    ax.scatter([cpu(r) for r in dominated], [size(r) for r in dominated], s=25, color=DOMINATED, zorder=3,
-               label="dominated")
+    ax.scatter(cpu(dominated), size(dominated), s=25, color=DOMINATED, zorder=3, label="dominated")
     if failing:
-        ax.scatter([cpu(r) for r in failing], [size(r) for r in failing], s=45, marker="X", color=FAILING,
-                   zorder=3, label="undeclared failures (not ranked)")
-    labels = ([(r, r.codec, {"fontsize": 9, "fontweight": "bold"}) for r in front]
-              + [(r, r.codec + FAILING_MARK, {"fontsize": 8, "color": FAILING}) for r in failing]
-              + _dominated_labels(dominated))
-    x_scale = _value_axis(ax, [cpu(r) for r in rows], room=1.25, axis="x")
-    y_scale = _value_axis(ax, [size(r) for r in rows], room=1.15, axis="y")
-    _place_labels(fig, ax, [((cpu(r), size(r)), text, style) for r, text, style in labels])
+        ax.scatter(cpu(failing), size(failing), s=45, marker="X", color=FAILING, zorder=3,
+                   label="undeclared failures (not ranked)")
+    if pick:
+        ax.scatter(cpu([pick]), size([pick]), s=220, facecolors="none", edgecolors=PICK, linewidths=2.2, zorder=5,
+                   label=f"the verdict's pick ({d.options.goal})")
+    labels = [(r, r.codec, {"fontsize": 9, "fontweight": "bold", "color": PICK if r is pick else "black"})
+              for r in ([pick] if pick else []) + [r for r in front if r is not pick]]
+    labels += [(r, r.codec + FAILING_MARK, {"fontsize": 8, "color": FAILING}) for r in failing]
+    if every_label:
+        labels += _dominated_labels(dominated)
+    elif baseline in dominated:
+        labels.append((baseline, f"{baseline.codec} (baseline)", {"fontsize": 8, "color": "#555555"}))
+    x_scale = value_axis(ax, cpu(rows), room=1.25, axis="x")
+    y_scale = value_axis(ax, size(rows), room=1.15, axis="y")
+    place_labels(fig, ax, [(xy(r), text, style) for r, text, style in labels],
+                 [xy(r) for r in rows if r.codec not in {named.codec for named, _, _ in labels}])
     ax.text(0.01, 0.02, "lower left is better: fewer bytes, less CPU", transform=ax.transAxes, fontsize=9,
             color="#555555", style="italic")
-    ax.set_xlabel(f"{axes.cpu_label}{x_scale}")
-    ax.set_ylabel(f"{axes.bytes_label}{y_scale}")
-    ax.set_title("Size vs CPU: the Pareto front")
+    if every_label:
+        ax.set_xlabel(f"{axes.cpu_label}{x_scale}")
+        ax.set_ylabel(f"{axes.bytes_label}{y_scale}")
+    else:  # the sentence beside the chart names the axes in full
+        ax.set_xlabel(axes.cpu_label.split(" (")[0] + x_scale, fontsize=9)
+        ax.set_ylabel(axes.bytes_label.split(" (")[0] + y_scale, fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    _legend_below(fig)
-    return fig
+
+
+def _rate_panel(ax: Axes, d: Decision) -> None:
+    """kbit/s per player, down and up stacked, of the capacity table's leading rows, each written as the table
+    writes it; the pick's row in the pick's colour."""
+    rows = d.capacity_rows
+    down = [r.figures.down_kbps.value for r in rows]
+    up = [r.figures.up_kbps.value for r in rows]
+    y = range(len(rows))
+    ax.barh(y, down, height=0.62, color=[PICK if r.role == "recommended" else COLORS["bytes"] for r in rows],
+            label="down (server to client)")
+    ax.barh(y, up, left=down, height=0.62, color=UP_COLOR, label="up")
+    for i, (low, high) in enumerate(zip(down, up)):
+        note_right(ax, (low + high, i), f"{low:,.1f} down + {high:,.1f} up")
+    ax.set_yticks(list(y), [r.codec + (f" ({r.role})" if r.role else "") for r in rows], fontsize=9)
+    for tick, r in zip(ax.get_yticklabels(), rows):
+        tick.set_fontweight("bold" if r.role == "recommended" else "normal")
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, max(a + b for a, b in zip(down, up)) * 1.6)
+    headers = "payload only" if d.plan.transport.name == "none" else f"{d.plan.transport.name} headers included"
+    ax.set_xlabel(f"kbit/s per player, both ways ({headers})", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.set_title("kbit/s per player, as in Capacity and cost", fontsize=11)
 
 
 def _dominated_labels(dominated: List[CodecResult]) -> List[Tuple[CodecResult, str, Dict[str, Any]]]:
@@ -254,9 +318,9 @@ def tails_chart(d: Decision) -> Optional[Figure]:
                        label=pct if op == "encode" else None)
         for y, p50, p99, high in zip(ys, pcts["p50"], pcts["p99"], pcts["max"]):
             text = f"{op}: n/a" if math.isnan(p50) else f"p50 {fmt_us(p50)} · p99 {fmt_us(p99)} µs"
-            _note_right(ax, (floor if math.isnan(high) else high, y), text)
+            note_right(ax, (floor if math.isnan(high) else high, y), text)
     ax.set_xscale("log")
-    _plain_log(ax.xaxis)
+    plain_log(ax.xaxis)
     ax.set_xlim(floor, top * 8)
     _frame(ax, "µs per call, log scale (bar = median call; marks at p90, p99 and the slowest call)",
            "Per-call latency tails: encode and decode, all calls")
@@ -284,7 +348,7 @@ def stages_chart(d: Decision) -> Optional[Figure]:
                         fontsize=8, color="white", fontweight="bold")
             left += t.median_us
         whole = getattr(r, op)
-        _note_right(ax, (max(left, whole.median_us if whole else 0), y),
+        note_right(ax, (max(left, whole.median_us if whole else 0), y),
                     f"{fmt_us(left)} µs" + (f" (whole {fmt_us(whole.median_us)})" if whole else ""))
         if whole:
             ax.scatter([whole.median_us], [y], marker="|", s=400, linewidths=2, color="black", zorder=3)
@@ -330,43 +394,6 @@ def _level_panel(ax: Axes, points: List[Tuple[int, CodecResult]], failing: Abstr
     ax.grid(alpha=0.3)
 
 
-#: where a point's label may go, tried in order: (dx, dy) in points, horizontal and vertical alignment
-_LABEL_SPOTS = ((6, 3, "left", "bottom"), (6, -3, "left", "top"), (-6, 3, "right", "bottom"),
-                (-6, -3, "right", "top"), (0, 7, "center", "bottom"), (0, -7, "center", "top"),
-                (6, 12, "left", "bottom"), (6, -12, "left", "top"), (-6, 12, "right", "bottom"),
-                (-6, -12, "right", "top"))
-
-
-def _place_labels(fig: Figure, ax: Axes, labels: List[Tuple[Tuple[float, float], str, Dict[str, Any]]]) -> None:
-    """Label each (x, y) point at the first spot that overlaps no point and no earlier label."""
-    fig.draw_without_rendering()  # settle the layout so display coordinates are final
-    canvas = fig.canvas
-    assert isinstance(canvas, FigureCanvasAgg), "charts are drawn with the Agg backend"
-    renderer = canvas.get_renderer()
-    xy = [point for point, _, _ in labels]
-    taken = [Bbox.from_bounds(px - 4, py - 4, 8, 8) for px, py in ax.transData.transform(xy)]
-    for point, (_, text, style) in zip(xy, labels):
-        for spot in _LABEL_SPOTS:
-            note = _annotate(ax, point, text, spot, style)
-            if not any(note.get_window_extent(renderer).overlaps(box) for box in taken):
-                break
-            note.remove()
-        else:  # crowded everywhere: the first spot it is
-            note = _annotate(ax, point, text, _LABEL_SPOTS[0], style)
-        taken.append(note.get_window_extent(renderer))
-
-
-def _annotate(ax: Axes, point: Tuple[float, float], text: str, spot: Tuple[float, float, str, str],
-              style: Dict[str, Any]) -> Annotation:
-    dx, dy, ha, va = spot
-    return ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, **style)
-
-
-def _note_right(ax: Axes, point: Tuple[float, float], text: str, fontsize: float = 8) -> None:
-    """A label just right of a bar's end or mark, vertically centred on it."""
-    _annotate(ax, point, text, (6, 0, "left", "center"), {"fontsize": fontsize})
-
-
 def _bar_figure(rows: List[Tuple[str, CodecResult]], failing_codecs: AbstractSet[str],
                 per_row: float = 0.34) -> Tuple[Figure, Axes]:
     """A horizontal-bar figure tall enough for one readable row per (label, codec), first on top;
@@ -383,25 +410,6 @@ def _bar_figure(rows: List[Tuple[str, CodecResult]], failing_codecs: AbstractSet
     return fig, ax
 
 
-def _value_axis(ax: Axes, values: List[float], room: float, axis: str = "x", reach: Sequence[float] = (),
-                log: bool = True) -> str:
-    """Fit the value axis to ``values`` (and the marks in ``reach``) with ``room`` (a factor) past the largest:
-    a log scale when ``values`` span LOG_RANGE x or more (and ``log``), else linear from 0. Returns ", log scale"
-    or "" for the axis label."""
-    known = [v for v in values if v and not math.isnan(v)]
-    if not known:
-        return ""
-    low, high = min(known), max([*known, *reach])
-    limits = getattr(ax, f"set_{axis}lim")
-    if log and max(known) / low >= LOG_RANGE:
-        getattr(ax, f"set_{axis}scale")("log")
-        _plain_log(ax.xaxis if axis == "x" else ax.yaxis)
-        limits(low / 1.5, high * room ** 3)  # labels right of the bars need more room on a log axis
-        return ", log scale"
-    limits(0, high * room)
-    return ""
-
-
 def _level_series(rows: List[CodecResult]) -> Dict[str, List[Tuple[int, CodecResult]]]:
     """``json+zlib`` -> [(level, result), ...] by level, for series run at two or more levels."""
     series: Dict[str, List[Tuple[int, CodecResult]]] = defaultdict(list)
@@ -410,13 +418,6 @@ def _level_series(rows: List[CodecResult]) -> Dict[str, List[Tuple[int, CodecRes
         if m:
             series[m["series"]].append((int(m["level"]), r))
     return {name: sorted(points, key=lambda p: p[0]) for name, points in series.items() if len(points) >= 2}
-
-
-def _plain_log(axis: Any) -> None:
-    """Ticks of a log axis at 1, 2, 5 x 10^n, written as plain numbers (0.5, 1, 2, 5, 10), not powers of ten."""
-    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_formatter(NullFormatter())
 
 
 def _ci_range(t: Timing) -> Tuple[float, float]:
@@ -450,6 +451,7 @@ def wire_chart(d: Decision) -> Optional[Figure]:
 
 
 CHARTS: Dict[str, Callable[[Decision], Optional[Figure]]] = {
+    "decision": decision_chart,
     "pareto": pareto_chart,
     "bytes": bytes_chart,
     "timing": timing_chart,

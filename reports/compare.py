@@ -7,12 +7,12 @@ says so and claims no exact byte change. CPU times
 are not: on a shared host the machine's speed drifts between runs, so each codec's time is
 judged as its ratio to a reference codec measured in the same run (the drift cancels in the
 ratio). Rounds share their process's speed state, so the unit of the test is the *process set*,
-not the round: each process set gives one ratio (:func:`set_ratios`), and the two runs' sets are
-compared with a pooled two-sample t-test on their logarithms, whose variance is the between-process
-noise the runs themselves show (:func:`_shift`). Rounds crowded out by other work are set aside
-first (:func:`kept_rounds`). A change is called only when the test shows it exceeds ``min_effect``
-percent. The absolute times get the same treatment, for information: they move
-with the machine.
+not the round: each process set gives one ratio, the median of its turns' ratios to the reference
+(:func:`set_ratios`; no round is set aside), and the two runs' sets are compared with a pooled two-sample
+t-test on their logarithms, whose variance is the between-process noise the runs themselves show
+(:func:`_shift`). A change is called only when the test shows it exceeds ``min_effect`` percent. The absolute
+times get the same treatment, for information: they move with the machine. A gate fails closed: a timing it
+guards that the runs could not test makes it *inconclusive* (:attr:`Comparison.untested`), not passed.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from scipy.stats import t as student_t
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
 from . import wire
-from .analysis import MIN_KEPT_SHARE, OPS, Stability, stability, timed_both
+from .analysis import OPS, timed_both
 from .reference import DEFAULT_REFERENCE, choose_reference
 
 #: the significance test, as it is named in the output
@@ -37,10 +37,12 @@ MIN_EFFECT_PCT = 1.0  #: default ``--min-effect``: a change is called when the t
 #: process sets a run needs before per-process speed modes stop deciding a comparison (docs/compare.md)
 MIN_PROCESSES = 3
 MIN_SETS = 2  #: process sets each run needs for the test: the between-process noise is measured from them
-MIN_SET_ROUNDS = 3  #: kept rounds (or round pairs) a process set needs to give a figure
-__all__ = ["ALPHA", "DEFAULT_REFERENCE", "MIN_EFFECT_PCT", "MIN_KEPT_SHARE", "TEST", "Comparison", "CpuChange",
+MIN_SET_ROUNDS = 3  #: rounds a process set needs to give a figure
+#: the run settings docs/compare.md recommends for runs a gate compares (measured by bench/compare_gate.py)
+GATE_RUN_SETTINGS = "--processes 6 --repeat 8 --warmup 3 --min-time 0.05"
+__all__ = ["ALPHA", "DEFAULT_REFERENCE", "GATE_RUN_SETTINGS", "MIN_EFFECT_PCT", "TEST", "Comparison", "CpuChange",
            "Shift", "Violation", "compare", "gate", "unseen"]
-#: the percentile of a process set's kept rounds taken as its absolute time (its fast end)
+#: the percentile of a process set's rounds taken as its absolute time (its fast end: the codec when least crowded)
 FAST_END_PERCENTILE = 10
 
 
@@ -64,29 +66,16 @@ class Shift:
 
 @dataclass(frozen=True)
 class CpuChange:
-    """One codec's encode or decode time in both runs, over the kept rounds: absolute (µs per call, 10th
-    percentile) and as its ratio to the reference codec (10th percentile of the per-round ratios);
-    ``ratio`` is None for the reference itself and when there is no reference."""
+    """One codec's encode or decode time in both runs: absolute (µs per call, the fast end of each process set)
+    and as its ratio to the reference codec (per set, the codec's fast end over the reference's); ``ratio`` is
+    None for the reference itself and when there is no reference."""
 
     op: str
     absolute: Shift
     ratio: Optional[Shift]
-    stability: Tuple[Stability, Stability]  #: of the timing in OLD, NEW
     alpha: float
     reference: bool = False  #: this is the reference codec's own timing (its ratio is 1 by construction)
     min_effect: float = MIN_EFFECT_PCT  #: percent; the change the test must show to be exceeded
-
-    @property
-    def rounds(self) -> Tuple[Tuple[int, int], ...]:
-        """(kept, all) rounds in OLD, NEW."""
-        return tuple((s.kept, s.rounds) for s in self.stability)
-
-    @property
-    def judged(self) -> bool:
-        """Both runs' timings are judged by the stability rule (:func:`reports.analysis.stability`: at least
-        MIN_KEPT_SHARE of their rounds kept): when fewer ran near the fastest, the machine was so busy that the
-        fastest round itself was likely crowded out, and its figure with it."""
-        return all(s.judged for s in self.stability)
 
     @property
     def tested(self) -> bool:
@@ -96,18 +85,16 @@ class CpuChange:
     @property
     def significant(self) -> bool:
         """The ratio to the reference changed by more than ``min_effect`` percent, by the test on the process
-        sets at ``alpha`` (:func:`_shift`), in a judged timing."""
+        sets at ``alpha`` (:func:`_shift`)."""
         r = self.ratio
-        return self.judged and r is not None and r.p is not None and r.p < self.alpha
+        return r is not None and r.p is not None and r.p < self.alpha
 
     @property
     def verdict(self) -> str:
-        """``slower``, ``faster``, ``n.s.`` (not shown to exceed ``min_effect``), ``noisy`` (not judged),
-        ``few sets`` (too few process sets to test), ``reference`` or ``-`` (no reference)."""
+        """``slower``, ``faster``, ``n.s.`` (not shown to exceed ``min_effect``), ``few sets`` (too few process
+        sets to test), ``reference`` or ``-`` (no reference)."""
         if self.ratio is None:
             return "reference" if self.reference else "-"
-        if not self.judged:
-            return "noisy"
         if not self.tested:
             return "few sets"
         if not self.significant:
@@ -148,15 +135,34 @@ class Comparison:
     warnings: Tuple[str, ...]
     alpha: float = ALPHA
     min_effect: float = MIN_EFFECT_PCT  #: percent: the smallest change called slower or faster
-    kept: Tuple[Tuple[int, int], ...] = ((0, 0), (0, 0))  #: (kept, all) rounds over every CPU change, in OLD, NEW
     fail_above: Optional[float] = None  #: the ``--fail-above`` gate, percent (None: no gate)
     violations: Tuple["Violation", ...] = ()  #: the changes that fail it
     calls_differ: Tuple[str, ...] = ()  #: how the runs' measured calls differ (:func:`calls_differ`); () = the same
+    allow_untested: bool = False  #: ``--allow-untested``: a gate passes despite timings it could not test
 
     @property
     def same_calls(self) -> bool:
         """Both runs measured the same calls: byte changes are exact."""
         return not self.calls_differ
+
+    @property
+    def untested(self) -> Tuple[str, ...]:
+        """The CPU timings (``codec op``) a gate guards but these runs could not test, so a pass could not vouch
+        for them: a ratio with too few process sets, a codec's timing without a reference, a timing one run
+        lacks."""
+        out = [f"{c.codec} {t.op}" for c in self.codecs for t in c.cpu if not t.reference and not t.tested]
+        return tuple(out + [f"{c.codec} {m.split(' ', 1)[0]}" for c in self.codecs for m in c.missing
+                            if m.split(" ", 1)[0] in OPS])
+
+    @property
+    def outcome(self) -> str:
+        """The gate's outcome: ``failed`` (a change over ``fail_above``), ``inconclusive`` (none, but a timing it
+        guards was not tested, and ``allow_untested`` is off), ``passed``, or ``""`` without a gate."""
+        if self.fail_above is None:
+            return ""
+        if self.violations:
+            return "failed"
+        return "inconclusive" if self.untested and not self.allow_untested else "passed"
 
 
 @dataclass(frozen=True)
@@ -170,11 +176,13 @@ class Violation:
 
 
 def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: float = ALPHA,
-            fail_above: Optional[float] = None, min_effect: float = MIN_EFFECT_PCT) -> Comparison:
+            fail_above: Optional[float] = None, min_effect: float = MIN_EFFECT_PCT,
+            allow_untested: bool = False) -> Comparison:
     """What changed from ``old`` to ``new``; CPU judged by each codec's ratio to ``reference``
     (or, when it is not timed in both runs, to the first codec of NEW that is, said in ``reference_note``);
     a change is called when the test on the process sets shows, at ``alpha``, that it exceeds ``min_effect``
-    percent; with ``fail_above``, the changes that fail that gate (:func:`gate`)."""
+    percent; with ``fail_above``, the changes that fail that gate (:func:`gate`) and its outcome
+    (:attr:`Comparison.outcome`; ``allow_untested``: untested timings do not make it inconclusive)."""
     ref, note = _reference(old, new, reference)
     old_ref, new_ref = (old.find(ref), new.find(ref)) if ref else (None, None)
     test = _Test(_repeat(old), _repeat(new), alpha, min_effect)
@@ -190,8 +198,8 @@ def compare(old: Suite, new: Suite, reference: str = DEFAULT_REFERENCE, alpha: f
         reference=ref, reference_note=note, codecs=tuple(changes),
         added=tuple(r.codec for r in new.results if r.codec not in old_ids),
         removed=tuple(r.codec for r in old.results if r.codec not in new_ids),
-        warnings=tuple(comparison_warnings(old, new, ref, changes, alpha)), alpha=alpha, min_effect=min_effect,
-        kept=_kept(changes), calls_differ=differ)
+        warnings=tuple(comparison_warnings(old, new, ref, changes)), alpha=alpha, min_effect=min_effect,
+        calls_differ=differ, allow_untested=allow_untested)
     if fail_above is None:
         return found
     return replace(found, fail_above=fail_above, violations=tuple(gate(found, fail_above)))
@@ -211,12 +219,6 @@ def _repeat(run: Suite) -> int:
     """Rounds per process set in ``run`` (its ``--repeat``); 0 when the run does not say (one set then)."""
     repeat = run.settings.get("repeat")
     return repeat if isinstance(repeat, int) and repeat > 0 else 0
-
-
-def _kept(changes: Sequence[CodecChange]) -> Tuple[Tuple[int, int], ...]:
-    """(kept, all) rounds over every CPU change, in OLD and in NEW."""
-    counts = [t.rounds for c in changes for t in c.cpu]
-    return tuple((sum(r[i][0] for r in counts), sum(r[i][1] for r in counts)) for i in (0, 1))
 
 
 def _reference(old: Suite, new: Suite, wanted: str) -> Tuple[Optional[str], str]:
@@ -261,20 +263,8 @@ def _codec_change(old: CodecResult, new: CodecResult, old_ref: Optional[CodecRes
                            set_ratios(t_new, getattr(new_ref, op), test.new_repeat), test.alpha, test.min_effect)
         absolute = _shift(set_times(t_old, test.old_repeat), set_times(t_new, test.new_repeat), test.alpha,
                           test.min_effect, 1e-3)
-        cpu.append(CpuChange(op, absolute, ratio, (stability(t_old), stability(t_new)), test.alpha, is_reference,
-                             test.min_effect))
+        cpu.append(CpuChange(op, absolute, ratio, test.alpha, is_reference, test.min_effect))
     return CodecChange(new.codec, sizes, tuple(cpu), tuple(missing))
-
-
-def kept_rounds(timing: Timing) -> List[float]:
-    """The rounds of ``timing`` within SLOW_STATE_FACTOR x its fastest round.
-
-    Other work on a shared machine only ever adds time, in bursts and by process: with more
-    processes than cores, a round is crowded out for whole scheduler slices while the next codec's
-    round runs free, so pairing rounds of the same turn does not cancel it. Such rounds sit well
-    above the fastest (the same rule as the run's speed-state notes) and are set aside. A real
-    change of the codec moves its fastest round too, so it stays in view."""
-    return [x for x, slow in zip(timing.rounds_ns, timing.slow_rounds) if not slow]
 
 
 def fast_end(values: Sequence[float]) -> float:
@@ -293,31 +283,29 @@ def process_sets(timing: Timing, repeat: int) -> List[range]:
 
 
 def set_times(timing: Timing, repeat: int) -> List[float]:
-    """Each process set's absolute figure: the fast end (:func:`fast_end`) of its kept rounds, ns per call."""
-    slow = timing.slow_rounds
-    out = []
-    for rounds in process_sets(timing, repeat):
-        kept = [timing.rounds_ns[i] for i in rounds if not slow[i]]
-        if len(kept) >= MIN_SET_ROUNDS:
-            out.append(fast_end(kept))
-    return out or [fast_end(kept_rounds(timing))]  # no set with enough kept rounds: one figure, untested
+    """Each process set's absolute figure, ns per call: the fast end (:func:`fast_end`) of its rounds.
+
+    No round is set aside: other work on a shared machine only ever adds time (whole scheduler slices lost, a
+    slow state of the host lasting seconds), so a set's fast end is the codec's time when it was least crowded,
+    and a set spent wholly in a slow state still gives its figure (setting such rounds aside emptied whole
+    sets on a busy machine, and the test with them). Sets cut short under MIN_SET_ROUNDS rounds give none."""
+    out = [fast_end([timing.rounds_ns[i] for i in rounds]) for rounds in process_sets(timing, repeat)
+           if len(rounds) >= MIN_SET_ROUNDS]
+    return out or [fast_end(timing.rounds_ns)]  # no set with enough rounds: one figure, untested
 
 
 def set_ratios(timing: Timing, reference: Timing, repeat: int) -> List[float]:
-    """Each process set's ratio to the reference timed in the same run: the median of the per-round ratios of
-    the set's turns where both rounds were kept (codecs take turns round by round, so a turn's two rounds ran
-    moments apart and the machine's drift cancels). Runs whose codecs have different round counts (an
-    interrupted timing) fall back to the ratio of the sets' fast ends."""
+    """Each process set's ratio to the reference timed in the same process set: the median, over the set's
+    turns, of the codec's round over the reference's round of the same turn (codecs take turns round by round,
+    so a turn's two rounds ran moments apart and the machine's speed cancels; the median passes over the turns
+    in which other work crowded out one of the two). No turn is set aside, for the reason :func:`set_times`
+    gives. Runs whose codecs have different round counts (an interrupted timing) fall back to the ratio of the
+    sets' fast ends."""
     if len(timing.rounds_ns) != len(reference.rounds_ns):
-        mine, theirs = set_times(timing, repeat), set_times(reference, repeat)
-        return [a / b for a, b in zip(mine, theirs)]
-    slow, ref_slow = timing.slow_rounds, reference.slow_rounds
-    out = []
-    for rounds in process_sets(timing, repeat):
-        pairs = [timing.rounds_ns[i] / reference.rounds_ns[i] for i in rounds if not slow[i] and not ref_slow[i]]
-        if len(pairs) >= MIN_SET_ROUNDS:
-            out.append(statistics.median(pairs))
-    return out or [fast_end(kept_rounds(timing)) / fast_end(kept_rounds(reference))]  # one figure, untested
+        return [a / b for a, b in zip(set_times(timing, repeat), set_times(reference, repeat))]
+    out = [statistics.median(timing.rounds_ns[i] / reference.rounds_ns[i] for i in rounds)
+           for rounds in process_sets(timing, repeat) if len(rounds) >= MIN_SET_ROUNDS]
+    return out or [timing.ratio_to(reference)]  # no set with enough rounds: one figure, untested
 
 
 def _shift(old: Sequence[float], new: Sequence[float], alpha: float, min_effect: float,
@@ -348,8 +336,8 @@ def _shift(old: Sequence[float], new: Sequence[float], alpha: float, min_effect:
     return Shift(*figures, p, (len(old), len(new)), detectable)
 
 
-def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], changes: Sequence[CodecChange],
-                        alpha: float) -> List[str]:
+def comparison_warnings(old: Suite, new: Suite, reference: Optional[str],
+                        changes: Sequence[CodecChange]) -> List[str]:
     """Reasons to read the comparison with care: different traces or timing samples, partial runs,
     too few rounds for the test, a different machine speed between the runs."""
     notes = []
@@ -369,21 +357,16 @@ def comparison_warnings(old: Suite, new: Suite, reference: Optional[str], change
         notes.append(f"{' and '.join(single)} timed each codec in fewer than {MIN_PROCESSES} process sets: on a "
                      "shared host a codec can run up to 1.3x slower in one process than in the next for the "
                      "process's whole life, which no test on one process's rounds can see; runs meant for a "
-                     f"gate want --processes {MIN_PROCESSES} or more")
-    untested = [f"{c.codec} {t.op}" for c in changes for t in c.cpu if t.ratio and t.judged and not t.tested]
+                     f"gate want {GATE_RUN_SETTINGS} (docs/compare.md)")
+    untested = [f"{c.codec} {t.op}" for c in changes for t in c.cpu if t.ratio and not t.tested]
     if untested:
         notes.append(f"not tested (few sets): {len(untested)} timing(s) ({', '.join(untested[:4])}"
-                     f"{', ...' if len(untested) > 4 else ''}): a run gave fewer than {MIN_SETS} process sets with "
-                     f"{MIN_SET_ROUNDS} kept rounds, so the noise between processes, the test's yardstick, is "
-                     f"unknown; run with --processes {MIN_PROCESSES} or more")
+                     f"{', ...' if len(untested) > 4 else ''}): a run gave fewer than {MIN_SETS} process sets of "
+                     f"{MIN_SET_ROUNDS} rounds or more, so the noise between processes, the test's yardstick, is "
+                     f"unknown; make both runs with {GATE_RUN_SETTINGS}")
     sight = _sight(changes)
     if sight:
         notes.append(sight)
-    noisy = [f"{c.codec} {t.op}" for c in changes for t in c.cpu if t.ratio and not t.judged]
-    if noisy:
-        notes.append(f"not judged (noisy): {', '.join(noisy)}: a run kept under {MIN_KEPT_SHARE:.0%} of the "
-                     "rounds (the machine was too busy for even the fastest round to be trusted); no verdict "
-                     "and no gate for them: rerun on a quieter machine")
     speed = machine_speed(old, new, reference)
     return notes + ([speed] if speed else [])
 
@@ -402,10 +385,11 @@ def _sight(changes: Sequence[CodecChange]) -> Optional[str]:
 
 
 def unseen(comparison: Comparison, pct: float) -> List[Tuple[str, float]]:
-    """The timings (``codec op``, smallest significant change %) for which a change of ``pct`` percent could not
-    be called significant with these runs' noise and process sets, untested ones included (inf)."""
-    return [(f"{c.codec} {t.op}", d) for c in comparison.codecs for t in c.cpu if t.ratio and t.judged
-            and (d := t.ratio.detectable_pct if t.ratio.detectable_pct is not None else math.inf) > pct]
+    """The tested timings (``codec op``, smallest significant change %) for which a change of ``pct`` percent
+    could not be called significant with these runs' noise and process sets (untested ones:
+    :attr:`Comparison.untested`)."""
+    return [(f"{c.codec} {t.op}", t.ratio.detectable_pct) for c in comparison.codecs for t in c.cpu
+            if t.ratio and t.ratio.detectable_pct is not None and t.ratio.detectable_pct > pct]
 
 
 def calls_differ(old: Suite, new: Suite) -> List[str]:
@@ -436,7 +420,7 @@ def machine_speed(old: Suite, new: Suite, reference: Optional[str]) -> Optional[
         return None
     r_old, r_new = old.result(reference), new.result(reference)
     assert r_old.encode and r_new.encode
-    factor = fast_end(kept_rounds(r_new.encode)) / fast_end(kept_rounds(r_old.encode))
+    factor = fast_end(r_new.encode.rounds_ns) / fast_end(r_old.encode.rounds_ns)
     if 1 / SLOW_STATE_FACTOR < factor < SLOW_STATE_FACTOR:
         return None
     return (f"the machine ran at another speed: {reference} encode took {factor:.2f}x its OLD time in NEW. "

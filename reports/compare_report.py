@@ -16,9 +16,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import jinja2
 
 from rpcbench.errors import BenchError
-from rpcbench.results import SLOW_STATE_FACTOR, Suite
+from rpcbench.results import Suite
 
-from .compare import FAST_END_PERCENTILE, MIN_KEPT_SHARE, MIN_SETS, TEST, Comparison, CpuChange, Shift, unseen
+from .compare import FAST_END_PERCENTILE, GATE_RUN_SETTINGS, MIN_SETS, TEST, Comparison, CpuChange, Shift, unseen
 from .formatting import MISSING, fmt_us
 from .html import TEMPLATES, Table, plain_table
 from .markdown import md_escape
@@ -73,24 +73,16 @@ def explanation(comparison: Comparison) -> List[str]:
         comparison.same_calls else "Bytes: mean bytes per call, but over different calls in the two runs ("
         f"{'; '.join(comparison.calls_differ)}): a change may come from the calls, not the codec, so none is "
         "exact (verdict: other calls) and the gate leaves bytes out; rerun both on the same trace and settings.",
-        f"CPU: rounds over {SLOW_STATE_FACTOR:g}x their timing's fastest were crowded out by other work and are "
-        f"set aside ({kept_text(comparison)}). Each process set of a run gives one figure: its ratio = the median "
-        f"of its kept rounds over the reference's round of the same turn (the machine's speed cancels); its µs "
-        f"= the {FAST_END_PERCENTILE}th percentile of its kept rounds. A run's figure is the geometric mean of its "
-        "sets.",
+        "CPU: each process set of a run gives one figure, no round set aside: its ratio = the median over its "
+        "turns of the codec's round over the reference's round of the same turn (same process, moments apart: "
+        f"the machine's speed cancels); its µs = the {FAST_END_PERCENTILE}th percentile of its rounds (other work "
+        "only adds time: the codec when least crowded). A run's figure is the geometric mean of its sets.",
         f"p: {TEST}: rounds of one process share its speed, so the process set is the unit and the noise between "
         f"sets is the yardstick (each run needs {MIN_SETS} sets or more). The null hypothesis is a ratio change "
         f"of at most {comparison.min_effect:g}% (--min-effect): a change is called (slower/faster) when p < "
-        f"{comparison.alpha:g}, i.e. it is shown to exceed that; n.s. = not called; few sets = not testable; "
-        f"noisy = under {MIN_KEPT_SHARE:.0%} of a run's rounds kept, not judged. "
+        f"{comparison.alpha:g}, i.e. it is shown to exceed that; n.s. = not called; few sets = not testable. "
         "Absolute µs are tested too, for information only.",
     ]
-
-
-def kept_text(comparison: Comparison) -> str:
-    """``kept 1,210 of 1,440 rounds in OLD, 1,302 of 1,440 in NEW``."""
-    (k_old, n_old), (k_new, n_new) = comparison.kept
-    return f"kept {k_old:,} of {n_old:,} rounds in OLD, {k_new:,} of {n_new:,} in NEW"
 
 
 def gate_lines(comparison: Comparison) -> List[str]:
@@ -100,15 +92,26 @@ def gate_lines(comparison: Comparison) -> List[str]:
         return []
     blind = unseen(comparison, fail_above)
     short = ([f"  these runs cannot see a CPU change of {fail_above:g}% in {len(blind)} timing(s) (smallest "
-              "significant change: " + ", ".join(f"{name} {'untested' if pct == float('inf') else f'{pct:.1f}%'}"
-                                                for name, pct in blind[:4]) + (", ..." if len(blind) > 4 else "")
-              + "): a pass says nothing about them; run longer (more --processes)"] if blind else [])
+              "significant change: " + ", ".join(f"{name} {pct:.1f}%" for name, pct in blind[:4])
+              + (", ..." if len(blind) > 4 else "")
+              + "): a pass says little about them; more --processes narrow it"] if blind else [])
+    if comparison.outcome == "inconclusive":
+        return [inconclusive_line(comparison), *short]
     if not violations:
         judged = "no bytes increase and no" if comparison.same_calls else "bytes not judged (other calls); no"
+        allowed = f"; --allow-untested: {len(comparison.untested)} untested" if comparison.untested else ""
         return [f"gate --fail-above {fail_above:g}: passed ({judged} significant CPU ratio "
-                f"increase over {fail_above:g}%)", *short]
+                f"increase over {fail_above:g}%{allowed})", *short]
     return [f"gate --fail-above {fail_above:g}: FAILED, {len(violations)} change(s) over {fail_above:g}%:",
             *(f"  {v.text}" for v in violations), *short]
+
+
+def inconclusive_line(comparison: Comparison) -> str:
+    """The one line of a gate that could not test every timing it guards: which, and what to rerun."""
+    names = comparison.untested
+    return (f"gate --fail-above {comparison.fail_above:g}: INCONCLUSIVE (exit 3): {len(names)} timing(s) not tested "
+            f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}); rerun both runs with {GATE_RUN_SETTINGS} "
+            "(docs/compare.md), or pass --allow-untested to gate on the rest")
 
 
 def format_comparison(runs: Runs, comparison: Comparison) -> str:
@@ -193,7 +196,8 @@ def render_compare_markdown(runs: Runs, comparison: Comparison) -> str:
         return [line(head), f"| {rule} |", *map(line, rows)]
 
     gate = gate_lines(comparison)
-    lines = [f"## rpcbench compare{': FAILED' if comparison.violations else ''}", ""]
+    outcome = {"failed": ": FAILED", "inconclusive": ": INCONCLUSIVE"}.get(comparison.outcome, "")
+    lines = [f"## rpcbench compare{outcome}", ""]
     lines += [f"- {name} {md_escape(label)}: {md_escape(run.created)}, {len(run.results)} codecs"
               for name, label, run in (("OLD", runs.old_label, runs.old), ("NEW", runs.new_label, runs.new))]
     lines += ["", *(f"**{md_escape(g.strip())}**" if i == 0 else f"- {md_escape(g.strip())}"
@@ -222,5 +226,5 @@ def render_compare_html(runs: Runs, comparison: Comparison) -> str:
     return env.get_template("compare.html").render(
         title="rpcbench: compare", runs=runs, comparison=comparison, tables=tables,
         explanation=explanation(comparison), unmatched=unmatched(comparison), gate=gate_lines(comparison),
-        failed=bool(comparison.violations), fast_end=FAST_END_PERCENTILE,
+        failed=comparison.outcome in ("failed", "inconclusive"),
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"))

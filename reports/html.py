@@ -36,6 +36,10 @@ from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 CHART_CAPTIONS = {
+    "decision": "Above: each codec at (encode + decode CPU, bytes) per call on the front's axes (the sentence beside "
+                "says which); orange line: the Pareto front, green ring: the pick, grey: dominated, red: undeclared "
+                "failures; codecs not compared are left out (under Charts, every point named). Below: kbit/s per "
+                "player, down and up, of the codecs the capacity table leads with, as that table gives them.",
     "pareto": "Each codec at (encode + decode CPU, bytes) per call, as sent under the decided --wire policy when "
               "the run priced one (wire bytes with headers, CPU on whole packets where timed; the axes say). The "
               "line joins the Pareto front: codecs no other beats on both; grey ones are dominated (another codec is "
@@ -54,8 +58,10 @@ CHART_CAPTIONS = {
               "the black tick is the whole operation's median, timed separately.",
 }
 #: charts shown inside their own sections rather than under "Charts"
-SECTION_CHARTS = ("tails", "stages", "wire")
+SECTION_CHARTS = ("decision", "tails", "stages", "wire")
 LATENCY_PCTS = ("p50", "p90", "p99", "max")
+CODEC_COLUMNS = 10  #: codec columns of one table (p99 by method, a fleet's traces): more are split into tables of
+                   #: this many, each as wide as 1280 px allows
 MEMORY_FIGURES = (("peak_bytes_mean", "peak (mean)"), ("peak_bytes_max", "peak (max)"),
                   ("kept_bytes_mean", "kept bytes"), ("kept_blocks_mean", "kept blocks"))
 
@@ -178,11 +184,11 @@ def latency_section(d: Decision) -> Section:
     cols = [Column("codec", False, lambda r: r.codec)] + [
         latency_column(op, pct, pct) for op in analysis.OPS for pct in LATENCY_PCTS]
     tables = {"all": column_table(cols, measured, groups=groups)} if measured else {}
-    hidden = {}
-    for op, tails in d.breakdown.tails.items():
-        tables[op], hidden[op] = _tails_table(tails), tails.hidden
+    by_method = {op: [_tails_table(tails, codecs) for codecs in codec_groups(tails.codecs)]
+                 for op, tails in d.breakdown.tails.items()}
     return Section(tables=tables, facts={
-        "measured": bool(measured), "hidden": hidden,
+        "measured": bool(measured), "by_method": by_method,
+        "hidden": {op: tails.hidden for op, tails in d.breakdown.tails.items()},
         "not_measured": _not_measured(suite, [r for r in suite.results if not r.latency], "tails")})
 
 
@@ -254,13 +260,13 @@ def fleet_section(d: Decision) -> Section:
     the traces that differ, and the intervals of a sampled size pass."""
     suite, f = d.suite, d.fleet
     tables: Dict[str, Table] = {}
-    if suite.traces:
-        codecs = [r.codec for r in suite.results]
-        rows = [("* (merged)", f"{f.calls:,}", *(_mean(r) for r in suite.results))]
+    by_trace: List[Table] = []
+    for codecs in codec_groups([r.codec for r in suite.results] if suite.traces else []):
+        rows = [("* (merged)", f"{f.calls:,}", *(_mean(suite.result(c)) for c in codecs))]
         for t in suite.traces:
             by_codec = {r.codec: r for r in t.results}
             rows.append((t.trace["path"], f"{t.trace.get('calls') or 0:,}", *(_mean(by_codec.get(c)) for c in codecs)))
-        tables["traces"] = plain_table(("trace", "calls", *codecs), rows, numeric=range(1, len(codecs) + 2))
+        by_trace.append(plain_table(("trace", "calls", *codecs), rows, numeric=range(1, len(codecs) + 2)))
     if f.traces:
         tables["spread"] = plain_table(
             ("codec", "fleet B/call", "lowest trace", "B/call", "highest trace", "B/call", "spread %"),
@@ -268,7 +274,12 @@ def fleet_section(d: Decision) -> Section:
               f"{s.pct:.0f}") for s in f.spreads], numeric={1, 3, 5, 6})
     if f.estimates:
         tables["estimates"] = plain_table(("codec", "bytes per call", "bytes in all", "failures"), f.estimates)
-    return Section(tables=tables, facts={"odd": list(f.odd), "traces": f.traces})
+    return Section(tables=tables, facts={"odd": list(f.odd), "traces": f.traces, "by_trace": by_trace})
+
+
+def codec_groups(codecs: Sequence[str]) -> List[Sequence[str]]:
+    """``codecs`` in groups of at most :data:`CODEC_COLUMNS`, one table each."""
+    return [codecs[i:i + CODEC_COLUMNS] for i in range(0, len(codecs), CODEC_COLUMNS)]
 
 
 def _mean(r: Optional[CodecResult]) -> str:
@@ -442,19 +453,19 @@ def _timing_detail(d: Decision) -> Optional[Table]:
                        cell_class=lambda n, i: "alarm" if i == 9 and rows[n][9] != "ok" else "")
 
 
-def _tails_table(tails: MethodTails) -> Table:
-    """Methods × codecs of per-call p99, slowest first, the tail shaded, thin samples greyed."""
+def _tails_table(tails: MethodTails, codecs: Sequence[str]) -> Table:
+    """Methods × ``codecs`` of per-call p99, slowest first, the tail shaded, thin samples greyed."""
     rows = [[m, shown(tails.call_share[m], fmt_share), fmt_count(tails.timed[m])]
-            + [shown(tails.p99[m, codec], fmt_us) for codec in tails.codecs] for m in tails.methods]
+            + [shown(tails.p99[m, codec], fmt_us) for codec in codecs] for m in tails.methods]
 
     def shade(n: int, i: int) -> str:
         if i < 3:
             return ""
         method = tails.methods[n]
-        return "muted" if method in tails.muted else "hot" if (method, tails.codecs[i - 3]) in tails.hot else ""
+        return "muted" if method in tails.muted else "hot" if (method, codecs[i - 3]) in tails.hot else ""
 
-    return plain_table(["method", "% of calls", "timed", *tails.codecs], rows,
-                       numeric=range(1, len(tails.codecs) + 3), cell_class=shade)
+    return plain_table(["method", "% of calls", "timed", *codecs], rows, numeric=range(1, len(codecs) + 3),
+                       cell_class=shade)
 
 
 def _stage_row(split: StageSplit, steps: int) -> List[str]:

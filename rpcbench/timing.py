@@ -52,11 +52,11 @@ class TimingJob:
         self.rounds: Dict[str, List[float]] = {"encode": [], "decode": []}
         self.stage_rounds: Dict[str, Dict[str, List[float]]] = {"encode": {}, "decode": {}}
         self._stage_inputs = {} if codec.per_connection or self.error else self._prepare_stages()
-        self._warm_ns = 0.0
+        self._warm_ns = math.inf  #: the fastest warm-up replay, ns (the fastest: one crowded out would cut the loops)
         self.packets, self.packet_error = self._prepare_packets(packets)
         self.packet_policy = packets.policy if packets else None
         self.packet_loops = 1
-        self._warm_packet_ns = 0.0
+        self._warm_packet_ns = math.inf
         if self.packets is not None:
             self.rounds.update({op: [] for op in PACKET_OPS})
 
@@ -97,7 +97,7 @@ class TimingJob:
             dec = time_batch(self.codec.decode, self.payloads, self.loops, self.gc_enabled)
         self._packet_round(record)
         if not record:
-            self._warm_ns = max(enc, dec) / self.loops
+            self._warm_ns = min(self._warm_ns, max(enc, dec) / self.loops)
             return
         self.rounds["encode"].append(enc / per_call)
         self.rounds["decode"].append(dec / per_call)
@@ -111,13 +111,14 @@ class TimingJob:
             return
         times = [time_packets(self.packets, op, self.packet_loops, self.gc_enabled) for op in ("encode", "decode")]
         if not record:
-            self._warm_packet_ns = max(times) / self.packet_loops
+            self._warm_packet_ns = min(self._warm_packet_ns, max(times) / self.packet_loops)
             return
         for op, ns in zip(PACKET_OPS, times):
             self.rounds[op].append(ns / (self.packet_loops * self.packets.calls))
 
     def calibrate(self, min_time: float) -> None:
-        """Choose loops (the packets' apart) from the last warm-up round so that a timed batch lasts ``min_time``."""
+        """Choose loops (the packets' apart) from the fastest warm-up round so that a timed batch lasts ``min_time``
+        (a warm-up round crowded out by other work would otherwise give batches a fraction of ``min_time``)."""
         self.loops = max(1, math.ceil(min_time * 1e9 / max(self._warm_ns, 1.0)))
         self.packet_loops = max(1, math.ceil(min_time * 1e9 / max(self._warm_packet_ns, 1.0)))
 

@@ -1,8 +1,8 @@
 """rpcbench as an installed package: wheels built once per session, installed into virtualenvs.
 
-One virtualenv sees the host's site-packages (the codec libraries; nothing is downloaded:
-``--no-index``), holds rpcbench and the example plugin package, and runs the ``rpcbench``
-command from a folder outside the repository. Another is bare (standard library only)
+One virtualenv sees the libraries of the environment running the tests (the codec libraries;
+nothing is downloaded: ``--no-index``), holds rpcbench and the example plugin package, and runs
+the ``rpcbench`` command from a folder outside the repository. Another is bare (standard library only)
 and holds the same wheel installed with ``--no-deps``: ``rpc_capture`` must import and
 record there. Building uses the host's setuptools (``--no-build-isolation``), from a copy
 of the tree, so no stale ``build/`` folder of the checkout ends up in a wheel.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 import textwrap
@@ -45,10 +46,27 @@ def build_wheel(source: Path, out: Path) -> Path:
     return next(out.glob(f"{name}-*.whl"))
 
 
-def make_venv(folder: Path, system_site_packages: bool) -> Path:
-    """A virtualenv without pip of its own (the host's pip installs into it); its python."""
-    venv.create(folder, system_site_packages=system_site_packages, with_pip=False)
-    return folder / "bin" / "python"
+def make_venv(folder: Path, sees_host: bool) -> Path:
+    """A virtualenv without pip of its own (the host's pip installs into it); its python. With ``sees_host`` it
+    also sees the site-packages of the environment running the tests, after its own, as ``--system-site-packages``
+    would if that environment were the system: when the tests run in a virtualenv (a newcomer's), venv's own
+    ``system_site_packages`` would show the base interpreter's site-packages instead, which lack the libraries
+    ``pip install -r requirements.txt`` put into the virtualenv."""
+    venv.create(folder, with_pip=False)
+    python = folder / "bin" / "python"
+    if sees_host:
+        own = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+        # addsitedir, as Python does for the system site-packages: their .pth files are processed too
+        lines = [f"import site; site.addsitedir({path!r})\n" for path in host_site_packages()]
+        (Path(own) / "_rpcbench_tests_host.pth").write_text("".join(lines), encoding="utf-8")
+    return python
+
+
+def host_site_packages() -> List[str]:
+    """The site-packages folders of the environment running the tests (a virtualenv's own, and its base's when it
+    was made with --system-site-packages), in the order of its ``sys.path``."""
+    return [path for path in sys.path if path in site.getsitepackages()]
 
 
 @pytest.fixture(scope="session")
@@ -59,8 +77,9 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> List[Path]:
 
 @pytest.fixture(scope="session")
 def installed(wheels: List[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv over the host's packages with rpcbench and the example plugin installed; its bin folder."""
-    python = make_venv(tmp_path_factory.mktemp("venv") / "env", system_site_packages=True)
+    """A virtualenv over the test environment's packages with rpcbench and the example plugin installed; its bin
+    folder."""
+    python = make_venv(tmp_path_factory.mktemp("venv") / "env", sees_host=True)
     pip(python, "install", "--no-index", "--no-deps", *map(str, wheels))
     return python.parent
 
@@ -88,6 +107,15 @@ def test_installed_command_runs_outside_the_repository(installed: Path, tmp_path
     imported = run(installed / "python", "-c", "import rpcbench, rpc_capture, rpcbench.reports; "
                    "print(rpcbench.__file__, rpcbench.reports.__file__)", cwd=tmp_path)
     assert imported.returncode == 0 and str(REPO) not in imported.stdout and str(installed.parent) in imported.stdout
+
+
+def test_installed_virtualenv_sees_the_libraries_of_the_test_environment(installed: Path, tmp_path: Path) -> None:
+    libraries = ("matplotlib", "scipy", "msgpack", "zstandard", "google.protobuf", "jinja2")
+    script = f"import importlib.util as u; print(*(u.find_spec(m).origin for m in {libraries!r}), sep='\\n')"
+    here = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    there = run(installed / "python", "-c", script, cwd=tmp_path)
+    assert there.returncode == 0, there.stderr
+    assert there.stdout == here.stdout  # the very files the tests' own environment imports, not the base's
 
 
 def test_installed_command_takes_a_trace_from_any_folder(installed: Path, tmp_path: Path) -> None:
@@ -134,7 +162,7 @@ def test_plugin_package_that_fails_to_import_is_skipped_in_one_line(tmp_path: Pa
 
 
 def test_rpc_capture_records_in_a_bare_virtualenv(wheels: List[Path], tmp_path: Path) -> None:
-    python = make_venv(tmp_path / "bare", system_site_packages=False)
+    python = make_venv(tmp_path / "bare", sees_host=False)
     pip(python, "install", "--no-index", "--no-deps", str(wheels[0]))
     script = textwrap.dedent("""
         import sys

@@ -39,7 +39,7 @@
 }());
 
 /* Detail sections are closed <details>: a link to one (the contents, #fidelity) opens it, and printing opens
-   them all (the printed page keeps every section). */
+   them all (the printed page keeps every section), and the verdict's notes on codecs not compared. */
 (function () {
   "use strict";
   function open(hash) {
@@ -50,6 +50,7 @@
   window.addEventListener("hashchange", function () { open(location.hash); });
   open(location.hash);
   window.addEventListener("beforeprint", function () {
-    Array.prototype.forEach.call(document.querySelectorAll("details.part"), function (d) { d.open = true; });
+    Array.prototype.forEach.call(document.querySelectorAll("details.part, details.not-compared"),
+                               function (d) { d.open = true; });
   });
 }());

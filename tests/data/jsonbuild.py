@@ -4,7 +4,9 @@ tests/test_compare.py and bench/compare_gate.py, which make slower or wider buil
 
 EXTRA_CPU: extra busy time per call, as a fraction of the call's own work (0.25: each encode
 and decode spins for a quarter of the time it took, 14 to 20 % of what the harness measures
-per call on the bundled sample once its own loop overhead is counted). SEPARATORS: as ``json.dumps`` takes them.
+per call on the bundled sample once its own loop overhead is counted). EXTRA_ENCODE_NS: a further busy
+wait of that many ns in every encode (2000: "2 µs slower per encode", the change bench/compare_gate.py
+plants). SEPARATORS: as ``json.dumps`` takes them.
 """
 
 import json
@@ -17,12 +19,13 @@ from rpc_capture import Call
 from rpcbench.codec import JSON_CHANGES, Codec, Received, base64_default
 
 EXTRA_CPU = 0.0
+EXTRA_ENCODE_NS = 0
 SEPARATORS = (",", ":")
 
 
-def _burn(start: int) -> None:
-    """Spin until the time since ``start`` has grown by EXTRA_CPU of itself."""
-    end = start + (time.perf_counter_ns() - start) * (1 + EXTRA_CPU)
+def _burn(start: int, extra_ns: int = 0) -> None:
+    """Spin until the time since ``start`` has grown by EXTRA_CPU of itself, and ``extra_ns`` more."""
+    end = start + (time.perf_counter_ns() - start) * (1 + EXTRA_CPU) + extra_ns
     while time.perf_counter_ns() < end:
         pass
 
@@ -40,7 +43,7 @@ class JsonBuild(Codec):
     def encode(self, call: Call) -> bytes:
         start = time.perf_counter_ns()
         data = self._encode({"method": call.method, "args": call.args}).encode("utf-8")
-        _burn(start)
+        _burn(start, EXTRA_ENCODE_NS)
         return data
 
     def decode(self, data: bytes) -> Received:
@@ -50,10 +53,10 @@ class JsonBuild(Codec):
         return obj["method"], obj["args"]
 
 
-def write_build(folder: Path, extra_cpu: float, separators: Tuple[str, str]) -> Path:
+def write_build(folder: Path, extra_cpu: float, separators: Tuple[str, str], extra_encode_ns: int = 0) -> Path:
     """A copy of this plugin with these settings, as ``folder/jsonbuild.py`` (``folder`` is created)."""
     text = Path(__file__).read_text(encoding="utf-8")
-    for name, value in (("EXTRA_CPU", extra_cpu), ("SEPARATORS", separators)):
+    for name, value in (("EXTRA_CPU", extra_cpu), ("SEPARATORS", separators), ("EXTRA_ENCODE_NS", extra_encode_ns)):
         text, found = re.subn(rf"^{name} = .*$", f"{name} = {value!r}", text, count=1, flags=re.M)
         assert found, f"jsonbuild.py has no {name} line"
     folder.mkdir(parents=True)
