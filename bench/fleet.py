@@ -36,7 +36,8 @@ from rpcbench.config import RunConfig
 from rpcbench.executors import connect, open_executor
 from rpcbench.pipeline import run_benchmark
 from rpcbench.progress import quiet
-from rpcbench.size_pass import SizePass, index_traces
+from rpcbench.size_pass import SizePass
+from rpcbench.trace_index import index_traces
 
 
 def whole_run(config: RunConfig) -> Tuple[float, Any]:

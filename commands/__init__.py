@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import sys
 from typing import List, Optional
 
 from rpc_capture import TraceError
 from rpcbench.errors import BenchError
 from rpcbench.registry import did_you_mean
+
+from .naming import program
 
 #: subcommand -> module with ``main(argv) -> int``; anything else is the benchmark itself
 SUBCOMMANDS = {
@@ -28,12 +29,6 @@ SUBCOMMANDS = {
     "report": "rpcbench.commands.report",
     "compare": "rpcbench.commands.compare",
 }
-
-
-def program(subcommand: str = "") -> str:
-    """The name the user typed, for usage and error lines: ``rpcbench`` when installed, else ``run_bench.py``."""
-    name = "rpcbench" if os.path.basename(sys.argv[0]) == "rpcbench" else "run_bench.py"
-    return f"{name} {subcommand}".rstrip()
 
 
 def main(argv: Optional[List[str]] = None) -> int:

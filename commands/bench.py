@@ -19,7 +19,7 @@ from rpcbench.reports import Decision, ReportOptions, build, decide, terminal_te
 from rpcbench import precision, protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
-from rpcbench.size_pass import resolve_traces
+from rpcbench.trace_index import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import CODECS_DIR, Registry, split_codec_list
@@ -28,7 +28,7 @@ from rpcbench.results import Suite
 from .options import (add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number,
                       wire_policies)
 from .progress import ProgressDisplay
-from . import program
+from .naming import program
 
 MAX_PROCESSES = 1000  #: process sets run one after another: 1000 is already days of timing
 MAX_JOBS = 64  #: forked processes sharing the size pass: more only thrash a machine

@@ -12,7 +12,7 @@ from rpcbench.reports.compare import ALPHA, DEFAULT_REFERENCE, MIN_EFFECT_PCT, T
 from rpcbench.reports.compare_report import (Runs, format_comparison, inconclusive_line, write_compare_html,
                                              write_compare_markdown)
 from rpcbench.results import load
-from . import program
+from .naming import program
 
 #: exit status per gate outcome (docs/compare.md); 2 is bad input
 EXIT = {"": 0, "passed": 0, "failed": 1, "inconclusive": 3}

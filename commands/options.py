@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 from rpcbench.reports import ReportOptions
 from rpcbench.reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS
+from rpcbench.reports.coverage import DEFAULT_MIN_COVERAGE
 from rpcbench.reports.reference import BASELINE_KEY
 from rpcbench.errors import BenchError
 from rpcbench.wire import TRANSPORTS, parse_policies
@@ -126,7 +127,7 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--decide-wire", metavar="POLICY",
                    help="the --wire policy the verdict and capacity plan use (default: the run's first batched "
                    "policy, else per-call)")
-    g.add_argument("--min-coverage", type=coverage_percent, default=1.0, metavar="PCT",
+    g.add_argument("--min-coverage", type=coverage_percent, default=DEFAULT_MIN_COVERAGE, metavar="PCT",
                    help="share of the trace's calls a codec must be able to send to be recommended or ranked "
                    "(declared value changes such as tuple -> list do not count against it; calls it fails to "
                    "encode do, declared or not) (default: 100)")

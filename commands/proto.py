@@ -16,7 +16,7 @@ from typing import List
 
 from rpcbench.errors import BenchError
 from rpcbench.protobuf import PROTO_DIR, Settings, infer, is_identifier, load, package_for
-from . import program
+from .naming import program
 
 
 def main(argv: List[str]) -> int:

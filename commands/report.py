@@ -10,7 +10,7 @@ from rpcbench.reports import build, decide, terminal_text
 from rpcbench.results import load
 
 from .options import add_report_options, report_options, run_report_defaults, table_width
-from . import program
+from .naming import program
 
 
 def main(argv: List[str]) -> int:

@@ -11,7 +11,7 @@ from rpcbench.errors import BenchError
 from rpcbench.simulate import DEFAULT_PROFILE, PROFILES, TICKS_PER_S, capture_start, json_size, simulate_profile
 
 from .options import whole_number
-from . import program
+from .naming import program
 
 
 def main(argv: Optional[List[str]] = None) -> int:

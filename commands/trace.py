@@ -26,7 +26,7 @@ from rpc_capture import (DIRECTIONS, JsonlReader, Selection, TraceReader, call_l
 from rpcbench.errors import BenchError
 
 from .options import whole_number
-from . import program
+from .naming import program
 
 PROG = program("trace")
 

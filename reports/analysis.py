@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
+from rpcbench.results import CONFIDENCE, SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
 from .coverage import SameCalls
 from .formatting import fmt_ratio, fmt_us, latency_us
@@ -21,7 +21,6 @@ from .formatting import fmt_ratio, fmt_us, latency_us
 #: runs next to two busy loops go to 10-36 %; the standard deviation (pyperf's rule, over 10 % of the mean)
 #: flagged 37-40 of 42 timings of a quiet run, since a few slow rounds inflate it without moving the median.
 UNSTABLE_CI_PCT = 5.0
-CONFIDENCE = 0.95  #: the coverage the table's interval aims for; fewer rounds than that allows are said so
 STATE_GAP = 1.05  #: ratios to the reference this far apart between the machine's two speed states are worth a warning
 OPS = ("encode", "decode")
 PROJECTED_CONNECTIONS = 10_000  #: the server size state memory is projected to

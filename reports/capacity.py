@@ -29,6 +29,8 @@ from rpcbench.results import CodecResult, Suite, Timing
 from rpcbench.wire import TRANSPORTS, Transport
 
 from . import wire
+from .coverage import DEFAULT_MIN_COVERAGE
+from .reference import baseline
 
 SECONDS_PER_MONTH = 730 * 3600  #: a month of 730 hours (8,760 h / 12), as cloud price lists count it
 DEFAULT_CCU = 10_000
@@ -54,7 +56,7 @@ class ReportOptions:
     ccu: int = DEFAULT_CCU
     egress_price: float = DEFAULT_EGRESS_PRICE
     transport: str = "none"
-    min_coverage: float = 1.0  #: share of the calls a codec must send to be compared (reports/coverage.py)
+    min_coverage: float = DEFAULT_MIN_COVERAGE  #: share of the calls a codec must send to be compared (coverage.py)
     packet_overhead: int = 0  #: the game's own header bytes per packet (--packet-overhead)
     wire: Optional[str] = None  #: --wire policy decided on (None: the first batched, else per-call)
 
@@ -126,19 +128,24 @@ class Plan:
         return self.rows.get(codec)
 
 
-def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional[str] = None) -> Plan:
-    """Capacity figures of every codec with per-direction bytes, from the trace's per-connection traffic:
-    its packets under the --wire ``policy`` when the results have them (headers per packet, ``extra`` bytes
-    of the game's own each), else its calls one per packet."""
+def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional[str] = None,
+         reference: Optional[CodecResult] = None) -> Plan:
+    """Capacity figures of every codec with per-direction bytes, from the trace's per-connection traffic and
+    ``reference``'s bytes per connection (default: the run's reference codec, :func:`reports.reference.baseline`;
+    results of versions 4 to 6 hold one codec's, which is then used): its packets under the --wire ``policy``
+    when the results have them (headers per packet, ``extra`` bytes of the game's own each), else its calls one
+    per packet."""
     carrier = TRANSPORTS[transport]
     table = suite.trace.get("per_connection")
-    reference = suite.find(table["codec"]) if table else None
+    reference = reference or baseline(suite, None)[0]
+    if table and reference is not None and reference.codec not in table["bytes"] and len(table["bytes"]) == 1:
+        reference = suite.find(next(iter(table["bytes"])))  # an older file: the one codec it kept
     missing = _missing(suite, table, reference)
     if missing or table is None or reference is None:
         return Plan({}, carrier, 0, 0.0, {}, missing or "no per-connection traffic")
     spans = np.array(table["span_ms"], dtype=float) / 1000
     calls = {d: np.array(table[f"{d}_calls"], dtype=float) for d in (C2S, S2C)}
-    ref_bytes = {d: np.array(table[f"{d}_bytes"], dtype=float) for d in (C2S, S2C)}
+    ref_bytes = {d: np.array(table["bytes"][reference.codec][f"{d}_bytes"], dtype=float) for d in (C2S, S2C)}
     codecs = [r for r in suite.results if r.by_direction]
     weights = [[_weights(r, reference, d, carrier, extra, policy) for d in (C2S, S2C)] for r in codecs]
     estimates, ci_note = _bootstrap(spans, calls, ref_bytes, weights)
@@ -156,11 +163,14 @@ def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional
 
 def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResult]) -> Optional[str]:
     """Why the planner cannot run on these results, or None."""
-    if suite.schema_version < 4 or not table:
+    if suite.schema_version < 4:
         return (f"not available: these results (schema {suite.schema_version}) hold no per-direction bytes or "
-                f"per-connection traffic; rerun the benchmark (schema 4) for the capacity plan")
-    if reference is None or not reference.by_direction:
-        return f"not available: the reference codec {table['codec']} has no figures"
+                f"per-connection traffic; rerun the benchmark for the capacity plan")
+    if not table:  # schema 4 to 6 kept json's (or the first codec's) bytes per connection, none when it failed
+        return "not available: these results hold no codec's bytes per connection"
+    if reference is None or not reference.by_direction or reference.codec not in table["bytes"]:
+        name = f"the reference codec {reference.codec}" if reference is not None else "no codec"
+        return f"not available: {name} has no per-connection figures"
     if not sum(table["span_ms"]):
         return "not available: the trace's calls carry no timestamps, so there is no call rate"
     return None

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from rpcbench.floor import ZSTD_MAX_STREAM
-from rpcbench.results import CodecResult, Suite
+from rpcbench.results import CONFIDENCE, CodecResult, Suite
 
-from .analysis import CONFIDENCE, PROJECTED_CONNECTIONS, OPS, OpFigures
+from .analysis import PROJECTED_CONNECTIONS, OPS, OpFigures
 from .breakdown import StageSplit
 from .decision import Decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_ratio, fmt_us, latency_us, memory_figure, shown

@@ -103,11 +103,6 @@ class JsonlReader:
         self.skipped.append((offset, size))
         log.warning("%s: %s; skipped", self.path, what)
 
-    def fraction_read(self) -> float:
-        """Share of the file's bytes read so far (0..1), for progress displays."""
-        size = os.path.getsize(self.path)
-        return min(self._offset / size, 1.0) if size else 1.0
-
     def dropped_calls(self) -> int:
         """Calls lost in skipped lines: one per line."""
         return len(self.skipped)

@@ -383,11 +383,6 @@ class TraceReader:
         self._offset = offset
         self.calls_read = calls_before
 
-    def fraction_read(self) -> float:
-        """Share of the file's bytes read so far (0..1), for progress displays."""
-        size = os.fstat(self._raw.fileno()).st_size
-        return min(self._raw.tell() / size, 1.0) if size else 1.0
-
     def count_calls(self) -> int:
         """Read to the end, decoding no call; the number of calls in the batch records."""
         for _ in self.calls(wanted=()):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 import base64
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from rpc_capture import Call
 
@@ -279,6 +279,30 @@ def stream_key(call: Call) -> Tuple[Any, str]:
     return call.conn, call.dir
 
 
+class Streams(Dict[Any, Any]):
+    """One instance per stream (connection and direction, :func:`stream_key`), made by ``make`` (a codec's or
+    compressor's ``connection``) the first time the stream is looked up: ``streams[stream_key(call)]``."""
+
+    def __init__(self, make: Callable[[], Any], keys: Iterable[Any] = ()) -> None:
+        """``keys``: streams made now (before a timed replay starts), the others when first looked up."""
+        super().__init__((key, make()) for key in keys)
+        self.make = make
+
+    def __missing__(self, key: Any) -> Any:
+        made = self[key] = self.make()
+        return made
+
+
+def encoded_or_none(encode: Callable[[Call], Any], call: Call) -> Optional[bytes]:
+    """``encode(call)``, or None when the codec raises or returns something other than bytes: the calls timing
+    and training leave out (the size pass counts them as the codec's failures)."""
+    try:
+        data = encode(call)
+    except Exception:
+        return None
+    return data if type(data) is bytes else None
+
+
 def received_call(decoded: Any) -> Call:
     """The ``Call`` a codec's ``decode`` result stands for (outside timed loops: fidelity checks).
 
@@ -286,10 +310,10 @@ def received_call(decoded: Any) -> Call:
     construction is then part of that codec's timed decode. Raises TypeError, naming what
     came back, for anything else.
     """
+    if type(decoded) is tuple and len(decoded) == 2 and isinstance(decoded[0], str):  # the contract's, tried first
+        return Call(decoded[0], decoded[1])
     if isinstance(decoded, Call):
         return Call(decoded.method, decoded.args)
-    if type(decoded) is tuple and len(decoded) == 2 and isinstance(decoded[0], str):
-        return Call(decoded[0], decoded[1])
     shown = type(decoded).__name__ + (f" of {len(decoded)}" if isinstance(decoded, tuple) else "")
     raise TypeError(f"decode returned {shown}, not a (method, args) tuple")
 

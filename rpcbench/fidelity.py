@@ -6,8 +6,11 @@ cannot carry or carry differently; a difference is classified under one of them.
 
 from __future__ import annotations
 
+import io
 import math
+import pickle
 import reprlib
+import threading
 from typing import Any, Container, Iterator, NamedTuple, Optional, Set, Tuple
 
 from rpc_capture import Call
@@ -36,10 +39,8 @@ QUANTIZED = "quantized"  #: a value sent at a precision profile's step: it comes
 PRECISION = "beyond precision profile"  #: outside its range, or back off by more than half its step: never declared
 OTHER = "other"  #: anything else: never declarable, always a bug
 
-#: features a value can be scanned for before encoding (the others show only in output)
-INPUT_FEATURES = (BYTES, TUPLES, INT_KEYS, UINT64, BIG_INTS, NON_FINITE, SURROGATES, NUL_KEYS)
-
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+PICKLE_PROTOCOL = 5  #: writes bytes and bytearray apart (protocol 5's BYTEARRAY8)
 
 
 class Limit(ValueError):
@@ -81,17 +82,58 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
     if decoded.method != original.method:
         return Difference(METHOD, "method", f"{original.method!r} -> {short(decoded.method)}")
     a, b = original.args, decoded.args
-    try:
-        if a == b and type(a) is type(b) and repr(a) == repr(b):  # fast path, all in C
-            return None
-    except RecursionError:  # nested deeper than C recursion allows: the walk below has no such limit
-        pass
+    if _same_pickle(a, b):
+        return None
     first = None
     for diff in _diffs(a, b, "args"):
         if diff.feature not in declared:
             return diff
         first = first or diff
     return first
+
+
+class _Pickles(threading.local):
+    """A pickler per thread without the memo (``fast``: a value shared twice is written twice, as a decoder's
+    fresh copies are), reused call after call; and the last original's pickle, which every codec's decoded
+    value of that call is compared with in turn."""
+
+    def __init__(self) -> None:
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, PICKLE_PROTOCOL)
+        pickler.fast = True
+        seek, truncate, dump, getvalue = buffer.seek, buffer.truncate, pickler.dump, buffer.getvalue
+
+        def dumps(value: Any) -> bytes:  # a closure: no attribute lookups per call
+            seek(0)
+            truncate()
+            dump(value)
+            return getvalue()
+
+        self.dumps = dumps
+        self.original: Any = None  #: kept alive, so that no other value can take its id
+        self.original_bytes = b""
+
+    def of_original(self, value: Any) -> bytes:
+        """The pickle of ``value``, made once however many codecs compare with it."""
+        if value is not self.original:
+            self.original_bytes = self.dumps(value)
+            self.original = value
+        return self.original_bytes
+
+
+_PICKLES = _Pickles()
+
+
+def _same_pickle(a: Any, b: Any) -> bool:
+    """The fast path of :func:`compare`, all in C: equal pickles are the same values of the same types (a pickle
+    names every type: ``1``, ``1.0`` and ``True``, bytes and bytearray, a list and a tuple, a dict and a dict
+    subclass all differ; floats are their bits). Not equal does not mean different (dict key order, NaN
+    payloads, an int subclass change the bytes too): the walk decides then."""
+    try:
+        pickles = _PICKLES
+        return pickles.of_original(a) == pickles.dumps(b)
+    except Exception:  # nested deeper than C recursion allows, cyclic, or a decoded type pickle cannot write
+        return False
 
 
 def _diffs(a: Any, b: Any, path: str) -> Iterator[Difference]:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 from rpc_capture import Call
 
-from .codec import Codec, Compressed, Received
+from .codec import Codec, Compressed, Received, Streams, encoded_or_none, stream_key
 from .wire import Batcher, WirePolicy, framed, framed_size, packets, unframe
 
 Key = Tuple[Any, str]  #: a connection and direction: one stream of packets
@@ -75,11 +75,11 @@ class PacketOps:
         self.mtu = plan.mtu
         self.windows: List[Tuple[Key, List[Call]]] = []
         self.calls = self.packets = 0  #: calls in the windows; packets, a fragmented message counted per piece
-        sessions: Dict[Key, Parts] = {}
+        sessions = Streams(lambda: parts(codec.connection()))
         for window in plan.windows:
-            key = (window[0].conn, window[0].dir)
-            session = sessions.get(key) or sessions.setdefault(key, parts(codec.connection()))
-            encoded = [(call, m) for call in window if (m := _encoded(session[0], call)) is not None]
+            key = stream_key(window[0])
+            encode = sessions[key][0]
+            encoded = [(call, m) for call in window if (m := encoded_or_none(encode, call)) is not None]
             if not encoded:
                 continue
             self.windows.append((key, [call for call, _ in encoded]))
@@ -91,7 +91,7 @@ class PacketOps:
 
     def sessions(self) -> Dict[Key, Parts]:
         """Fresh per-stream state for one replay (a stateless codec's one instance for every stream)."""
-        return {key: parts(self.codec.connection()) for key in self._streams}
+        return Streams(lambda: parts(self.codec.connection()), self._streams)
 
     def items(self, op: str) -> List[Tuple[Key, Any]]:
         """What one replay of ``op`` goes through: windows of calls (encode) or packets' payloads (decode)."""
@@ -105,12 +105,8 @@ class PacketOps:
         """A window's packets as sent: its messages framed, packed in order, each payload compressed whole."""
         encode, compress = steps[0], steps[1]
         frames = framed([encode(call) for call in calls])
-        sizes = [len(frame) for frame in frames]
-        if self.mtu is None or sum(sizes) <= self.mtu:  # the usual case, as the size pass has it: one packet
-            payload = b"".join(frames)
-            return [compress(payload) if compress is not None else payload]
         out = []
-        for start, stop, _ in packets(sizes, self.mtu):
+        for start, stop, _ in packets([len(frame) for frame in frames], self.mtu):
             payload = b"".join(frames[start:stop])
             out.append(compress(payload) if compress is not None else payload)
         return out
@@ -131,11 +127,3 @@ def decode_packet(steps: Parts, payload: bytes) -> List[Received]:
     decompress, decode = steps[2], steps[3]
     return [decode(m) for m in unframe(decompress(payload) if decompress is not None else payload)]
 
-
-def _encoded(encode: Callable[[Call], bytes], call: Call) -> Optional[bytes]:
-    """The message of ``call``; None when the codec fails to encode it (the per-message timing leaves it out too)."""
-    try:
-        data = encode(call)
-    except Exception:
-        return None
-    return data if type(data) is bytes else None

@@ -30,7 +30,10 @@ from .floor import floor_figures
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
-from .size_pass import CodecTally, SizePass, TracePass, index_traces
+from .pieces import use_registry
+from .size_pass import PassFigures, SizePass, TracePass
+from .tally import CodecTally
+from .trace_index import index_traces
 from .timing import PACKET_OPS, TimingAnswer, TimingJob, run_jobs
 from .training import Training, train_dictionaries, wanted
 
@@ -70,10 +73,8 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
         environment=environment(lib for c in codecs for lib in c.libraries()),
         settings={**_settings(config, plan, sample, size_pass, durations), **size_pass.settings()},
         trace=trace,
-        results=tuple(packet_cpu(size_pass.row(_codec_result(t, timings.get(t.codec.name, {}), registry,
-                                                             _dictionary(t, registry, training, size_pass),
-                                                             trace["floor"], untimed(config))),
-                                 timings.get(t.codec.name, {}))
+        results=tuple(_codec_result(t, size_pass.figures(t), timings.get(t.codec.name, {}), registry,
+                                    _dictionary(t, registry, training, size_pass), trace["floor"], untimed(config))
                       for t in size_pass.tallies),
         partial="interrupted (Ctrl-C) during timing" if interrupted else None,
         traces=tuple(_per_trace(size_pass, trace, registry) for trace in size_pass.per_trace),
@@ -97,6 +98,7 @@ def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tu
         codecs, skipped = config.create_codecs(registry)
         for line in skipped:
             log.warning("%s", line)
+        use_registry(config, registry)  # the run's registry, settled: every task of this process and its forks uses it
         size_pass = SizePass(config, codecs, index, training.held if training else ())
         size_pass.run(executor)
     return config, training, codecs, size_pass
@@ -105,8 +107,8 @@ def _size_phase(config: RunConfig, registry: Registry, progress: Progress) -> Tu
 def _per_trace(size_pass: SizePass, trace: TracePass, registry: Registry) -> TraceResults:
     """One trace's own figures (no timing: the run's sample is timed once, in the merged rows)."""
     return TraceResults(trace.entry(), tuple(
-        size_pass.row(_codec_result(tally, {}, registry, floor=floor_figures([trace.floor]),
-                                    not_timed="timed on the fleet's sample (the merged row)"), trace)
+        _codec_result(tally, size_pass.figures(tally, trace), {}, registry, floor=floor_figures([trace.floor]),
+                      not_timed="timed on the fleet's sample (the merged row)")
         for tally in trace.tallies))
 
 
@@ -221,13 +223,13 @@ def _merge(into: TimingAnswer, answer: TimingAnswer) -> None:
         into.setdefault("packets", answer["packets"])
 
 
-def packet_cpu(result: CodecResult, timing: TimingAnswer) -> CodecResult:
-    """The codec's row with the CPU per call of whole packets (encode + frame + compress; decompress + unframe +
-    decode) under the timed batched policy, as ``cpu`` of that policy's wire row (``{"error": why}`` when its
+def packet_cpu(wire: Tuple[Dict[str, Any], ...], timing: TimingAnswer) -> Tuple[Dict[str, Any], ...]:
+    """A codec's wire rows with the CPU per call of whole packets (encode + frame + compress; decompress + unframe +
+    decode) under the timed batched policy, as ``cpu`` of that policy's row (``{"error": why}`` when its
     packets could not be prepared; no ``cpu`` when the codec's timing did not run)."""
     shape, rounds = timing.get("packets"), timing.get("rounds", {})
     if not shape:
-        return result
+        return wire
     if "error" in shape:
         cpu: Dict[str, Any] = {"error": shape["error"]}
     elif all(rounds.get(op) for op in PACKET_OPS):
@@ -235,9 +237,8 @@ def packet_cpu(result: CodecResult, timing: TimingAnswer) -> CodecResult:
                **{op.split("_")[0]: {"rounds_ns": list(rounds[op]), "calls": shape["calls"], "loops": shape["loops"]}
                   for op in PACKET_OPS}}
     else:
-        return result
-    return dataclasses.replace(result, wire=tuple({**w, "cpu": cpu} if w["wire"] == shape["policy"] else w
-                                                  for w in result.wire))
+        return wire
+    return tuple({**w, "cpu": cpu} if w["wire"] == shape["policy"] else w for w in wire)
 
 
 def untimed(config: RunConfig) -> str:
@@ -245,10 +246,11 @@ def untimed(config: RunConfig) -> str:
     return "not timed: --sizes-only" if config.sizes_only else "not timed: the run was interrupted first"
 
 
-def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
+def _codec_result(tally: CodecTally, added: PassFigures, timing: TimingAnswer, registry: Registry,
                   dictionary: Optional[Dict[str, Any]] = None, floor: Optional[Dict[str, Any]] = None,
                   not_timed: str = "not timed: the run was interrupted first") -> CodecResult:
-    """One codec's row of the results: the size pass's tally plus its timing answer."""
+    """One codec's row of the results, made here only: the size pass's tally, what the pass adds to it
+    (``added``) and its timing answer."""
     codec = tally.codec
     rounds = timing.get("rounds", {})
 
@@ -261,7 +263,7 @@ def _codec_result(tally: CodecTally, timing: TimingAnswer, registry: Registry,
         origin=registry.origin(codec.base.id) or "", calls=sum(tally.sizes.values()), failures=tally.failures,
         mismatches=tally.mismatches, sizes=tally.size_stats(),
         encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
-        problems=tally.problem_list(),
+        problems=added.problems, estimate=added.estimate, wire=packet_cpu(added.wire, timing),
         by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
         error=timing.get("error") or (None if rounds.get("encode") else not_timed),
         stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}

@@ -17,15 +17,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BenchError
+from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS, PROBLEM_KEYS, check_suite
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
 #: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``),
 #: per-trace results of a fleet (``traces``), estimates or example traces; 1 to 4 hold the dictionaries' calls out
 #: of a fleet by a seeded share and have no fleet floor (the one size pass of version 5: docs/results-format.md);
-#: 1 to 5 have no wire figures (``wire``: packets per --wire policy, docs/wire.md)
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+#: 1 to 5 have no wire figures (``wire``: packets per --wire policy, docs/wire.md); 4 to 6 keep one codec's bytes per
+#: connection (``trace.per_connection.codec``: json, or the first codec), 7 every codec's (``bytes``)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 
+CONFIDENCE = 0.95  #: of every interval the results give (a median's rounds, a sampled size pass's estimates)
 #: A round more than this factor above the fastest round of its timing ran while the machine
 #: was in a slow state. Shared VMs switch between a fast and a slow state for a second or
 #: more at a time (on the 2-vCPU KVM rpcbench was built on: invisible from inside, no steal
@@ -96,7 +99,7 @@ class Timing:
         n = len(ordered)
         for k in range(n // 2, -1, -1):  # pair (k-th smallest, k-th largest), widening
             coverage = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n if k else 1.0
-            if coverage >= 0.95 or k == 0:
+            if coverage >= CONFIDENCE or k == 0:
                 lo, hi = (ordered[k - 1], ordered[n - k]) if k else (ordered[0], ordered[-1])
                 cover = coverage if k else 1 - 2 / 2 ** n
                 return lo / 1000, hi / 1000, cover
@@ -332,7 +335,6 @@ def wire_timing(w: Dict[str, Any], op: str) -> Optional[Timing]:
     return Timing(tuple(t["rounds_ns"]), t["calls"], t["loops"]) if t else None
 
 
-LATENCY_KEYS = ("n", "p50", "p90", "p99", "max")  #: the figures of each op/method latency entry
 MAX_RESULTS_BYTES = 256 << 20  #: largest results.json read (a real one is well under 1 MB)
 
 
@@ -352,184 +354,10 @@ def load(path: str) -> Suite:
         version = data.get("schema_version") if isinstance(data, dict) else None
         raise BenchError(f"{path}: results schema version {str(version)[:20]}, expected {SCHEMA_VERSION}")
     try:
-        _check_suite(data)
+        check_suite(data)
         return _suite(data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise BenchError(f"{path}: not a valid results file ({type(e).__name__}: {str(e)[:200]})") from None
-
-
-_NUMBER = (int, float)
-_SUITE_FIELDS = {"created": str, "command": list, "environment": dict, "settings": dict, "trace": dict,
-                 "results": list}
-_RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "library_version": (str, type(None)),
-                  "origin": str, "calls": int, "failures": int, "mismatches": int, "sizes": (dict, type(None)),
-                  "encode": (dict, type(None)), "decode": (dict, type(None)), "problems": list,
-                  "by_method": dict, "error": (str, type(None))}
-_OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
-                           "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
-                           "floor_ratio": (int, float, type(None)), "by_direction": dict,
-                           "estimate": (dict, type(None)), "wire": list, "lossy": dict}
-_SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
-_NONE = type(None)
-_TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
-                 "file_bytes": (int, _NONE), "metadata": (dict, _NONE), "methods": (dict, _NONE),
-                 "directions": (dict, _NONE), "connections": (int, _NONE), "duration_s": (int, float, _NONE),
-                 "truncated_bytes": (int, _NONE), "recorder": (dict, _NONE), "bytes_reference": (str, _NONE),
-                 "per_connection": (dict, _NONE)}
-_SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "sample_method": (str, _NONE),
-                    "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE), "ticks": (list, _NONE),
-                    "transport": (str, _NONE), "packet_overhead": (int, _NONE)}
-_TICK_FIELDS = {"path": str, "tick_ms": (int, float, _NONE), "confidence": _NUMBER, "gaps": int, "quantized": list}
-_WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "calls": int, "packets": int,
-                "payload_bytes": int, "fragmented": int, "wire_bytes": int, "payload_p50": _NUMBER,
-                "payload_p99": _NUMBER, "latency_mean_ms": _NUMBER, "latency_p99_ms": _NUMBER, "packet_ns": int,
-                "problem": (str, _NONE), "by_direction": dict}
-_WIRE_DIRECTION_FIELDS = {"calls": int, "packets": int, "payload_bytes": int, "fragmented": int, "wire_bytes": int,
-                          "size_classes": list}
-_PROBLEM_FIELDS = {"kind": str, "feature": str, "declared": bool, "count": int, "example_index": int,
-                   "example_method": str, "example_path": str, "detail": str}
-_OPTIONAL_PROBLEM_FIELDS = {"example_trace": (str, type(None))}
-_PROBLEM_KEYS = {*_PROBLEM_FIELDS, *_OPTIONAL_PROBLEM_FIELDS}
-
-
-def _fields(obj: Any, spec: Dict[str, Any], where: str, optional: Dict[str, Any] = {}) -> None:  # noqa: B006
-    """TypeError/KeyError unless ``obj`` is a dict holding every field of ``spec`` with its type."""
-    if type(obj) is not dict:
-        raise TypeError(f"{where} is not an object")
-    for name, types in [*spec.items(), *((k, t) for k, t in optional.items() if k in obj)]:
-        if name not in obj:
-            raise KeyError(f"{where}.{name} is missing")
-        value = obj[name]
-        if not isinstance(value, types) or (type(value) is bool and types is not bool):
-            raise TypeError(f"{where}.{name} is {type(value).__name__}")
-
-
-def _counts(mapping: Any, where: str, depth: int = 1) -> None:
-    """TypeError unless ``mapping`` maps str keys to ``depth`` levels of such mappings of finite numbers."""
-    if type(mapping) is not dict:
-        raise TypeError(f"{where} is not an object")
-    for key, value in mapping.items():
-        if depth > 1:
-            _counts(value, f"{where}.{key}", depth - 1)
-        elif type(value) not in _NUMBER or not math.isfinite(value):
-            raise TypeError(f"{where}.{key} is not a finite number")
-
-
-def _check_timing(t: Any, where: str) -> None:
-    _fields(t, {"rounds_ns": list, "calls": int, "loops": int}, where)
-    rounds = t["rounds_ns"]
-    if not rounds or not all(type(x) in _NUMBER and math.isfinite(x) and x > 0 for x in rounds):
-        raise ValueError(f"{where}.rounds_ns is not a list of positive finite numbers")
-    if t["calls"] < 1 or t["loops"] < 1:
-        raise ValueError(f"{where}: calls and loops must be at least 1")
-
-
-#: zstd19_long_bytes_per_call is None when the floor left zstd out on streams over 512 KiB (rpcbench.floor)
-_FLOOR_FIELDS = {"bytes_per_call": _NUMBER, "zstd19_long_bytes_per_call": (*_NUMBER, _NONE),
-                 "xz9_bytes_per_call": _NUMBER, "calls": int, "of_calls": int}
-_TRAINING_FIELDS = {"source": str, "calls": int, "held_out_calls": int}
-_DICTIONARY_FIELDS = {"bytes": int, "train_s": _NUMBER, "ship_bytes": int, "ship_bytes_per_call": _NUMBER}
-
-
-PER_CONNECTION_COLUMNS = ("span_ms", "c2s_calls", "s2c_calls", "c2s_bytes", "s2c_bytes")
-
-
-def _check_trace_extras(trace: Dict[str, Any]) -> None:
-    """The floor and the dictionary training (schema 3), the per-connection traffic (schema 4), when recorded."""
-    for name, spec in (("floor", _FLOOR_FIELDS), ("training", _TRAINING_FIELDS)):
-        if trace.get(name) is not None:
-            _fields(trace[name], spec, f"trace.{name}")
-            _finite(trace[name], spec, f"trace.{name}")
-    table = trace.get("per_connection")
-    if table is not None:
-        _fields(table, {"codec": str, **dict.fromkeys(PER_CONNECTION_COLUMNS, list)}, "trace.per_connection")
-        if len({len(table[name]) for name in PER_CONNECTION_COLUMNS}) != 1:
-            raise ValueError("trace.per_connection: columns of different lengths")
-        for name in PER_CONNECTION_COLUMNS:
-            if not all(type(x) is int and x >= 0 for x in table[name]):
-                raise ValueError(f"trace.per_connection.{name} is not a list of whole numbers of at least 0")
-
-
-def _finite(obj: Dict[str, Any], spec: Dict[str, Any], where: str) -> None:
-    """ValueError unless every numeric field of ``spec`` in ``obj`` is a finite number, not negative."""
-    for name, types in spec.items():
-        if types in (int, _NUMBER) and not (math.isfinite(obj[name]) and obj[name] >= 0):
-            raise ValueError(f"{where}.{name} is not a finite number of at least 0")
-
-
-def _check_suite(data: Dict[str, Any]) -> None:
-    """Every field the reports use, with its type: a foreign or tampered file fails here, in one line."""
-    _fields(data, _SUITE_FIELDS, "results.json", {"partial": (str, _NONE)})
-    if not all(type(word) is str for word in data["command"]):
-        raise TypeError("command is not a list of strings")
-    _fields(data["trace"], {}, "trace", _TRACE_FIELDS)
-    _fields(data["settings"], {}, "settings", _SETTINGS_FIELDS)
-    _check_trace_extras(data["trace"])
-    for name, mapping in (("trace.methods", data["trace"].get("methods")), ("trace.directions", data["trace"].get(
-            "directions")), ("settings.sample_by_method", data["settings"].get("sample_by_method"))):
-        if mapping is not None:
-            _counts(mapping, name)
-    for i, tick in enumerate(data["settings"].get("ticks") or ()):
-        _fields(tick, _TICK_FIELDS, f"settings.ticks[{i}]")
-        if not (tick["tick_ms"] is None or math.isfinite(tick["tick_ms"]) and tick["tick_ms"] > 0) or not all(
-                type(d) is str for d in tick["quantized"]):
-            raise ValueError(f"settings.ticks[{i}]: not a tick found in a trace")
-    for i, r in enumerate(data["results"]):
-        _check_result(r, f"results[{i}]")
-    for i, t in enumerate(data.get("traces", [])):
-        _fields(t, {"trace": dict, "results": list}, f"traces[{i}]")
-        _fields(t["trace"], {"path": str}, f"traces[{i}].trace", _TRACE_FIELDS)
-        for j, r in enumerate(t["results"]):
-            _check_result(r, f"traces[{i}].results[{j}]")
-
-
-def _check_result(r: Any, where: str) -> None:
-    """One codec's result: every field the reports use, with its type."""
-    _fields(r, _RESULT_FIELDS, where, _OPTIONAL_RESULT_FIELDS)
-    _counts(r["by_method"], f"{where}.by_method", 2)
-    _counts(r.get("by_direction", {}), f"{where}.by_direction", 2)
-    _counts(r.get("latency", {}), f"{where}.latency", 3)
-    for op, by_method in r.get("latency", {}).items():
-        for method, pcts in by_method.items():
-            _fields(pcts, dict.fromkeys(LATENCY_KEYS, _NUMBER), f"{where}.latency.{op}.{method}")
-    _counts(r.get("memory", {}), f"{where}.memory", 2)
-    _counts(r.get("lossy", {}), f"{where}.lossy", 2)
-    if r.get("dictionary") is not None:
-        _fields(r["dictionary"], _DICTIONARY_FIELDS, f"{where}.dictionary")
-        _counts(r["dictionary"], f"{where}.dictionary")
-    if r["sizes"] is not None:
-        _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
-    for op in ("encode", "decode"):
-        if r[op] is not None:
-            _check_timing(r[op], f"{where}.{op}")
-    for op, stages in r.get("stages", {}).items():
-        _fields(stages, {}, f"{where}.stages.{op}")
-        for name, t in stages.items():
-            _check_timing(t, f"{where}.stages.{op}.{name}")
-    for j, p in enumerate(r["problems"]):
-        _fields(p, _PROBLEM_FIELDS, f"{where}.problems[{j}]", _OPTIONAL_PROBLEM_FIELDS)
-    for j, w in enumerate(r.get("wire", ())):
-        _check_wire(w, f"{where}.wire[{j}]")
-
-
-def _check_wire(w: Any, where: str) -> None:
-    """One codec's figures under one --wire policy: both directions, counts finite and not negative; the
-    packets' CPU (``cpu``, optional) timings as the codec's."""
-    _fields(w, _WIRE_FIELDS, where, {"cpu": dict})
-    _finite(w, {k: t for k, t in _WIRE_FIELDS.items() if t in (int, _NUMBER)}, where)
-    if "cpu" in w:
-        _fields(w["cpu"], {}, f"{where}.cpu", {"error": str})
-        if "error" not in w["cpu"]:
-            _fields(w["cpu"], {"calls": int, "packets": int, "encode": dict, "decode": dict}, f"{where}.cpu")
-            for op in ("encode", "decode"):
-                _check_timing(w["cpu"][op], f"{where}.cpu.{op}")
-    for direction in ("c2s", "s2c"):
-        figures = w["by_direction"].get(direction)
-        _fields(figures, _WIRE_DIRECTION_FIELDS, f"{where}.by_direction.{direction}")
-        _finite(figures, _WIRE_DIRECTION_FIELDS, f"{where}.by_direction.{direction}")
-        classes = figures["size_classes"]
-        if len(classes) != 3 or not all(type(n) is int and n >= 0 for n in classes):
-            raise TypeError(f"{where}.by_direction.{direction}.size_classes is not 3 counts")
 
 
 def _suite(data: Dict[str, Any]) -> Suite:
@@ -539,12 +367,22 @@ def _suite(data: Dict[str, Any]) -> Suite:
         command=data["command"],
         environment=data["environment"],
         settings=data["settings"],
-        trace=data["trace"],
+        trace=_with_bytes_by_codec(data["trace"]),
         results=tuple(_codec_result(r) for r in data["results"]),
         partial=data.get("partial"),
         traces=tuple(TraceResults(t["trace"], tuple(_codec_result(r) for r in t["results"]))
                      for t in data.get("traces", [])),
     )
+
+
+def _with_bytes_by_codec(trace: Dict[str, Any]) -> Dict[str, Any]:
+    """A trace record of versions 4 to 6 (one codec's bytes per connection, ``codec``) in the shape of version 7
+    (``bytes``: every codec's), so the capacity planner reads one shape."""
+    table = trace.get("per_connection")
+    if not table or "codec" not in table:
+        return trace
+    traffic = {name: table[name] for name in CONNECTION_COLUMNS}
+    return {**trace, "per_connection": {**traffic, "bytes": {table["codec"]: {n: table[n] for n in CONNECTION_BYTES}}}}
 
 
 def _codec_result(r: Dict[str, Any]) -> CodecResult:
@@ -559,7 +397,7 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         sizes=Sizes(**r["sizes"]) if r["sizes"] else None,
         encode=timing(r["encode"]),
         decode=timing(r["decode"]),
-        problems=tuple(Problem(**{k: v for k, v in p.items() if k in _PROBLEM_KEYS}) for p in r["problems"]),
+        problems=tuple(Problem(**{k: v for k, v in p.items() if k in PROBLEM_KEYS}) for p in r["problems"]),
         stages=stages,  # type: ignore[arg-type]
         latency=r.get("latency", {}),
         memory=r.get("memory", {}),

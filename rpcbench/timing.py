@@ -25,12 +25,14 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections import Counter
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypedDict, TypeVar
 
 from rpc_capture import Call
 
-from .codec import Codec, stream_key
+from .codec import Codec, Streams, encoded_or_none, stream_key
+from .histogram import nearest_rank
 from .packet_timing import PacketOps, PacketPlan
 from .progress import Progress, quiet
 
@@ -176,17 +178,10 @@ class TimingAnswer(TypedDict, total=False):
 def _encodable(codec: Codec, sample: List[Call]) -> tuple:
     """The sample calls the codec can encode, and their encodings (``(conn, data)`` if stateful)."""
     calls, payloads = [], []
-    sessions: Dict[Any, Codec] = {}
+    sessions = Streams(codec.connection)
     for call in sample:
-        session = codec
-        if codec.per_connection:
-            key = stream_key(call)
-            session = sessions.get(key) or sessions.setdefault(key, codec.connection())
-        try:
-            data = session.encode(call)
-        except Exception:
-            continue  # counted as a failure by the size pass; not timed
-        if type(data) is bytes:
+        data = encoded_or_none(sessions[stream_key(call)].encode, call)
+        if data is not None:  # a call it fails to encode is counted as a failure by the size pass; not timed
             calls.append(call)
             payloads.append((stream_key(call), data) if codec.per_connection else data)
     return calls, payloads
@@ -244,7 +239,7 @@ def _time_per_connection(codec: Codec, items: List[Any], loops: int, op: str, gc
     total = 0
     with _gc_paused(gc_enabled):
         for _ in range(loops):
-            funcs = {key: getattr(codec.connection(), op) for key in streams}
+            funcs = Streams(lambda: getattr(codec.connection(), op), streams)
             t0 = timer()
             for key, item in keyed:
                 funcs[key](item)
@@ -284,13 +279,8 @@ def _percentiles_by_method(times: List[float], methods: List[str]) -> Dict[str, 
 
 
 def _percentiles(values: List[float]) -> Dict[str, float]:
-    ordered = sorted(values)
-    n = len(ordered)
-
-    def rank(pct: float) -> float:
-        return ordered[min(n - 1, max(0, math.ceil(pct / 100 * n) - 1))]
-
-    return {"n": n, "p50": rank(50), "p90": rank(90), "p99": rank(99), "max": ordered[-1]}
+    histogram = Counter(values)
+    return {"n": len(values), **{f"p{pct}": nearest_rank(histogram, pct) for pct in (50, 90, 99)}, "max": max(values)}
 
 
 def _memory_per_call(func: Callable[[Any], Any], items: List[Any]) -> Dict[str, float]:

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 from rpc_capture import Call, open_trace
 
 from . import inference
-from .codec import Codec, Compressor, stream_key
+from .codec import Codec, Compressor, Streams, encoded_or_none, stream_key
 from .config import RunConfig
 from .errors import BenchError
 from .inference import Inference, InferredSchema
@@ -151,13 +151,6 @@ def _read(config: RunConfig, held: Sequence[int], inferring: Optional[Inference]
 
 def _encoded(codec: Codec, calls: Iterable[Call]) -> List[bytes]:
     """Each call as ``codec`` puts it on the wire (a stream per connection and direction); failures left out."""
-    streams: Dict[Any, Codec] = {}
-    out = []
-    for call in calls:
-        key = stream_key(call)
-        session = streams.get(key) or streams.setdefault(key, codec.connection())
-        try:
-            out.append(session.encode(call))
-        except Exception:
-            continue  # the size pass reports what the codec cannot encode
-    return out
+    streams = Streams(codec.connection)
+    found = (encoded_or_none(streams[stream_key(call)].encode, call) for call in calls)
+    return [data for data in found if data is not None]  # the size pass reports what the codec cannot encode

@@ -13,7 +13,6 @@ pass and keeps figures that merge exactly. :data:`TRANSPORTS` holds every header
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections import Counter
@@ -22,7 +21,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rpc_capture import C2S, S2C, Call
 
+from .codec import Streams
 from .errors import BenchError
+from .histogram import nearest_rank
 
 PER_CALL = "per-call"
 SIZE_CLASSES = (125, 65535)  #: WebSocket's 7-bit and 16-bit payload lengths (RFC 6455 5.2): packets counted by class
@@ -158,10 +159,10 @@ def unframe(payload: bytes) -> List[bytes]:
 def packets(sizes: Sequence[int], mtu: Optional[int]) -> List[Tuple[int, int, int]]:
     """Framed messages (their sizes) packed in order into packets of at most ``mtu`` payload bytes:
     (first, past the last, packets it takes); a message over the MTU goes alone, fragmented into
-    ceil(size / mtu) packets."""
+    ceil(size / mtu) packets. The usual case, messages that fit one packet together, is answered first."""
     if not sizes:
         return []
-    if mtu is None or (len(sizes) == 1 and sizes[0] <= mtu):
+    if mtu is None or sum(sizes) <= mtu:
         return [(0, len(sizes), 1)]
     out: List[Tuple[int, int, int]] = []
     start = size = 0
@@ -255,8 +256,8 @@ class WireTally:
         self.ns = 0  #: framing, compressing and checking packets
         self.problem: Optional[str] = None  #: the first packet that did not give its messages back
         self._held: List[Tuple[Any, Sequence[bytes]]] = []  #: closed batches of a compressing tally, not yet sent
-        self._sessions: Dict[Any, Any] = {}
-        self._streams = bool(getattr(compressor, "per_connection", False))  #: a context per connection
+        #: a stream compressor's context per connection and direction (None: one compressor for all)
+        self._sessions = Streams(compressor.connection) if getattr(compressor, "per_connection", False) else None
 
     _STATE = ("directions", "payloads", "latency", "ns", "problem")
 
@@ -280,13 +281,9 @@ class WireTally:
             return
         t0 = time.perf_counter_ns()
         sizes = [n + 1 if n < 0x80 else framed_size(n) for n in map(len, messages)]
-        total, mtu = sum(sizes), self.policy.mtu
         figures = self._direction(key[1])
-        if mtu is None or total <= mtu:  # the usual case: the window's messages fit one packet
-            self._packet(figures, total, 1)
-        else:
-            for start, stop, pieces in packets(sizes, mtu):
-                self._packet(figures, sum(sizes[start:stop]), pieces)
+        for start, stop, pieces in packets(sizes, self.policy.mtu):
+            self._packet(figures, sum(sizes[start:stop]), pieces)
         figures[_CALLS] += len(messages)
         self.ns += time.perf_counter_ns() - t0
 
@@ -299,11 +296,8 @@ class WireTally:
         for key, messages in held:
             frames = framed(messages)
             figures = self._direction(key[1])
-            if mtu is None or sum(map(len, frames)) <= mtu:
-                self._packet(figures, self._compressed(key, frames), 1)
-            else:
-                for start, stop, pieces in packets([len(f) for f in frames], mtu):
-                    self._packet(figures, self._compressed(key, frames[start:stop]), pieces)
+            for start, stop, pieces in packets([len(f) for f in frames], mtu):
+                self._packet(figures, self._compressed(key, frames[start:stop]), pieces)
             figures[_CALLS] += len(messages)
         self.ns += time.perf_counter_ns() - t0
 
@@ -315,11 +309,7 @@ class WireTally:
         checks it on random messages), so equal bytes give back every message of the packet, in order:
         the same proof as unframing the decompressed bytes and comparing the messages, for less work.
         """
-        session = self.compressor
-        if self._streams:
-            session = self._sessions.get(key)
-            if session is None:
-                session = self._sessions[key] = self.compressor.connection()
+        session = self._sessions[key] if self._sessions is not None else self.compressor
         payload = b"".join(frames)
         packed = session.compress(payload)
         if self.problem is None and session.decompress(packed) != payload:
@@ -358,19 +348,6 @@ class WireTally:
         self.problem = self.problem or state["problem"]
 
 
-def _nearest_rank(histogram: Dict[Any, int], pct: float) -> float:
-    """Nearest-rank percentile of a {value: count} histogram (0 when empty)."""
-    count = sum(histogram.values())
-    if not count:
-        return 0
-    rank, seen = max(1, math.ceil(pct / 100 * count)), 0
-    for value, n in sorted((float(v), n) for v, n in histogram.items()):
-        seen += n
-        if seen >= rank:
-            return value
-    return 0
-
-
 def wire_figures(policy: WirePolicy, state: Dict[str, Any], transport: Transport, extra: int = 0) -> Dict[str, Any]:
     """What results.json records of one codec under one policy: totals, per direction (with the header
     bytes of ``transport`` plus ``extra`` per packet), payload per packet and the latency batching adds."""
@@ -387,9 +364,9 @@ def wire_figures(policy: WirePolicy, state: Dict[str, Any], transport: Transport
             "quantized": list(policy.quantized), "transport": transport.name, "packet_overhead": extra,
             "calls": calls, **{key: sum(d[key] for d in directions.values())
                                for key in ("packets", "payload_bytes", "fragmented", "wire_bytes")},
-            "payload_p50": _nearest_rank(state["payloads"], 50), "payload_p99": _nearest_rank(state["payloads"], 99),
+            "payload_p50": nearest_rank(state["payloads"], 50), "payload_p99": nearest_rank(state["payloads"], 99),
             "latency_mean_ms": sum(int(k) * n for k, n in latency.items()) * LATENCY_UNIT_MS / calls if calls else 0.0,
-            "latency_p99_ms": _nearest_rank(latency, 99) * LATENCY_UNIT_MS, "packet_ns": state["ns"],
+            "latency_p99_ms": nearest_rank(latency, 99) * LATENCY_UNIT_MS, "packet_ns": state["ns"],
             "problem": state["problem"], "by_direction": directions}
 
 

@@ -15,6 +15,7 @@ import bson
 import pytest
 
 from rpc_capture import Call, TraceWriter, write_jsonl
+from rpcbench.results import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = ["--repeat", "1", "--warmup", "1", "--min-time", "0.001", "--quiet"]
@@ -104,7 +105,7 @@ def test_end_to_end_writes_results_charts_and_escaped_report(tmp_path):
     assert "<script>alert(1)</script>" not in report and "&lt;script&gt;alert(1)&lt;/script&gt;" in report
     assert "<img src=x" not in report
     data = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert data["schema_version"] == 6 and data["trace"]["calls"] == 120
+    assert data["schema_version"] == SCHEMA_VERSION and data["trace"]["calls"] == 120
     assert data["trace"]["methods"] == {"move": 80, "<script>alert(1)</script>": 40}
     assert set(data["environment"]["libraries"]) == {"pymongo"}
     assert data["environment"]["cpu_model"] and data["trace"]["sha256"]

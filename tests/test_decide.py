@@ -167,6 +167,49 @@ def test_bad_baseline_is_refused_and_metadata_names_the_default(suite: Suite) ->
     assert decided(suite).baseline.codec == "json"  # type: ignore[union-attr]
 
 
+def stopped(suite: Suite, codec: str) -> Suite:
+    """The run as if ``codec`` had been stopped in the size pass: no figures, none of its bytes per connection."""
+    results = tuple(dataclasses.replace(r, sizes=None, calls=0, by_direction={}, wire=(), error="size pass stopped")
+                    if r.codec == codec else r for r in suite.results)
+    table = suite.trace["per_connection"]
+    kept = {name: columns for name, columns in table["bytes"].items() if name != codec}
+    trace = {**suite.trace, "per_connection": {**table, "bytes": kept}}
+    return dataclasses.replace(suite, results=results, trace=trace)
+
+
+def test_the_capacity_plan_follows_the_reports_reference_codec(suite: Suite) -> None:
+    """The size pass keeps every codec's bytes per connection and chooses none: the plan uses the reference
+    reports/reference.py chooses (--baseline included), and still plans when json was stopped."""
+    assert set(suite.trace["per_connection"]["bytes"]) == {r.codec for r in suite.results}
+    full = decide(suite).plan
+    for baseline in ("msgpack", "bson"):
+        other = decide(suite, ReportOptions(baseline=baseline)).plan
+        assert other.missing is None and set(other.rows) == set(full.rows)
+        for codec, row in full.rows.items():  # the point estimates scale exactly; only the intervals' basis moves
+            assert other.rows[codec].down.value == pytest.approx(row.down.value, rel=1e-9)
+    without_json = decide(stopped(suite, "json"))
+    assert without_json.reference != "json" and without_json.plan.missing is None
+    assert without_json.plan.rows["msgpack"].down.value == pytest.approx(full.rows["msgpack"].down.value)
+
+
+def test_results_of_schema_6_keep_one_codecs_bytes_per_connection_and_plan_alike(suite: Suite, tmp_path: Path) -> None:
+    folder = tmp_path
+    suite.save(str(folder))
+    data = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    table = data["trace"]["per_connection"]
+    json_bytes = table.pop("bytes")["json"]
+    data["trace"]["per_connection"] = {"codec": "json", **table, **json_bytes}
+    data["schema_version"] = 6
+    (folder / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    old = load(str(folder))
+    assert set(old.trace["per_connection"]["bytes"]) == {"json"}
+    for baseline in (None, "msgpack"):  # an older file's one codec is the basis whichever the reference
+        then, now = (decide(s, ReportOptions(baseline=baseline)).plan for s in (old, suite))
+        assert then.missing is None and set(then.rows) == set(now.rows)
+        for codec, row in now.rows.items():
+            assert then.rows[codec].down.value == pytest.approx(row.down.value, rel=1e-9)
+
+
 def test_study_has_seven_verdicts_and_names_missing_codecs(suite: Suite) -> None:
     findings = retest(suite)
     assert [f.number for f in findings] == list(range(1, 8))

@@ -31,6 +31,10 @@ def diff(a, b, declared=()):
     ({"a": True}, {"a": [1]}, F.OTHER, "args.a", "bool True -> list [1]"),
     ({"a": 0.0}, {"a": -0.0}, F.OTHER, "args.a", "0.0 -> -0.0 (sign of zero)"),
     ([{"deep": ["x", "y"]}], [{"deep": ["x", "z"]}], F.OTHER, "args[0].deep[1]", "'y' -> 'z'"),
+    # equal under ==, told apart by the fast path's pickles (or the walk): types the C fast path must not merge
+    ({"b": b"ab"}, {"b": bytearray(b"ab")}, F.BYTES, "args.b", "bytes -> bytearray"),
+    ([1, 2.0], [1.0, 2.0], F.INT_AS_FLOAT, "args[0]", "1 -> 1.0"),
+    ([[0, False]], [[0, 0]], F.BOOL_NUMBER, "args[0][1]", "False -> 0"),
 ])
 def test_differences_are_named(a, b, feature, path, detail):
     assert diff(a, b) == F.Difference(feature, path, detail)
@@ -40,6 +44,8 @@ def test_differences_are_named(a, b, feature, path, detail):
     ({"a": 1, "b": 2}, {"b": 2, "a": 1}),  # key order is not a difference
     ([float("nan")], [float("nan")]),
     ({"big": 10**20}, {"big": 10**20}),
+    ({"s": "x", "t": "x"}, {"s": "x", "t": "".join(["x"])}),  # shared or not (the pickle memo) is no difference
+    ([float("nan")], [float("-nan")]),  # NaN payloads differ in bits only
 ])
 def test_same(a, b):
     assert diff(a, b) is None

@@ -23,7 +23,7 @@ from rpc_capture import keys as K
 from rpc_capture import trace as T
 from rpc_capture import values as V
 from rpcbench import fidelity
-from rpcbench.size_pass import CodecTally, check_call
+from rpcbench.tally import CodecTally, check_call
 from rpcbench.registry import Registry
 from rpcbench.results import SCHEMA_VERSION
 from test_hostile import FAST, REPO

@@ -22,7 +22,7 @@ from rpc_capture import trace as T
 from rpc_capture import values as V
 from rpcbench import fidelity
 from rpcbench.commands import main as cli_main
-from rpcbench.size_pass import CodecTally, check_call
+from rpcbench.tally import CodecTally, check_call
 from rpcbench.registry import Registry
 from rpcbench.results import load
 

@@ -24,7 +24,8 @@ from rpcbench.packet_timing import PacketOps, PacketPlan, tick_windows
 from rpcbench.pipeline import run_benchmark
 from rpcbench.results import load, wire_timing
 from rpcbench.simulate import simulate_profile
-from rpcbench.size_pass import SizePass, index_traces
+from rpcbench.size_pass import SizePass
+from rpcbench.trace_index import index_traces
 from rpcbench.timing import TimingJob
 from rpcbench.wire import WirePolicy, parse_policies
 from rpcbench.reports import build, capacity, terminal_text

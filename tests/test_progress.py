@@ -18,7 +18,8 @@ from rpcbench.commands.progress import ProgressDisplay, clock, eta_of, plain_lin
 from rpcbench.config import DEFAULT_TRACE, RunConfig
 from rpcbench.executors import report, share_done
 from rpcbench.pipeline import run_benchmark
-from rpcbench.size_pass import FloorTask, PieceTask, index_trace, plan_pieces
+from rpcbench.pieces import FloorTask, PieceTask, plan_pieces
+from rpcbench.trace_index import index_trace
 from rpcbench.registry import Registry
 
 CALLS = sum(1 for _ in open_trace(str(DEFAULT_TRACE)))

@@ -16,7 +16,7 @@ from rpcbench import fidelity as F
 from rpcbench.commands import main as cli_main
 from rpcbench import protobuf
 from rpcbench.protobuf import infer
-from rpcbench.size_pass import CodecTally
+from rpcbench.tally import CodecTally
 from rpcbench.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent

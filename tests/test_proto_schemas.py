@@ -22,7 +22,7 @@ from rpc_capture import Call, write_jsonl
 from rpcbench import fidelity as F
 from rpcbench import protobuf
 from rpcbench.errors import BenchError
-from rpcbench.size_pass import CodecTally
+from rpcbench.tally import CodecTally
 from rpcbench.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent

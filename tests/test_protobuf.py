@@ -21,7 +21,7 @@ from rpcbench import protobuf
 from rpcbench.protobuf import compile as proto_compile
 from rpcbench.codec import received_call
 from rpcbench.errors import BenchError
-from rpcbench.size_pass import CodecTally
+from rpcbench.tally import CodecTally
 from rpcbench.registry import Registry
 
 REPO = Path(__file__).resolve().parent.parent

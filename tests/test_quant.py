@@ -21,7 +21,7 @@ from rpcbench.errors import BenchError
 from rpcbench.pipeline import run_benchmark
 from rpcbench.precision_suggest import schema_settings, suggest
 from rpcbench.quant import call_bits
-from rpcbench.size_pass import round_trip
+from rpcbench.tally import round_trip
 from rpcbench.testing import check_codec
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -21,7 +21,7 @@ from rpcbench import fidelity as F
 from rpcbench import protobuf
 from rpcbench.codec import Codec
 from rpcbench.registry import Registry
-from rpcbench.size_pass import CodecTally
+from rpcbench.tally import CodecTally
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = Registry.default()

@@ -20,7 +20,7 @@ from rpcbench.config import RunConfig
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry
 from rpcbench.simulate import simulate_profile
-from rpcbench.size_pass import CodecTally, check_call, send_rest
+from rpcbench.tally import CodecTally, check_call, send_rest
 from rpcbench.wire import (Batcher, WirePolicy, WireTally, detect_tick, framed, leb128, packets, parse_policies,
                            unframe)
 

@@ -1,0 +1,235 @@
+"""The size pass's tasks: a run split into pieces (a trace's byte range through some codecs:
+:func:`plan_pieces`), a piece's calls through its codecs (:func:`tally_piece`, in whatever process the
+executor gives it), and a trace's floor (:class:`FloorTask`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from rpc_capture import Call, TraceReader, damage_note, open_trace
+from rpc_capture.stats import TraceStats
+
+from .codec import Codec
+from .config import RunConfig
+from .floor import Floor
+from .registry import Registry
+from .sampling import SIZE_SALT, TIMING_SALT, Candidates, SamplePlan, priority
+from .tally import CodecTally, check_call, send_rest
+from .trace_index import TraceIndex
+from .wire import DETECT_CALLS, Batcher, TickGuess, WirePolicy, detect_tick, resolve
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Calls of one trace (a byte range starting at a batch record, or the whole file) through some of
+    the run's codecs."""
+
+    trace: int  #: position of the trace in the run's list
+    path: str
+    codecs: Tuple[str, ...]
+    start: Optional[int] = None  #: byte offset of the first batch record (None: the file's start)
+    stop: Optional[int] = None  #: byte offset where the next piece starts (None: the file's end)
+    first_call: int = 0  #: index of the piece's first call in its trace
+    calls: int = 0  #: calls it reads (0: not counted), for the progress line
+    count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
+    failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
+    wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies (resolved by the piece for its trace)
+
+    @property
+    def live(self) -> Tuple[str, ...]:
+        """The codecs it still runs."""
+        failed = dict(self.failed)
+        return tuple(name for name in self.codecs if name not in failed)
+
+
+def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int,
+                wire: Tuple[WirePolicy, ...] = ()) -> List[Piece]:
+    """The tasks of a run: a trace split in chunks goes through its stateless codecs chunk by chunk and
+    whole through its codecs with per-connection state (a chunk would cut their streams); a trace not
+    split goes whole through all. With fewer such parts than ``slots``, the codecs are shared among
+    tasks as well, so every slot has work. Whole traces first: they take longest.
+
+    ``wire``: the run's policies; with a batched one, every trace goes whole through every codec (a
+    connection's tick window may straddle any chunk boundary)."""
+    if any(p.batched for p in wire):
+        traces = [dataclasses.replace(t, cuts=()) for t in traces]
+    parts = sum(max(1, len(t.cuts)) for t in traces)
+    groups = -(-slots // parts)
+    pieces = [dataclasses.replace(p, wire=wire) for number, t in enumerate(traces)
+              for p in _trace_pieces(number, t, codecs, groups)]
+    return sorted(pieces, key=lambda p: p.start is not None)
+
+
+def _trace_pieces(number: int, trace: TraceIndex, codecs: Sequence[Codec], groups: int) -> List[Piece]:
+    """One trace's pieces; in each chunk (or the whole trace) the first group of codecs counts the calls."""
+    whole = max(trace.calls, 0)
+    if len(trace.cuts) < 2:
+        return [Piece(number, trace.path, _names(group), calls=whole, count=g == 0)
+                for g, group in enumerate(split_codecs(codecs, groups))]
+    cuts = list(trace.cuts)
+    stateless = split_codecs([c for c in codecs if not c.per_connection], groups)
+    pieces = [Piece(number, trace.path, _names(group), start, stop, before, max(after - before, 0), count=g == 0)
+              for (start, before), (stop, after) in zip(cuts, [*cuts[1:], (None, whole)])
+              for g, group in enumerate(stateless)]
+    return pieces + [Piece(number, trace.path, _names(group), calls=whole, count=not pieces and g == 0)
+                     for g, group in enumerate(split_codecs([c for c in codecs if c.per_connection], groups))]
+
+
+def split_codecs(codecs: Sequence[Codec], parts: int) -> List[List[Codec]]:
+    """Share codecs among ``parts`` tasks, lightest share first, keeping codecs on one inner codec together
+    (they encode, decode and compare a call once between them).
+
+    Weights: a family of codecs on one inner codec counts 2 plus one per codec; families go largest
+    first to the least loaded share.
+    """
+    families: Dict[str, List[Codec]] = {}
+    for codec in codecs:
+        families.setdefault(codec.base.name, []).append(codec)
+    groups: List[List[Codec]] = [[] for _ in range(max(1, parts))]
+    loads = [0] * len(groups)
+    for family in sorted(families.values(), key=len, reverse=True):
+        i = loads.index(min(loads))
+        groups[i].extend(family)
+        loads[i] += 2 + len(family)
+    order = sorted(range(len(groups)), key=loads.__getitem__)  # lightest first: it also counts the trace
+    return [groups[i] for i in order if groups[i]]
+
+
+def _names(codecs: Sequence[Codec]) -> Tuple[str, ...]:
+    return tuple(c.name for c in codecs)
+
+
+_REGISTRIES: Dict[RunConfig, Registry] = {}  #: this process's registry for the run it serves (one at a time)
+
+
+def use_registry(config: RunConfig, registry: Registry) -> None:
+    """Let this process's tasks of ``config`` use ``registry``, the run's own, already built (and forked
+    processes inherit it) instead of building the same again: the registry is entered once per run."""
+    _REGISTRIES.clear()
+    _REGISTRIES[config] = registry
+
+
+def _registry(config: RunConfig) -> Registry:
+    """The run's registry in this process: the one :func:`use_registry` gave, else built once (a Dask worker,
+    or a library caller that runs tasks alone: plugins loaded, schemas compiled)."""
+    found = _REGISTRIES.get(config)
+    if found is None:
+        found = config.registry()
+        use_registry(config, found)
+    return found
+
+
+@dataclass(frozen=True)
+class PieceTask:
+    """A piece as an executor's task (:class:`rpcbench.executors.Task`)."""
+
+    config: RunConfig
+    piece: Piece
+    plan: SamplePlan
+
+    @property
+    def codecs(self) -> Tuple[str, ...]:
+        return self.piece.live
+
+    @property
+    def span(self) -> Tuple[int, int]:
+        return self.piece.first_call, self.piece.calls
+
+    def prepare(self) -> None:
+        _registry(self.config)
+
+    def run(self, beat: Any) -> Dict[str, Any]:
+        return tally_piece(self.config, self.piece, self.plan, beat)
+
+    def blame(self, position: int, reason: str) -> "PieceTask":
+        failed = (*self.piece.failed, (self.piece.live[position], reason))
+        return dataclasses.replace(self, piece=dataclasses.replace(self.piece, failed=failed))
+
+
+def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = None) -> Dict[str, Any]:
+    """One piece's calls through its live codecs: a summary that :class:`SizePass` merges."""
+    reader = open_trace(piece.path, config.salvage)
+    if piece.start is not None and isinstance(reader, TraceReader):
+        reader.seek(piece.start, piece.first_call)
+    calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
+    wire, tick, calls = _wire_of(piece, calls)
+    registry = _registry(config)
+    tallies = []
+    for position, name in enumerate(piece.live):
+        if beat is not None:
+            beat[1] = position
+        tallies.append(CodecTally(registry.create(name), wire))
+    stats, candidates, measured = TraceStats(), Candidates(plan.timing_calls), 0
+    batchers = {p.text: Batcher(p) for p in wire if p.batched}
+    for index, call in enumerate(calls, piece.first_call):
+        if index == 0:  # windows start at the trace's first timestamp, held out or not
+            for batcher in batchers.values():
+                batcher.origin = call.t
+        if plan.held_out(piece.trace, index):
+            continue
+        if piece.count:
+            stats.add(call)
+            candidates.offer(call.method, priority(plan.seed, piece.trace, index, TIMING_SALT), index)
+        if plan.size_fraction < 1 and priority(plan.seed, piece.trace, index, SIZE_SALT) >= plan.size_fraction:
+            continue
+        measured += 1
+        check_call(tallies, index, call, beat, batchers)
+    send_rest(tallies, batchers, beat)
+    for position, tally in enumerate(tallies):
+        if beat is not None:
+            beat[1] = position
+        if not tally.error:
+            tally.measure_state()
+    states = {t.codec.name: t.export() for t in tallies}
+    failed = dict(piece.failed)
+    return {"piece": piece, "tallies": [states.get(name) or {"error": failed[name]} for name in piece.codecs],
+            "measured": measured, "stats": stats if piece.count else None, "tick": tick,
+            "candidates": candidates.export() if piece.count else None,
+            "reader": _reader_info(reader) if piece.stop is None else None}
+
+
+def _wire_of(piece: Piece, calls: Iterator[Call]) -> Tuple[Tuple[WirePolicy, ...], Optional[TickGuess],
+                                                          Iterator[Call]]:
+    """The piece's --wire policies for its trace, the tick read from the trace (None without a batched policy)
+    and its calls: a batched policy's piece holds a whole trace, whose first calls show its tick
+    (:func:`rpcbench.wire.detect_tick`); they are read once, kept, and measured like the rest."""
+    if not any(p.batched for p in piece.wire):
+        return piece.wire, None, calls
+    head = list(itertools.islice(calls, DETECT_CALLS))
+    guess = detect_tick(head)
+    return resolve(piece.wire, guess), guess, itertools.chain(head, calls)
+
+
+@dataclass(frozen=True)
+class FloorTask:
+    """One trace's floor (:mod:`rpcbench.floor`) as an executor's task: it reads the whole trace."""
+
+    config: RunConfig
+    trace: int
+    path: str
+    plan: SamplePlan
+    codecs: Tuple[str, ...] = ()  #: none of the run's codecs: compact JSON and zstd / xz only
+    span: Tuple[int, int] = (0, 0)  #: its calls are not counted in the progress line
+
+    def prepare(self) -> None:
+        _registry(self.config)
+
+    def run(self, beat: Any) -> Optional[Dict[str, Any]]:
+        floor = Floor(_registry(self.config).create("json"))
+        for index, call in enumerate(open_trace(self.path, self.config.salvage)):
+            if not self.plan.held_out(self.trace, index):
+                floor.add(call)
+        return floor.totals()
+
+    def blame(self, position: int, reason: str) -> "FloorTask":
+        return self
+
+
+def _reader_info(reader: Any) -> Dict[str, Any]:
+    """What results.json records of a trace file that only the reader of its end knows."""
+    return {"format": "jsonl" if reader.version is None else f"rpctrace v{reader.version}",
+            "metadata": reader.metadata, "truncated_bytes": reader.truncated_bytes,
+            "salvaged": damage_note(reader), "recorder": reader.end or reader.stats}

@@ -1,0 +1,340 @@
+"""One codec's running figures over the size pass (:class:`CodecTally`), and one call through every live
+codec of a task (:func:`check_call`): exact ``len()`` of the bytes, decode, compare with the original
+(fidelity), the call into each --wire policy's packets. Memory stays bounded: sizes are a histogram, problems
+are groups with their first example. Tallies of the same codec over successive calls merge exactly."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+
+from rpc_capture import C2S, Call
+
+from .codec import Codec, Compressed, Streams, received_call, stream_key
+from .fidelity import OTHER, PRECISION, QUANTIZED, Limit, compare, features_of
+from .histogram import nearest_rank
+from .results import Problem, Sizes
+from .wire import Batcher, Closed, WirePolicy, WireTally
+
+
+class Outcome(NamedTuple):
+    """One call through one codec: wire bytes (None if encoding failed), the problem if any, and its cost."""
+
+    data: Optional[bytes]
+    problem: Optional[Tuple[str, str, bool, str, str]]  #: kind, feature, declared, path, detail
+    ns: int  #: encode + decode time, for planning the timing phase
+    lossy: Tuple[Tuple[str, float, float], ...] = ()  #: (field path, error, step) of values back within their step
+
+
+def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
+    """Encode, decode and compare one call, catching whatever the codec raises."""
+    timer = time.perf_counter_ns
+    t0 = timer()
+    try:
+        data = codec.encode(call)
+        if type(data) is not bytes:
+            raise TypeError(f"encode returned {type(data).__name__}, not bytes")
+    except Exception as e:
+        if isinstance(e, Limit):  # the codec named the limit it hit
+            return Outcome(None, ("encode", e.feature, e.feature in declared, e.path, _error_text(e)), timer() - t0)
+        found = sorted(features_of(call.args) & declared)
+        return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), timer() - t0)
+    try:
+        back = received_call(codec.decode(data))
+    except Exception as e:
+        return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
+    ns = timer() - t0
+    try:
+        back, lossy, beyond = codec.within_steps(call, back)
+        if beyond:
+            return Outcome(data, ("mismatch", PRECISION, False, *beyond), ns, lossy)
+        diff = compare(call, back, declared)
+    except Exception as e:  # a decoded value no comparison copes with (a plugin's odd type): the codec's failure
+        return Outcome(data, ("mismatch", OTHER, False, "", f"cannot compare the decoded call: {_error_text(e)}"), ns)
+    if diff:
+        return Outcome(data, ("mismatch", diff.feature, diff.feature in declared, diff.path, diff.detail), ns, lossy)
+    if lossy:
+        path, error, step = lossy[0]
+        return Outcome(data, ("mismatch", QUANTIZED, QUANTIZED in declared, path,
+                              f"{len(lossy)} values within their step (first: off by {error:.3g}, step {step:g})"), ns,
+                       lossy)
+    return Outcome(data, None, ns)
+
+
+def _compressed(compressor: Any, base: Outcome) -> Outcome:
+    """The outcome of ``inner+compressor`` from the inner codec's outcome: compress, decompress, same bytes?"""
+    if base.data is None:
+        return base
+    timer = time.perf_counter_ns
+    t0 = timer()
+    try:
+        packed = compressor.compress(base.data)
+        if type(packed) is not bytes:
+            raise TypeError(f"compress returned {type(packed).__name__}, not bytes")
+    except Exception as e:
+        return Outcome(None, ("encode", OTHER, False, "", _error_text(e)), base.ns + timer() - t0)
+    try:
+        same = compressor.decompress(packed) == base.data
+    except Exception as e:
+        return Outcome(packed, ("decode", OTHER, False, "", _error_text(e)), base.ns + timer() - t0)
+    ns = base.ns + timer() - t0
+    if not same:
+        return Outcome(packed, ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones"), ns)
+    return base._replace(data=packed, ns=ns)
+
+
+class CodecTally:
+    """Running size and fidelity figures of one codec over the full pass."""
+
+    def __init__(self, codec: Codec, wire: Sequence[WirePolicy] = ()) -> None:
+        self.codec = codec
+        compressor = codec.compressor if isinstance(codec, Compressed) else None
+        self.wire = {p.text: WireTally(p, compressor) for p in wire}  #: policy -> its packets (--wire)
+        self._per_call = [w for w in self.wire.values() if not w.policy.batched]
+        self._compresses = compressor is not None
+        self.message: Optional[bytes] = None  #: what the last call puts in its batches (batched --wire)
+        self.declared = frozenset(codec.changes)
+        self.sizes: Counter = Counter()
+        self.by_method: Dict[str, List[int]] = {}
+        self.by_direction: Dict[str, List[int]] = {}  #: "c2s"/"s2c" -> [calls, bytes]
+        self.by_connection: Dict[Any, List[int]] = {}  #: connection -> [c2s bytes, s2c bytes]
+        self.failures = 0
+        self.mismatches = 0
+        self.problems: Dict[Tuple[str, str], list] = {}
+        self.lossy: Dict[str, List[float]] = {}  #: field path -> [values back within their step, largest error, step]
+        self.ns = 0  #: encode + decode time over the pass, for planning the timing phase
+        self.error: Optional[str] = None  #: why this codec was stopped (it hung, died, exited); no figures then
+        self.state_bytes = 0  #: memory per stream's state, mean over the trace's streams (per-connection codecs)
+        self.shared_state_bytes = 0  #: memory kept once for all connections (a dictionary)
+        self.streams = 0  #: connections and directions the state was measured over
+        self._sessions = Streams(codec.connection)
+        self._stateful = codec.per_connection  #: a session per stream (:meth:`check` asks per call: read once)
+        self._inner_stateful = (codec.inner if isinstance(codec, Compressed) else codec).per_connection
+        self._inner_name = (codec.inner if isinstance(codec, Compressed) else codec).name  #: what shares its outcome
+
+    _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy",
+              "ns", "error", "state_bytes", "shared_state_bytes", "streams")
+
+    def measure_state(self) -> None:
+        """Take the memory the codec's state keeps, after the trace went through it: per stream
+        (mean over the trace's connections and directions) and shared."""
+        streams = list(self._sessions.values())
+        self.streams = len(streams)
+        self.state_bytes = round(sum(s.state_bytes() for s in streams) / len(streams)) if streams else 0
+        self.shared_state_bytes = self.codec.shared_state_bytes()
+
+    def fail(self, reason: str) -> None:
+        """Stop this codec: its figures so far are dropped (they would cover part of the trace only)."""
+        self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
+        self.lossy = {}
+        self.failures = self.mismatches = 0
+        self.wire, self._per_call, self.message = {}, [], None
+        self.error = reason
+
+    def export(self) -> Dict[str, Any]:
+        """The figures (no codec objects), to send from a forked process."""
+        return {**{name: getattr(self, name) for name in self._STATE},
+                "wire": {text: (w.policy, w.export()) for text, w in self.wire.items()}}
+
+    def merge_wire(self, states: Dict[str, Tuple[WirePolicy, Dict[str, Any]]]) -> None:
+        """Add the packets of another share of the calls, policy by policy (a policy new here is added)."""
+        for text, (policy, state) in states.items():
+            if text not in self.wire:
+                self.wire[text] = WireTally(policy)
+            self.wire[text].merge(state)
+
+    def merge(self, state: Dict[str, Any]) -> List[Tuple[str, str]]:
+        """Add the figures of another share of the calls (:meth:`export` of a tally of the same codec over
+        calls that come after these); returns the problem groups new to this tally.
+
+        Exact: the size histogram and counts add up, each problem group keeps its earliest example,
+        and the state per stream is the mean over both shares' streams.
+        """
+        if state["error"] or self.error:
+            self.fail(self.error or state["error"])
+            return []
+        self.sizes.update(state["sizes"])
+        for mine, theirs in ((self.by_method, state["by_method"]), (self.by_direction, state["by_direction"]),
+                             (self.by_connection, state["by_connection"])):
+            for key, pair in theirs.items():
+                into = mine.setdefault(key, [0, 0])
+                into[0] += pair[0]
+                into[1] += pair[1]
+        self.failures += state["failures"]
+        self.mismatches += state["mismatches"]
+        for path, (count, error, step) in state["lossy"].items():
+            self._lossy(path, count, error, step)
+        self.ns += state["ns"]
+        streams = self.streams + state["streams"]
+        if streams:
+            self.state_bytes = round((self.state_bytes * self.streams + state["state_bytes"] * state["streams"])
+                                     / streams)
+        self.streams = streams
+        self.shared_state_bytes = max(self.shared_state_bytes, state["shared_state_bytes"])
+        self.merge_wire(state.get("wire", {}))
+        new = [key for key in state["problems"] if key not in self.problems]
+        for key, group in state["problems"].items():
+            if key in self.problems:
+                self.problems[key][0] += group[0]
+            else:
+                self.problems[key] = list(group)
+        return new
+
+    def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
+        """Encode, measure, decode and compare one call.
+
+        ``shared`` (one dict per call, passed to every tally) lets codecs built on the same
+        stateless inner codec (json, json+zlib-1, json+zstd-3...) encode, decode and compare
+        the call once; each compressor then only has to give the inner bytes back exactly.
+        """
+        codec: Any = self._sessions[stream_key(call)] if self._stateful else self.codec  # Compressed if it compresses
+        inner = codec.inner if self._compresses else codec
+        if shared is None or self._inner_stateful:  # state of its own: the shared outcome is another tally's stream
+            base = round_trip(inner, call, self.declared)
+        else:
+            base = shared.get(self._inner_name) or shared.setdefault(self._inner_name,
+                                                                       round_trip(inner, call, self.declared))
+        outcome = _compressed(codec.compressor, base) if self._compresses else base
+        self.ns += outcome.ns
+        for path, error, step in outcome.lossy:
+            self._lossy(path, 1, error, step)
+        if outcome.problem:
+            kind, feature, declared, path, detail = outcome.problem
+            if kind == "encode":
+                self.failures += 1
+            else:
+                self.mismatches += 1
+            self._problem(kind, feature, declared, index, call, path, detail)
+        if outcome.data is not None:
+            n = len(outcome.data)
+            self.sizes[n] += 1
+            tally = self.by_method.get(call.method)
+            if tally is None:
+                tally = self.by_method[call.method] = [0, 0]
+            tally[0] += 1
+            tally[1] += n
+            self._count_traffic(call, n)
+        if self.wire:
+            self._wire(call, outcome.data, base.data)
+
+    def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes]) -> None:
+        """The call into each --wire policy's packets: alone under per-call; under a batched policy, its
+        :attr:`message` waits in its batch (:func:`check_call`): the inner codec's bytes when the codec
+        compresses (a packet is compressed whole), None when it failed to encode."""
+        self.message = data if data is None or not self._compresses else inner
+        if data is not None:
+            for wire in self._per_call:
+                wire.add(call, data)
+
+    def _count_traffic(self, call: Call, n: int) -> None:
+        """Add ``n`` wire bytes of ``call`` to its direction's and its connection's sums (the capacity planner's)."""
+        direction = self.by_direction.get(call.dir)
+        if direction is None:
+            direction = self.by_direction[call.dir] = [0, 0]
+        direction[0] += 1
+        direction[1] += n
+        conn = self.by_connection.get(call.conn)
+        if conn is None:
+            conn = self.by_connection[call.conn] = [0, 0]
+        conn[0 if call.dir == C2S else 1] += n
+
+    def _lossy(self, path: str, count: int, error: float, step: float) -> None:
+        """Count ``count`` values of field ``path`` that came back within their step, the largest ``error``."""
+        seen = self.lossy.get(path)
+        if seen is None:
+            self.lossy[path] = [count, error, step]
+        else:
+            seen[0] += count
+            seen[1] = max(seen[1], error)
+
+    def _problem(self, kind: str, feature: str, declared: bool, index: int, call: Call, path: str, detail: str) -> None:
+        group = self.problems.get((kind, feature))
+        if group is None:
+            self.problems[(kind, feature)] = [1, declared, index, call.method, path, detail]
+        else:
+            group[0] += 1
+
+    def size_stats(self) -> Optional[Sizes]:
+        """Exact mean and percentiles from the histogram (None if nothing encoded)."""
+        count = sum(self.sizes.values())
+        if not count:
+            return None
+        total = sum(n * k for n, k in self.sizes.items())
+        return Sizes(total, total / count, int(nearest_rank(self.sizes, 50)), int(nearest_rank(self.sizes, 99)),
+                     min(self.sizes), max(self.sizes))
+
+    def problem_list(self) -> Tuple[Problem, ...]:
+        """Problem groups, undeclared first, then by count."""
+        groups = [Problem(kind, feature, g[1], g[0], g[2], g[3], g[4], g[5])
+                  for (kind, feature), g in self.problems.items()]
+        return tuple(sorted(groups, key=lambda p: (p.declared, -p.count)))
+
+
+def _error_text(e: BaseException, limit: int = 160) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None,
+               batchers: Optional[Dict[str, Batcher]] = None) -> None:
+    """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work;
+    ``batchers``: the tick windows of the batched --wire policies, shared by the tallies.
+
+    ``sys.exit`` in a codec stops that codec only.
+    """
+    if beat is not None:
+        beat[0] = index
+    shared: Dict[str, Outcome] = {}
+    for position, tally in enumerate(tallies):
+        if tally.error:
+            continue
+        if beat is not None:
+            beat[1] = position
+        try:
+            tally.check(index, call, shared)
+        except (Exception, SystemExit) as e:
+            tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+    if batchers:  # the call's messages (one per codec) join its batches; a batch it closes is sent
+        row = [tally.message for tally in tallies]
+        for text, batcher in batchers.items():
+            closed = batcher.step(call, row)
+            if closed is not None:
+                _send(tallies, text, closed, beat, f"at call {index}")
+
+
+def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where: str) -> None:
+    """A closed batch to each live tally's policy ``text``, each tally taking its own messages from the batch's
+    rows; a codec that raises is stopped (``where``: the call the pass is at)."""
+    key = batch[0]
+    for position, (tally, column) in enumerate(zip(tallies, zip(*batch[3]))):  # column: the codec's messages
+        wire = tally.wire.get(text)  # none once the codec failed
+        if wire is None:
+            continue
+        if beat is not None:
+            beat[1] = position
+        try:
+            wire.send(key, [m for m in column if m is not None] if None in column else
+                      cast(Tuple[bytes, ...], column))
+        except (Exception, SystemExit) as e:
+            tally.fail(f"size pass stopped {where}: {_error_text(e)}")
+
+
+def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher], beat: Any = None) -> None:
+    """At the end of the calls: send every batch still open and the batches held, and give each tally its
+    policy's added latency."""
+    for text, batcher in batchers.items():
+        for batch in batcher.rest():
+            _send(tallies, text, batch, beat, "at the end of the calls")
+        for position, tally in enumerate(tallies):
+            wire = tally.wire.get(text)
+            if wire is None:
+                continue
+            if beat is not None:
+                beat[1] = position
+            try:
+                wire.flush()
+            except (Exception, SystemExit) as e:
+                tally.fail(f"size pass stopped at the end of the calls: {_error_text(e)}")
+                continue
+            wire.latency = Counter(batcher.latency)
