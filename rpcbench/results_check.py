@@ -20,6 +20,7 @@ _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dic
                            "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
                            "floor_ratio": (int, float, type(None)), "by_direction": dict,
                            "estimate": (dict, type(None)), "wire": list, "lossy": dict}
+_SHARE_FIELDS = {"calls": int, "bytes": int}  #: what every by_method / by_direction entry holds (it may hold more)
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
 _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _NONE), "sha256": (str, _NONE),
@@ -153,8 +154,10 @@ def check_suite(data: Dict[str, Any]) -> None:
 def _check_result(r: Any, where: str) -> None:
     """One codec's result: every field the reports use, with its type."""
     _fields(r, _RESULT_FIELDS, where, _OPTIONAL_RESULT_FIELDS)
-    _counts(r["by_method"], f"{where}.by_method", 2)
-    _counts(r.get("by_direction", {}), f"{where}.by_direction", 2)
+    for part in ("by_method", "by_direction"):  # per method / direction: at least its calls and bytes
+        _counts(r.get(part, {}), f"{where}.{part}", 2)
+        for key, figures in r.get(part, {}).items():
+            _fields(figures, _SHARE_FIELDS, f"{where}.{part}.{key}")
     _counts(r.get("latency", {}), f"{where}.latency", 3)
     for op, by_method in r.get("latency", {}).items():
         for method, pcts in by_method.items():
@@ -166,6 +169,8 @@ def _check_result(r: Any, where: str) -> None:
         _counts(r["dictionary"], f"{where}.dictionary")
     if r["sizes"] is not None:
         _fields(r["sizes"], _SIZES_FIELDS, f"{where}.sizes")
+        if not r["sizes"]["mean"] > 0:  # every ratio divides by it; a message carries at least its method
+            raise TypeError(f"{where}.sizes.mean is not above 0")
     for op in ("encode", "decode"):
         if r[op] is not None:
             _check_timing(r[op], f"{where}.{op}")

@@ -308,7 +308,8 @@ def results_text(tmp_path_factory):
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "retyped", "field removed", "not json", "floor retyped",
-                                    "floor field removed", "dictionary retyped"])
+                                    "floor field removed", "dictionary retyped", "method figure renamed",
+                                    "direction figure renamed", "zero mean size"])
 def test_report_on_a_damaged_results_file_is_one_line(tmp_path, results_text, damage):
     path = tmp_path / "results.json"
     text = results_text
@@ -333,6 +334,14 @@ def test_report_on_a_damaged_results_file_is_one_line(tmp_path, results_text, da
         text = json.dumps(data)
     elif damage == "dictionary retyped":
         data["results"][0]["dictionary"] = 5
+        text = json.dumps(data)
+    elif damage.endswith("renamed"):  # found by bench/fuzz.py: a KeyError deep in the reports
+        part = data["results"][0]["by_method" if damage.startswith("method") else "by_direction"]
+        figures = next(iter(part.values()))
+        figures["bytez"] = figures.pop("bytes")
+        text = json.dumps(data)
+    elif damage == "zero mean size":  # found by bench/fuzz.py: a ZeroDivisionError in every ratio
+        data["results"][0]["sizes"]["mean"] = 0.0
         text = json.dumps(data)
     else:
         text = "\x00\xff garbage"
