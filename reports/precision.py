@@ -75,7 +75,7 @@ class PrecisionView:
         if not self.codecs:
             return f"precision profile {self.profile} (--precision): every value came back exact at its steps"
         return (f"precision profile {self.profile} (--precision): {', '.join(c.codec for c in self.codecs)} gave "
-                "values back within its steps; each field's changes are in the lossy table")
+                "values back within the profile's steps; each field's changes are in the lossy table")
 
 
 def profile_label(suite: Suite) -> Optional[str]:
