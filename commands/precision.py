@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List
+from typing import Iterator, List
 
-from rpc_capture import open_trace
+from rpc_capture import Call, open_trace
 from rpcbench.errors import BenchError
 from rpcbench.precision_suggest import RELATIVE_ERROR, suggest
 from rpcbench.protobuf import Settings
@@ -23,12 +23,22 @@ from .options import fraction
 def main(argv: List[str]) -> int:
     """``run_bench.py precision suggest``: print the suggested profile."""
     args = _parser().parse_args(argv)
-    calls = list(open_trace(args.trace, args.salvage))
-    if not calls:
+    calls = _TraceCalls(args.trace, args.salvage)
+    if next(iter(calls), None) is None:
         raise BenchError(f"{args.trace}: the trace holds no calls")
     sys.stdout.write(suggest(args.trace, calls, Settings(tuple(args.proto), tuple(args.proto_path)),
                              args.relative_error))
     return 0
+
+
+class _TraceCalls:
+    """The trace's calls, read afresh at each pass: a long trace is streamed, never held whole."""
+
+    def __init__(self, path: str, salvage: bool) -> None:
+        self.path, self.salvage = path, salvage
+
+    def __iter__(self) -> Iterator[Call]:
+        return iter(open_trace(self.path, self.salvage))
 
 
 def _parser() -> argparse.ArgumentParser:

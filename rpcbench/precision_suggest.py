@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from rpc_capture import Call
 
@@ -55,7 +55,7 @@ class Seen:
             self.sizes = (n, n) if self.count == 1 else (min(self.sizes[0], n), max(self.sizes[1], n))
 
 
-def schema_settings(trace: str, calls: Sequence[Call], chosen: protobuf.Settings) -> Tuple[protobuf.Settings, str]:
+def schema_settings(trace: str, calls: Iterable[Call], chosen: protobuf.Settings) -> Tuple[protobuf.Settings, str]:
     """The schema a run would give ``quant`` for this trace, and where it came from in words."""
     if chosen.files:
         return chosen, f"the schema {', '.join(Path(f).name for f in chosen.files)}"
@@ -68,18 +68,25 @@ def schema_settings(trace: str, calls: Sequence[Call], chosen: protobuf.Settings
     return inferred.settings(chosen), f"a schema inferred from every call of {Path(trace).name}"
 
 
-def observe(layouts: Dict[str, Message], calls: Iterable[Call]) -> Dict[str, Seen]:
-    """Every leaf path of the layouts, in schema order, with the values the calls showed at it."""
+def observe(layouts: Dict[str, Message], calls: Iterable[Call]) -> Tuple[Dict[str, Seen], int]:
+    """Every leaf path of the layouts of the methods the calls use, in schema order, with the values the calls
+    showed at it; and how many calls there were (one pass: a long trace is streamed, not held)."""
+    every_leaf = (leaf for message in layouts.values() for leaf in _all_leaves(message))
+    order = {leaf.path: n for n, leaf in enumerate(every_leaf)}
     seen: Dict[str, Seen] = {}
-    for message in layouts.values():
-        for leaf in _all_leaves(message):
-            seen.setdefault(leaf.path, Seen(leaf))
+    used: set = set()
+    count = 0
     for call in calls:
+        count += 1
         found = layouts.get(call.method)
-        if found is not None:
-            for leaf, value in leaves(found, call.args):
-                seen[leaf.path].add(value)
-    return seen
+        if found is None:
+            continue
+        if call.method not in used:
+            used.add(call.method)
+            seen.update((leaf.path, Seen(leaf)) for leaf in _all_leaves(found))
+        for leaf, value in leaves(found, call.args):
+            seen[leaf.path].add(value)
+    return dict(sorted(seen.items(), key=lambda item: order[item[0]])), count
 
 
 def _all_leaves(node: Any) -> Iterable[Leaf]:
@@ -95,21 +102,22 @@ def _all_leaves(node: Any) -> Iterable[Leaf]:
         yield from _all_leaves(node.value)
 
 
-def suggest(trace: str, calls: Sequence[Call], chosen: protobuf.Settings = _DEFAULT_SETTINGS,
+def suggest(trace: str, calls: Iterable[Call], chosen: protobuf.Settings = _DEFAULT_SETTINGS,
             relative_error: float = RELATIVE_ERROR) -> str:
-    """The suggested profile as TOML text, one entry (or comment) per field, each saying why."""
+    """The suggested profile as TOML text, one entry (or comment) per field, each saying why. ``calls`` is read
+    twice when the schema is inferred (a list, or a view that opens the trace again)."""
     settings, source = schema_settings(trace, calls, chosen)
     schema = protobuf.load(settings)
-    methods = {call.method for call in calls}
-    layouts = {name: message for name, (_, message) in method_layouts(schema, NO_PROFILE).items() if name in methods}
-    lines = [f"# rpcbench precision profile suggested from {Path(trace).name} ({len(calls):,} calls), fields from "
+    layouts = {name: message for name, (_, message) in method_layouts(schema, NO_PROFILE).items()}
+    fields, count = observe(layouts, calls)
+    lines = [f"# rpcbench precision profile suggested from {Path(trace).name} ({count:,} calls), fields from "
              f"{source}.", "# Field paths: <method>.args.<field>; globs (*) work; an exact path wins over globs, "
              "then the first glob.",
              "# Rules: { step, min, max } for a float (a multiple of step over min..max), { min, max } for an int, or "
              '"exact".', "# The ranges are the ones this trace showed: widen them to your game's limits (a value "
              "outside fails, declared as such).", f"# Full-precision floats get the step that keeps the error "
              f"within {relative_error:g} of their largest magnitude (--relative-error).", "", "[fields]"]
-    for path, seen in observe(layouts, calls).items():
+    for path, seen in fields.items():
         lines.append(_entry(path, seen, relative_error))
     return "\n".join(lines) + "\n"
 
