@@ -154,7 +154,7 @@ def _checked_map(key: Any, build: Build, name: str) -> Build:
     def check(values: Any) -> Any:
         if type(values) is not dict:
             raise _wrong(dict, name, values)
-        wrong = next((k for k in values if type(k) is not key), None) if values else None
+        wrong = next((k for k in values if type(k) is not key), None)
         if wrong is not None:
             raise _wrong(key, f"{name} key", wrong)
         return values if build is _same else {k: build(v) for k, v in values.items()}
