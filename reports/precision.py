@@ -117,9 +117,8 @@ def _closing(suite: Suite, r: CodecResult, plan: Plan) -> Optional[str]:
         if coverage.coverage(r).full and coverage.coverage(other).full:
             parts.append(f"{fmt_ratio(r.sizes.mean / other.sizes.mean)} {name} ({_figures(other, plan)})")
         elif (same := coverage.same_calls(r, other)) is not None:
-            ratio = fmt_ratio(same.bytes_mean / same.reference_bytes_mean)
-            parts.append(f"{ratio} {name} on the {coverage.coverage(r).carried:,} calls {r.codec} carries "
-                         f"({same.bytes_mean:.1f} vs {same.reference_bytes_mean:.1f} B/call)")
+            parts.append(f"{fmt_ratio(same.bytes_ratio)} {name} on the {same.coverage.carried:,} calls {r.codec} "
+                         f"carries ({same.bytes_mean:.1f} vs {same.reference_bytes_mean:.1f} B/call)")
     return f"{r.codec}: " + "; ".join(parts)
 
 

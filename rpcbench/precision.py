@@ -37,11 +37,6 @@ class Rule:
     max: Optional[float] = None
 
     @property
-    def lossy(self) -> bool:
-        """A float sent as a multiple of ``step`` comes back within half a step, not exactly."""
-        return self.step is not None
-
-    @property
     def fraction(self) -> Tuple[int, int]:
         """The step as written, as ``(units, divisor)`` with a power of ten below (0.01: ``(1, 100)``; 2.5:
         ``(25, 10)``): a decoded value is ``code * units / divisor``, the decimal correctly rounded to a float."""

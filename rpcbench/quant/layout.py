@@ -4,8 +4,8 @@ precision profile (docs/codecs.md, "quant").
 A message is a tree of nodes built once: :class:`Leaf` (one value: its kind and, from the profile, its width),
 :class:`Message` (fields in schema order, each a :class:`Slot` with its presence rule), :class:`Repeated` and
 :class:`Map`. The generated encoders and decoders (:mod:`.codegen`) follow it; so do, written apart from them,
-the bit count (:func:`message_bits`, to check the codec's bytes) and the walks over values that ``precision
-suggest`` and the fidelity check use (:func:`leaves`, :func:`lossy_changes`).
+the bit count (:func:`.measure.call_bits`, to check the codec's bytes) and the walks over values that ``precision
+suggest`` and the fidelity check use (:func:`leaves`, :class:`.measure.Tolerance`).
 
 Widths: an int with a range ``min..max`` takes ``(max - min).bit_length()`` bits; a float with a step and a range
 is the int ``round(v / step)`` over the range's multiples of the step; without a range either is a zig-zag
