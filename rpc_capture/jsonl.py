@@ -22,7 +22,7 @@ import os
 from typing import IO, Any, Container, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .call import C2S, DIRECTIONS, S2C, Call
-from .trace import TraceError
+from .trace import TraceError, _new_tuple
 
 log = logging.getLogger("rpc_capture")
 
@@ -178,8 +178,6 @@ def _call_from(obj: Any) -> Call:
         raise ValueError('"conn" must be an integer or a string')
     return _new_tuple(Call, (method, obj["args"], t, direction, conn))
 
-
-_new_tuple = tuple.__new__  #: a Call from its five fields without Call.__new__'s Python frame
 
 
 def write_jsonl(calls: Iterable[Call], out: Union[str, os.PathLike, IO[str]]) -> int:

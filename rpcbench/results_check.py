@@ -188,7 +188,7 @@ def _check_wire(w: Any, where: str) -> None:
     """One codec's figures under one --wire policy: both directions, counts finite and not negative; the
     packets' CPU (``cpu``, optional) timings as the codec's."""
     _fields(w, _WIRE_FIELDS, where, {"cpu": dict})
-    _finite(w, {k: t for k, t in _WIRE_FIELDS.items() if t in (int, _NUMBER)}, where)
+    _finite(w, _WIRE_FIELDS, where)
     if "cpu" in w:
         _fields(w["cpu"], {}, f"{where}.cpu", {"error": str})
         if "error" not in w["cpu"]:

@@ -110,8 +110,8 @@ class CodecTally:
         self.streams = 0  #: connections and directions the state was measured over
         self._sessions = Streams(codec.connection)
         self._stateful = codec.per_connection  #: a session per stream (:meth:`check` asks per call: read once)
-        self._inner_stateful = (codec.inner if isinstance(codec, Compressed) else codec).per_connection
-        self._inner_name = (codec.inner if isinstance(codec, Compressed) else codec).name  #: what shares its outcome
+        inner = codec.inner if isinstance(codec, Compressed) else codec
+        self._inner_stateful, self._inner_name = inner.per_connection, inner.name  #: the name: what shares its outcome
 
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy",
               "ns", "error", "state_bytes", "shared_state_bytes", "streams")

@@ -119,7 +119,8 @@ def _training_calls(config: RunConfig, counts: Sequence[int], inferring: Optiona
         calls = list(open_trace(config.train_trace, config.salvage))
         if not calls:
             raise BenchError(f"{config.train_trace}: the training trace holds no calls")
-        _read(config, (), inferring)
+        if inferring is not None:  # the schema still comes from every call of the measured traces
+            _read(config, (), inferring)
         return calls, (), f"all {len(calls):,} calls of {config.train_trace}"
     total = sum(counts)
     share = min(config.train_fraction, TRAIN_CALLS / total) if total > 0 else config.train_fraction
