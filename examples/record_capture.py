@@ -4,7 +4,7 @@
     python examples/record_capture.py --transport ws-deflate --out tests/data/captures
 
 For each ``--transport`` (tcp, ws, ws-deflate, udp; default all four) it starts
-``tcpdump -i lo -s 0 -U -w battle-T.pcap port N``, plays a battle of ``examples/battle_server.py`` and
+``tcpdump -i lo -s 0 -U --immediate-mode -w battle-T.pcap port N``, plays a battle of ``examples/battle_server.py`` and
 ``examples/battle_bot.py`` on port N, stops tcpdump, and writes ``battle-T.sent.jsonl.gz``: what the
 server and the bots logged with ``--log-sent`` (one JSON line per message sent; see
 ``examples/battle_net.py``). The committed fixtures in ``tests/data/captures/`` were made this way;
@@ -38,8 +38,8 @@ def free_port(kind: int) -> int:
 
 def start_tcpdump(pcap: Path, port: int) -> subprocess.Popen:
     """tcpdump on ``lo`` for ``port``, once it says it is listening (full packets, written as they come)."""
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "-w", str(pcap), "port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    command = ["tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-w", str(pcap), "port", str(port)]
+    dump = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert dump.stderr is not None
     line = dump.stderr.readline()
     if "listening on" not in line:
@@ -66,7 +66,7 @@ def record(transport: str, out: Path, players: int = 2, ticks: int = 60, seed: i
                         "--max-seconds", "60"], check=True, stdout=subprocess.DEVNULL, timeout=90)
         if server.wait(timeout=30) != 0:
             raise RuntimeError(f"battle_server.py over {transport} exited with {server.returncode}")
-        time.sleep(0.3)  # the last packets reach tcpdump
+        time.sleep(0.5)  # the last packets reach tcpdump
     finally:
         dump.send_signal(signal.SIGINT)
         dump.wait(timeout=10)
