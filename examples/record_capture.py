@@ -27,6 +27,7 @@ from typing import List, Optional
 
 HERE = Path(__file__).resolve().parent
 TRANSPORTS = ("tcp", "ws", "ws-deflate", "udp")
+PORT_BASE = 47770  #: the committed captures: tcp on 47771, ws 47772, ws-deflate 47773, udp 47774
 
 
 def free_port(kind: int) -> int:
@@ -48,9 +49,10 @@ def start_tcpdump(pcap: Path, port: int) -> subprocess.Popen:
     return dump
 
 
-def record(transport: str, out: Path, players: int = 2, ticks: int = 60, seed: int = 1) -> List[Path]:
-    """Play one battle over ``transport`` under tcpdump; the capture and the merged sent log."""
-    port = free_port(socket.SOCK_DGRAM if transport == "udp" else socket.SOCK_STREAM)
+def record(transport: str, out: Path, port: int = 0, players: int = 2, ticks: int = 60, seed: int = 1) -> List[Path]:
+    """Play one battle over ``transport`` on ``port`` (0: a free one) under tcpdump; the capture and the merged
+    sent log."""
+    port = port or free_port(socket.SOCK_DGRAM if transport == "udp" else socket.SOCK_STREAM)
     pcap, sent = out / f"battle-{transport}.pcap", out / f"battle-{transport}.sent.jsonl.gz"
     logs = [out / f"battle-{transport}.{side}.tmp" for side in ("server", "bots")]
     dump = start_tcpdump(pcap, port)
@@ -81,6 +83,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description="Record the example battle with tcpdump on loopback.")
     p.add_argument("--transport", choices=TRANSPORTS, action="append", help="repeatable; default: all four")
     p.add_argument("--out", type=Path, default=Path("."), help="folder for battle-T.pcap and battle-T.sent.jsonl.gz")
+    p.add_argument("--port-base", type=int, default=PORT_BASE,
+                   help=f"the server's port: this plus the transport's place in {', '.join(TRANSPORTS)} (default "
+                        f"{PORT_BASE}: tcp on {PORT_BASE + 1}...; 0: any free port)")
     p.add_argument("--players", type=int, default=2)
     p.add_argument("--ticks", type=int, default=60)
     args = p.parse_args(argv)
@@ -89,9 +94,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     for transport in args.transport or TRANSPORTS:
-        pcap, sent = record(transport, args.out, args.players, args.ticks)
+        port = args.port_base and args.port_base + 1 + TRANSPORTS.index(transport)
+        pcap, sent = record(transport, args.out, port, args.players, args.ticks)
         lines = gzip.decompress(sent.read_bytes()).count(b"\n")
-        print(f"record_capture: {transport}: {pcap} ({pcap.stat().st_size:,} B), {lines} messages in {sent}")
+        print(f"record_capture: {transport} on port {port or 'any'}: {pcap} ({pcap.stat().st_size:,} B), "
+              f"{lines} messages in {sent}")
     return 0
 
 
