@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import protobuf
+from .captured import use_capture
 from .precision import NO_PROFILE, Profile
 from .codec import Codec
 from .errors import BenchError
@@ -72,6 +73,7 @@ class RunConfig:
     wire: Tuple[WirePolicy, ...] = (WirePolicy(PER_CALL),)  #: how calls leave the server (--wire; docs/wire.md)
     transport: str = "none"  #: the headers results.csv's wire bytes include (--transport)
     packet_overhead: int = 0  #: the game's own bytes per packet (--packet-overhead)
+    capture: Optional[Dict[str, Any]] = None  #: the trace's capture facts when imported from one (the captured row)
 
     @property
     def trace_files(self) -> Tuple[str, ...]:
@@ -91,6 +93,7 @@ class RunConfig:
             registry.load_file(file)
         for spec in self.codec_classes:
             registry.load_class(spec)
+        use_capture(registry, self.capture)
         return registry
 
     def create_codecs(self, registry: Registry) -> Tuple[List[Codec], List[str]]:

@@ -30,6 +30,7 @@ from .floor import floor_figures
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
+from .captured import use_capture, with_capture
 from .pieces import use_registry
 from .size_pass import PassFigures, SizePass, TracePass
 from .tally import CodecTally
@@ -45,8 +46,13 @@ TimingAnswers = Dict[str, TimingAnswer]  #: codec name -> its timing
 
 
 def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None) -> Suite:
-    """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
-    registry = registry or config.registry()
+    """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's). A trace
+    imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`)."""
+    config = with_capture(config)
+    if registry is None:
+        registry = config.registry()
+    else:
+        use_capture(registry, config.capture)
     started = time.perf_counter()
     config, training, codecs, size_pass = _size_phase(config, registry, progress)
     trace = size_pass.record(training.summary() if training else None)

@@ -1,0 +1,92 @@
+"""``captured``: the bytes the game server sends today, as a packet capture recorded them (docs/capture.md).
+
+A trace imported from a capture (``run_bench.py import``) keeps each call's payload as captured
+(``Call.wire``); a run on it measures this row first and compares every codec with it by default.
+"""
+
+import json
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from rpc_capture import Call
+from rpcbench.codec import Codec, Compressor, Received
+from rpcbench.errors import BenchError
+
+#: how a self-describing format reads a whole message, for captures whose method and args sit under other
+#: keys than the envelope's (``--method-field``/``--args-field``); the envelope itself goes through the codec
+LOADS: Dict[str, Callable[[bytes], Any]] = {"json": json.loads}
+try:
+    import msgpack
+
+    LOADS["msgpack"] = lambda data: msgpack.unpackb(data, raw=False, strict_map_key=False)
+except ImportError:  # msgpack captures then need the envelope keys
+    pass
+
+
+class Captured(Codec):
+    """Encode gives the call's captured payload (``call.wire``), byte for byte; decode reads a captured payload
+    with the codec the game uses (the capture's ``decode``), after inflating it where the capture had
+    permessage-deflate (one stream per connection and direction: the compression context carries over from
+    message to message, so it needs ordered delivery, as the game's own link had).
+
+    The encode time is a lookup, not the server's encoding: the captured row's bytes are the figure that
+    matters; its decode time is the game codec's (and inflating), what a client of today's server spends.
+    """
+
+    id = "captured"
+
+    def __init__(self, capture: Optional[Mapping[str, Any]] = None, game: Optional[Codec] = None,
+                 inflater: Optional[Compressor] = None) -> None:
+        if capture is None or game is None:
+            raise BenchError("captured: this trace was not imported from a packet capture (run_bench.py import "
+                             "makes one; docs/capture.md)")
+        self.decode_with = game.name
+        self.method_field = str(capture.get("method_field", "method"))
+        self.args_field = str(capture.get("args_field", "args"))
+        self.deflate = inflater is not None
+        self.per_connection = self.ordered_delivery = self.deflate  # type: ignore[misc]
+        self.changes = game.changes  # type: ignore[misc]
+        self.library = game.library  # type: ignore[misc]
+        self._capture, self._game, self._inflater = capture, game, inflater
+        self._read = self._reader(game)
+
+    def _reader(self, game: Codec) -> Callable[[bytes], Received]:
+        """What turns an (inflated) payload into ``(method, args)``."""
+        if (self.method_field, self.args_field) == ("method", "args"):
+            return game.decode
+        loads = LOADS.get(game.base.id)
+        if loads is None:
+            raise BenchError(f"captured: method and args under {self.method_field!r}/{self.args_field!r} can be "
+                             f"read from {', '.join(sorted(LOADS))} messages, not {game.name}")
+        method_field, args_field = self.method_field, self.args_field
+
+        def read(data: bytes) -> Received:
+            message = loads(data)
+            return message[method_field], message.get(args_field)
+        return read
+
+    def encode(self, call: Call) -> bytes:
+        wire = call.wire
+        if wire is None:
+            raise ValueError("this call has no captured bytes")
+        return wire
+
+    def decode(self, data: bytes) -> Received:
+        if self._inflater is not None:
+            data = self._inflater.decompress(data)
+        return self._read(data)
+
+    def connection(self) -> "Captured":
+        if self._inflater is None:
+            return self
+        return Captured(self._capture, self._game.connection(), self._inflater.connection())
+
+    def state_bytes(self) -> int:
+        """The game codec's, plus the deflate contexts of a permessage-deflate link (both ends)."""
+        return self._game.state_bytes() + (self._inflater.state_bytes() if self._inflater is not None else 0)
+
+    def libraries(self) -> Tuple[str, ...]:
+        return self._game.libraries()
+
+    def config(self) -> Dict[str, Any]:
+        return {"decode_with": self.decode_with, "method_field": self.method_field, "args_field": self.args_field,
+                "deflate": self.deflate}
