@@ -28,11 +28,13 @@ class Captured(Codec):
     permessage-deflate (one stream per connection and direction: the compression context carries over from
     message to message, so it needs ordered delivery, as the game's own link had).
 
-    The encode time is a lookup, not the server's encoding: the captured row's bytes are the figure that
-    matters; its decode time is the game codec's (and inflating), what a client of today's server spends.
+    Not timed: its encode hands back recorded bytes (no work), and a permessage-deflate capture decodes only
+    whole streams, not the timing's sample of calls. Its bytes and fidelity are the figures; the CPU of
+    today's format is the game codec's own row (``json``...), which the run measures as usual.
     """
 
     id = "captured"
+    timed = False
 
     def __init__(self, capture: Optional[Mapping[str, Any]] = None, game: Optional[Codec] = None,
                  inflater: Optional[Compressor] = None) -> None:

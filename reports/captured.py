@@ -71,7 +71,7 @@ def check(suite: Suite, policy: Optional[str]) -> Optional[CaptureCheck]:
     if row is None or not row.wire or not isinstance(packets, Mapping):
         return None
     figures = {w["wire"]: w for w in row.wire}
-    chosen = policy if policy in figures else PER_CALL if PER_CALL in figures else next(iter(figures))
+    chosen = next(str(p) for p in (policy, PER_CALL, *figures) if p in figures)
     by_direction = figures[chosen]["by_direction"]
     directions = tuple(DirectionCheck(d, int(by_direction.get(d, {}).get("packets", 0)), int(packets.get(d, 0)))
                        for d in ("c2s", "s2c") if packets.get(d) or by_direction.get(d, {}).get("packets"))

@@ -54,6 +54,8 @@ class Codec(abc.ABC):
       connections. Such a codec sets ``ordered_delivery = True``: a lost or reordered
       message breaks every later one of its stream, so it needs a reliable, ordered
       transport, and the report says so beside its figures.
+    * ``timed``: False for a row whose CPU figures would not be a codec's work (``captured``, whose encode
+      hands back bytes a packet capture recorded): the run measures its bytes and fidelity only.
     * ``state_bytes()``: memory one stream's instance keeps (the sender's compressor plus
       the receiver's decompressor), measured after the trace's calls went through it;
       ``shared_state_bytes()``: memory kept once for all connections (a dictionary).
@@ -65,6 +67,7 @@ class Codec(abc.ABC):
     changes: ClassVar[Mapping[str, str]] = {}
     per_connection: ClassVar[bool] = False
     ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (state across calls)
+    timed: ClassVar[bool] = True  #: False: bytes and fidelity only (``captured``: its encode is a copy)
 
     @abc.abstractmethod
     def encode(self, call: Call) -> bytes:

@@ -73,7 +73,8 @@ class RunConfig:
     wire: Tuple[WirePolicy, ...] = (WirePolicy(PER_CALL),)  #: how calls leave the server (--wire; docs/wire.md)
     transport: str = "none"  #: the headers results.csv's wire bytes include (--transport)
     packet_overhead: int = 0  #: the game's own bytes per packet (--packet-overhead)
-    capture: Optional[Dict[str, Any]] = None  #: the trace's capture facts when imported from one (the captured row)
+    #: the trace's capture facts when imported from one (the captured row); not hashed (a dict), compared
+    capture: Optional[Dict[str, Any]] = field(default=None, hash=False)
 
     @property
     def trace_files(self) -> Tuple[str, ...]:
