@@ -4,22 +4,12 @@ A trace imported from a capture (``run_bench.py import``) keeps each call's payl
 (``Call.wire``); a run on it measures this row first and compares every codec with it by default.
 """
 
-import json
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from rpc_capture import Call
 from rpcbench.codec import Codec, Compressor, Received
 from rpcbench.errors import BenchError
-
-#: how a self-describing format reads a whole message, for captures whose method and args sit under other
-#: keys than the envelope's (``--method-field``/``--args-field``); the envelope itself goes through the codec
-LOADS: Dict[str, Callable[[bytes], Any]] = {"json": json.loads}
-try:
-    import msgpack
-
-    LOADS["msgpack"] = lambda data: msgpack.unpackb(data, raw=False, strict_map_key=False)
-except ImportError:  # msgpack captures then need the envelope keys
-    pass
+from rpcbench.payload import ENVELOPE, message_reader
 
 
 class Captured(Codec):
@@ -42,29 +32,17 @@ class Captured(Codec):
             raise BenchError("captured: this trace was not imported from a packet capture (run_bench.py import "
                              "makes one; docs/capture.md)")
         self.decode_with = game.name
-        self.method_field = str(capture.get("method_field", "method"))
-        self.args_field = str(capture.get("args_field", "args"))
+        self.method_field = str(capture.get("method_field", ENVELOPE[0]))
+        self.args_field = str(capture.get("args_field", ENVELOPE[1]))
         self.deflate = inflater is not None
         self.per_connection = self.ordered_delivery = self.deflate  # type: ignore[misc]
         self.changes = game.changes  # type: ignore[misc]
         self.library = game.library  # type: ignore[misc]
         self._capture, self._game, self._inflater = capture, game, inflater
-        self._read = self._reader(game)
-
-    def _reader(self, game: Codec) -> Callable[[bytes], Received]:
-        """What turns an (inflated) payload into ``(method, args)``."""
-        if (self.method_field, self.args_field) == ("method", "args"):
-            return game.decode
-        loads = LOADS.get(game.base.id)
-        if loads is None:
-            raise BenchError(f"captured: method and args under {self.method_field!r}/{self.args_field!r} can be "
-                             f"read from {', '.join(sorted(LOADS))} messages, not {game.name}")
-        method_field, args_field = self.method_field, self.args_field
-
-        def read(data: bytes) -> Received:
-            message = loads(data)
-            return message[method_field], message.get(args_field)
-        return read
+        try:
+            self._read = message_reader(game, self.method_field, self.args_field)
+        except BenchError as e:
+            raise BenchError(f"captured: {e}") from None
 
     def encode(self, call: Call) -> bytes:
         wire = call.wire
