@@ -37,7 +37,7 @@ import os
 import re
 import struct
 import zlib
-from itertools import chain, repeat
+from itertools import chain, groupby, repeat
 from operator import add
 from typing import IO, Any, Container, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -67,7 +67,6 @@ _LIST_HEAD = struct.Struct("<Bi")  #: marshal's list code and item count, the st
 _DIRS = {C2S: C2S, S2C: S2C}  #: valid directions, mapped to the shared constants
 _new_tuple = tuple.__new__  #: builds a Call from a 6-item call tuple in C: ``_new_tuple(Call, item)``
 _NO_WIRE = (None,)  #: what a 5-tuple call lacks to be a Call: its ``wire`` (None)
-_FIVE, _SIX = {5}, {6}  #: the item counts of a batch of 5-tuple calls, of 6-tuple calls
 
 
 class TraceError(Exception):
@@ -85,9 +84,12 @@ def encode_batch(calls: Sequence[tuple]) -> bytes:
     writes, one proves the reader will take it: no cycle, expansion bounded) and the
     record's tag under the writer's key (:mod:`rpc_capture.keys`). Raises
     ValueError/TypeError if any call can't be written so (then :func:`recordable` tells
-    which and why). A batch over ``MAX_RECORD`` bytes is split in two, recursively.
+    which and why). A batch over ``MAX_RECORD`` bytes is split in two, recursively; one
+    that mixes 5- and 6-tuples into records of one form each (the tagged reader relies on it).
     """
-    _check_types(calls)
+    sixes = _check_types(calls)
+    if 0 < sixes < len(calls):
+        return b"".join(encode_batch(list(run)) for _, run in groupby(calls, len))
     batch = calls if type(calls) is list else list(calls)
     body = values.dump(batch)
     expanded = values.expanded_size(batch)  # what the reader will refuse must fail here, not there
@@ -100,9 +102,10 @@ def encode_batch(calls: Sequence[tuple]) -> bytes:
     return encode_batch(calls[:half]) + encode_batch(calls[half:])
 
 
-def _check_types(calls: Sequence[tuple]) -> None:
-    """ValueError/TypeError unless every call is a 5-tuple with exact method/t/dir/conn types
-    or a 6-tuple of those and ``wire`` bytes."""
+def _check_types(calls: Sequence[tuple]) -> int:
+    """The number of 6-tuples; ValueError/TypeError unless every call is a 5-tuple with exact
+    method/t/dir/conn types or a 6-tuple of those and ``wire`` bytes."""
+    sixes = 0
     for call in calls:
         if len(call) == 5:
             method, _, t, direction, conn = call
@@ -110,9 +113,11 @@ def _check_types(calls: Sequence[tuple]) -> None:
             method, _, t, direction, conn, wire = call
             if type(wire) is not bytes:
                 raise ValueError("a call needs checking")
+            sixes += 1
         if (type(method) is not str or type(t) is not int or direction not in _DIRS
                 or (type(conn) is not int and type(conn) is not str)):
             raise ValueError("a call needs checking")
+    return sixes
 
 
 def recordable(call: Any) -> tuple:
@@ -529,13 +534,10 @@ class TraceReader:
         holding our key made it (the fast path), else by the pure-Python decoder, which is
         safe on any bytes."""
         if tagged:  # built as they are handed out: no list of them (an eighth of the fast path)
-            items = marshal.loads(body[self._tag_size:])
-            sizes = set(map(len, items))
-            if sizes == _FIVE:  # the recorder's calls: each gets wire None
+            items = marshal.loads(body[self._tag_size:])  # all 5-tuples or all 6-tuples: see encode_batch
+            if items and len(items[0]) == 5:  # the recorder's calls: each gets wire None
                 return map(_new_tuple, repeat(Call), map(add, items, repeat(_NO_WIRE)))
-            if sizes == _SIX:  # an imported trace's calls, wire set
-                return map(_new_tuple, repeat(Call), items)
-            return [_call(item) for item in items]  # a mix (or none)
+            return map(_new_tuple, repeat(Call), items)  # an imported trace's calls, wire set
         data = bytes(body[self._tag_size:])
         try:
             items, end = values.load(data)
