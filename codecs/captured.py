@@ -4,12 +4,11 @@ A trace imported from a capture (``run_bench.py import``) keeps each call's payl
 (``Call.wire``); a run on it measures this row first and compares every codec with it by default.
 """
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from rpc_capture import Call
 from rpcbench.codec import Codec, Compressor, Received
 from rpcbench.errors import BenchError
-from rpcbench.payload import ENVELOPE, message_reader
 
 
 class Captured(Codec):
@@ -27,22 +26,20 @@ class Captured(Codec):
     timed = False
 
     def __init__(self, capture: Optional[Mapping[str, Any]] = None, game: Optional[Codec] = None,
-                 inflater: Optional[Compressor] = None) -> None:
-        if capture is None or game is None:
+                 read: Optional[Callable[[bytes], Received]] = None, inflater: Optional[Compressor] = None) -> None:
+        """``capture``: the trace header's capture facts; ``game``: the codec it was decoded with; ``read``: a
+        message to ``(method, args)`` as the import read it; ``inflater``: a deflate stream (permessage-deflate)."""
+        if capture is None or game is None or read is None:
             raise BenchError("captured: this trace was not imported from a packet capture (run_bench.py import "
                              "makes one; docs/capture.md)")
         self.decode_with = game.name
-        self.method_field = str(capture.get("method_field", ENVELOPE[0]))
-        self.args_field = str(capture.get("args_field", ENVELOPE[1]))
+        self.method_field = str(capture.get("method_field", "method"))
+        self.args_field = str(capture.get("args_field", "args"))
         self.deflate = inflater is not None
         self.per_connection = self.ordered_delivery = self.deflate  # type: ignore[misc]
         self.changes = game.changes  # type: ignore[misc]
         self.library = game.library  # type: ignore[misc]
-        self._capture, self._game, self._inflater = capture, game, inflater
-        try:
-            self._read = message_reader(game, self.method_field, self.args_field)
-        except BenchError as e:
-            raise BenchError(f"captured: {e}") from None
+        self._capture, self._game, self._read, self._inflater = capture, game, read, inflater
 
     def encode(self, call: Call) -> bytes:
         wire = call.wire
@@ -58,7 +55,7 @@ class Captured(Codec):
     def connection(self) -> "Captured":
         if self._inflater is None:
             return self
-        return Captured(self._capture, self._game.connection(), self._inflater.connection())
+        return Captured(self._capture, self._game, self._read, self._inflater.connection())
 
     def state_bytes(self) -> int:
         """The game codec's, plus the deflate contexts of a permessage-deflate link (both ends)."""

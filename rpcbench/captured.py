@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 from rpc_capture import trace_header
 
+from . import protobuf
 from .errors import BenchError
 from .registry import Registry
 
@@ -33,14 +34,24 @@ def with_capture(config: "RunConfig") -> "RunConfig":
     return dataclasses.replace(config, capture=capture, codecs=codecs)
 
 
-def use_capture(registry: Registry, capture: Optional[Mapping[str, Any]]) -> None:
-    """``registry`` (in place) making the ``captured`` row for ``capture``: the game's codec to decode with
-    (the capture's ``decode``, a codec id) and, for permessage-deflate, a deflate stream per connection."""
+def use_capture(registry: Registry, capture: Optional[Mapping[str, Any]], proto: protobuf.Settings) -> None:
+    """``registry`` (in place) making the ``captured`` row for ``capture``: its messages read as the import read
+    them (the capture's ``decode`` codec, fields and protobuf ``message``; ``proto``: the run's schemas) and,
+    for permessage-deflate, inflated by a deflate stream per connection and direction."""
     if capture is None:
         return
+    from .capture_import import Envelope, payload_decoder  # here: a run on any other trace does not load it
+
     decode = str(capture.get("decode") or "")
     if not decode:
         raise BenchError("captured: the trace's capture names no codec to decode with (its 'decode')")
+    envelope = Envelope(str(capture.get("method_field", "method")), str(capture.get("args_field", "args")))
+    message = capture.get("message")
+    try:
+        read = payload_decoder(decode, envelope, registry.create,
+                               (proto.files, proto.include, str(message)) if message else None)
+    except BenchError as e:
+        raise BenchError(f"captured: {e}") from None
     inflater = registry.compressors["zlibstream"]() if capture.get("deflate") else None  # RFC 7692's raw deflate
-    registry.codec_options = {**registry.codec_options,
-                              CAPTURED: {"capture": capture, "game": registry.create(decode), "inflater": inflater}}
+    registry.codec_options = {**registry.codec_options, CAPTURED: {
+        "capture": capture, "game": registry.create(decode), "read": read, "inflater": inflater}}

@@ -94,7 +94,7 @@ class RunConfig:
             registry.load_file(file)
         for spec in self.codec_classes:
             registry.load_class(spec)
-        use_capture(registry, self.capture)
+        use_capture(registry, self.capture, self.proto)
         return registry
 
     def create_codecs(self, registry: Registry) -> Tuple[List[Codec], List[str]]:

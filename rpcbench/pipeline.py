@@ -52,7 +52,7 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
     if registry is None:
         registry = config.registry()
     else:
-        use_capture(registry, config.capture)
+        use_capture(registry, config.capture, config.proto)
     started = time.perf_counter()
     config, training, codecs, size_pass = _size_phase(config, registry, progress)
     trace = size_pass.record(training.summary() if training else None)

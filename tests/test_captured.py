@@ -15,17 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List
 
-import msgpack
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from rpc_capture import Call, TraceWriter
 from rpcbench.captured import CAPTURED, capture_of
 from rpcbench.config import RunConfig
-from rpcbench.errors import BenchError
-from rpcbench.payload import message_reader
-from rpcbench.registry import Registry
 from rpcbench.pipeline import run_benchmark
 from reports import captured as capture_check
 from reports.decision import decide
@@ -38,7 +32,6 @@ CAPTURES = REPO / "tests" / "data" / "captures"
 TRANSPORTS = ("tcp", "ws", "ws-deflate", "udp")
 FRAMINGS = {"tcp": "u32", "ws": "websocket", "ws-deflate": "websocket", "udp": "udp"}
 PORTS = {"tcp": 47771, "ws": 47772, "ws-deflate": 47773, "udp": 47774}
-REGISTRY = Registry.default()
 
 
 def sent_log(path: Path) -> List[Dict[str, Any]]:
@@ -149,24 +142,3 @@ def test_a_live_recording_holds_every_message_sent(tmp_path: Path) -> None:
             e["payload"] for e in log if e["dir"] == direction]
     assert len(log) > 50
 
-
-json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8),
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
-                                                                                           max_size=4), max_leaves=12)
-
-
-@settings(max_examples=60, deadline=None)
-@given(method=st.text(min_size=1, max_size=12), args=json_values)
-def test_message_reader_finds_method_and_args_under_the_games_keys(method: str, args: Any) -> None:
-    read_json = message_reader(REGISTRY.create("json"), "m", "a")
-    assert read_json(json.dumps({"a": args, "m": method, "x": 1}).encode()) == (method, args)
-    read_msgpack = message_reader(REGISTRY.create("msgpack"), "op", "data")
-    assert read_msgpack(msgpack.packb({"op": method, "data": args})) == (method, args)
-    envelope = REGISTRY.create("msgpack")  # the envelope's own keys: the codec's decode itself
-    assert message_reader(envelope) == envelope.decode
-
-
-def test_message_reader_refuses_keys_it_cannot_find_in_a_format() -> None:
-    with pytest.raises(BenchError, match=r"^method and args under 'm'/'a' can be read from json, msgpack messages, "
-                                         r"not bson$"):
-        message_reader(REGISTRY.create("bson"), "m", "a")
