@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from rpc_capture import Call, TraceWriter
+from rpc_capture import Call, TraceWriter, open_trace
 from rpcbench.captured import CAPTURED, capture_of
 from rpcbench.config import RunConfig
 from rpcbench.pipeline import run_benchmark
@@ -58,6 +59,15 @@ def trace_from_log(transport: str, out: Path, packets: Dict[str, int]) -> List[D
     return log
 
 
+def import_capture(transport: str, out: Path) -> subprocess.CompletedProcess:
+    """``run_bench.py import`` of a committed capture, as a user types it."""
+    pcap = CAPTURES / f"battle-{transport}.pcap"
+    return subprocess.run([sys.executable, str(REPO / "run_bench.py"), "import", str(pcap), "--server-port",
+                           str(PORTS[transport]), "--framing", FRAMINGS[transport], "--decode", "json",
+                           "--method-field", "m", "--args-field", "a", "--out", str(out)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
 def run(trace: Path, codecs=("json", "msgpack")) -> Any:
     return run_benchmark(RunConfig(trace=str(trace), codecs=codecs, sizes_only=True, memory=False, tails=False,
                                    floor=False, jobs=0))
@@ -78,6 +88,60 @@ def test_captured_row_is_what_the_programs_sent(transport: str, tmp_path: Path) 
         assert row.sizes.total < sum(len(e["payload"]) for e in log)
     d = decide(suite)
     assert d.reference == CAPTURED and "packet capture" in d.reference_note
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_import_gives_back_every_message_sent(transport: str, tmp_path: Path) -> None:
+    """Each connection and direction's calls are the messages its sender logged, in order: method, args and the
+    bytes on the wire; the captured row built on them is those bytes and decodes every call back."""
+    trace = tmp_path / "imported.rpct"
+    done = import_capture(transport, trace)
+    assert done.returncode == 0, done.stderr
+    log = sent_log(CAPTURES / f"battle-{transport}.sent.jsonl.gz")
+    calls = list(open_trace(trace))
+    streams = sorted({(e["dir"], f"127.0.0.1:{e['client_port']}") for e in log})
+    assert sorted({(c.dir, c.conn) for c in calls}) == streams and len(streams) == 4  # 2 bots, both ways
+    for direction, conn in streams:
+        got = [(c.method, c.args, c.wire) for c in calls if (c.dir, c.conn) == (direction, conn)]
+        sent = [(e["method"], json.loads(e["payload"])["a"], e["wire"]) for e in log
+                if (e["dir"], f"127.0.0.1:{e['client_port']}") == (direction, conn)]
+        assert got == sent
+    capture = capture_of(str(trace))
+    assert capture["messages"] == len(log) and capture["undecoded"] == capture["partial_dropped"] == 0
+    row = run(trace).find(CAPTURED)
+    assert row.calls == len(log) and row.failures == row.mismatches == 0
+    assert row.sizes.total == sum(len(e["wire"]) for e in log)
+
+
+def test_the_cli_end_to_end_on_an_imported_capture(tmp_path: Path) -> None:
+    """Import, run, report: the captured row first and the reference, the wire model checked in every output."""
+    trace, out = tmp_path / "battle.rpct", tmp_path / "results"
+    assert import_capture("ws-deflate", trace).returncode == 0
+    done = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "--trace", str(trace), "--codecs",
+                           "json,msgpack+zstdstream-3", "--out", str(out), "--repeat", "2", "--sample", "100",
+                           "--no-tails", "--no-memory"], capture_output=True, text=True, cwd=REPO, timeout=600,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert [r["codec"] for r in results["results"]] == ["captured", "json", "msgpack+zstdstream-3"]
+    log = sent_log(CAPTURES / "battle-ws-deflate.sent.jsonl.gz")
+    assert results["results"][0]["sizes"]["total"] == sum(len(e["wire"]) for e in log)
+    text = " ".join(done.stdout.split())
+    line = ("Wire model vs the packet capture (per-call, websocket): c2s 38 modelled / 42 captured (-9.5%), s2c 237 "
+            "modelled / 241 captured (-1.7%); off by more than 5%: the capture has more packets than messages")
+    assert "x captured" in text and line in text  # 4 more each way: the upgrade and the close frames
+    assert line in (out / "report.md").read_text() and line.replace("'", "&#39;") in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "udp"])
+def test_the_wire_model_agrees_with_a_real_capture(transport: str, tmp_path: Path) -> None:
+    """One message per segment (asyncio sends each write at once, TCP_NODELAY) or datagram: the per-call model
+    makes exactly the capture's packets."""
+    trace = tmp_path / "imported.rpct"
+    assert import_capture(transport, trace).returncode == 0
+    check = decide(run(trace)).capture
+    assert check.agrees and all(d.modelled == d.captured for d in check.directions)
+    assert "(+0.0%)" in check.line and check.line.endswith("within 5%.")
 
 
 def test_without_a_capture_the_row_is_a_one_line_error(tmp_path: Path) -> None:
