@@ -361,7 +361,8 @@ def test_custom_fields_pick_method_and_args(document, envelope, want):
 
 
 @pytest.mark.parametrize("document, message", [
-    ({"type": "move"}, "no 'method' field"), ([1, 2], "a list, not an object"), ({"method": None, "args": 1}, "NoneType"),
+    ({"type": "move"}, "no 'method' field"), ([1, 2], "a list, not an object"),
+    ({"method": None, "args": 1}, "NoneType"),
 ])
 def test_a_message_without_the_fields_does_not_decode(document, message):
     with pytest.raises(ValueError, match=message):
