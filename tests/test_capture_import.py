@@ -372,3 +372,35 @@ def test_a_message_without_the_fields_does_not_decode(document, message):
 def test_custom_fields_with_a_plugin_codec_are_refused():
     with pytest.raises(BenchError, match="decodes \\(method, args\\) itself"):
         payload_decoder("ujson", Envelope("type", "data"), Registry.default().create)
+
+
+GAME_PROTO = """
+syntax = "proto3";
+package game;
+message Move { int32 id = 1; double x = 2; }
+message Chat { string text = 1; }
+message Envelope { oneof body { Move move = 1; Chat chat = 2; } uint32 seq = 3; }
+message Flat { string method = 1; Move args = 2; }
+"""
+
+
+def test_protobuf_message_by_oneof_or_by_fields(tmp_path):
+    from google.protobuf import message_factory
+
+    from rpcbench import protobuf
+
+    proto = tmp_path / "game.proto"
+    proto.write_text(GAME_PROTO, encoding="utf-8")
+    pool = protobuf.load(protobuf.Settings((str(proto),))).pool
+    envelope_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("game.Envelope"))
+    flat_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("game.Flat"))
+    create = Registry.default().create
+    by_oneof = payload_decoder("protobuf", Envelope("body", "args"), create, ([str(proto)], [], "game.Envelope"))
+    assert by_oneof(envelope_cls(move={"id": 3, "x": 1.5}, seq=9).SerializeToString()) == ("move", {"id": 3, "x": 1.5})
+    assert by_oneof(envelope_cls(chat={"text": "gg"}).SerializeToString()) == ("chat", {"text": "gg"})
+    with pytest.raises(ValueError, match="no member of oneof 'body'"):
+        by_oneof(envelope_cls(seq=1).SerializeToString())
+    by_fields = payload_decoder("protobuf", Envelope(), create, ([str(proto)], [], "game.Flat"))
+    assert by_fields(flat_cls(method="move", args={"id": 4}).SerializeToString()) == ("move", {"id": 4, "x": 0.0})
+    with pytest.raises(BenchError, match="--message 'Flat': no such message"):
+        payload_decoder("protobuf", Envelope(), create, ([str(proto)], [], "Flat"))
