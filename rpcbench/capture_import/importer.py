@@ -168,7 +168,7 @@ class Undecoded:
 
 def calls(messages: List[Message], decode: Decoder, undecoded: Undecoded) -> Iterator[Call]:
     """The messages decoded, in time order; those that do not decode counted and skipped."""
-    for m in sorted(messages, key=lambda m: (m.t, m.frame)):
+    for m in sorted(messages, key=lambda m: m.t):  # stable: a stream's messages of one time stay in order
         try:
             method, args = decode(m.payload)
         except Exception as e:  # noqa: BLE001 - any codec, any failure: counted, reported once

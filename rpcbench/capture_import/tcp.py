@@ -66,7 +66,7 @@ class HalfConnection:
         pos = ordered[0][0] if self.syn is None else 0
         start, parts = pos, []
         stream = Stream(b"", [], [], [], None, self.syn is not None)
-        latest = 0
+        latest, completing = 0, 0
         for rel, _, t, frame, payload in ordered:
             end = rel + len(payload)
             if end <= pos:
@@ -76,10 +76,11 @@ class HalfConnection:
                 break
             parts.append(payload[pos - rel:])
             pos = end
-            latest = max(latest, t)
+            if t >= latest:  # the stream up to here is complete once its last-captured segment is
+                latest, completing = t, frame
             stream.ends.append(pos - start)
             stream.times.append(latest)
-            stream.frames.append(frame)
+            stream.frames.append(completing)
         stream.data = b"".join(parts)
         return stream
 
