@@ -17,8 +17,10 @@ DATAGRAMS = "udp"  #: the one framing not carried by TCP
 
 @dataclass(frozen=True)
 class DirectionCheck:
+    """One direction's packets: as the wire model sends the captured messages, and as the capture holds them."""
+
     direction: str
-    modelled: int  #: packets the wire model sends for the captured messages
+    modelled: int  #: packets the wire model sends for the captured messages (scaled to all when fewer were measured)
     captured: int  #: packets with payload in the capture
 
     @property
@@ -29,9 +31,14 @@ class DirectionCheck:
 
 @dataclass(frozen=True)
 class CaptureCheck:
-    policy: str
-    framing: str
+    """The wire model against the capture, per direction, and the judgment in one sentence."""
+
+    policy: str  #: the --wire policy the model sent the messages under
+    framing: str  #: the import's --framing
     directions: Tuple[DirectionCheck, ...]
+    #: (calls the run measured, the messages imported) when fewer were measured (dictionary training holds the
+    #: first calls out, --sample-calls measures a sample): the model's packets are scaled by their ratio
+    measured: Tuple[int, int] = (0, 0)
 
     @property
     def agrees(self) -> bool:
@@ -59,12 +66,15 @@ class CaptureCheck:
                            for d in self.directions)
         verdict = (f"within {TOLERANCE:.0%}" if self.agrees
                    else f"off by more than {TOLERANCE:.0%}: {self.reason}")
-        return f"Wire model vs the packet capture ({self.policy}, {self.framing}): {counts}; {verdict}."
+        scaled = (f" (the model's packets scaled from the {self.measured[0]:,} calls measured to the "
+                  f"{self.measured[1]:,} messages captured)" if self.measured[0] else "")
+        return f"Wire model vs the packet capture ({self.policy}, {self.framing}): {counts}; {verdict}{scaled}."
 
 
 def check(suite: Suite, policy: Optional[str]) -> Optional[CaptureCheck]:
-    """The check for a run on an imported trace that measured the ``captured`` row (None otherwise): under
-    ``policy`` (the decided one) when the row has figures for it, else per call."""
+    """The check for a run on one imported trace that measured the ``captured`` row (None otherwise; a fleet's
+    merged trace keeps no header): under ``policy`` (the decided one) when the row
+    has figures for it, else per call."""
     capture: Mapping[str, Any] = (suite.trace.get("metadata") or {}).get(CAPTURE_KEY) or {}
     row = suite.find(CAPTURED)
     packets = capture.get("packets")
@@ -73,6 +83,10 @@ def check(suite: Suite, policy: Optional[str]) -> Optional[CaptureCheck]:
     figures = {w["wire"]: w for w in row.wire}
     chosen = next(str(p) for p in (policy, PER_CALL, *figures) if p in figures)
     by_direction = figures[chosen]["by_direction"]
-    directions = tuple(DirectionCheck(d, int(by_direction.get(d, {}).get("packets", 0)), int(packets.get(d, 0)))
+    measured, messages = int(figures[chosen]["calls"]), int(capture.get("messages") or 0)
+    scale = messages / measured if 0 < measured < messages else 1.0
+    directions = tuple(DirectionCheck(d, round(by_direction.get(d, {}).get("packets", 0) * scale),
+                                      int(packets.get(d, 0)))
                        for d in ("c2s", "s2c") if packets.get(d) or by_direction.get(d, {}).get("packets"))
-    return CaptureCheck(chosen, str(capture.get("framing", "?")), directions)
+    return CaptureCheck(chosen, str(capture.get("framing", "?")), directions,
+                        (measured, messages) if scale != 1.0 else (0, 0))
