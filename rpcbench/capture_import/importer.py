@@ -125,7 +125,7 @@ def tcp_messages(conn_id: str, conn: Connection, framing_name: str, endian: str,
 
 def _websocket_messages(conn_id: str, streams: Dict[str, Stream], tally: Tally) -> Iterator[Message]:
     try:
-        up = websocket.upgrade(streams[C2S].data, streams[S2C].data)
+        up = websocket.upgrade(streams[C2S].data, streams[S2C].data, streams[C2S].from_start)
     except websocket.NotWebSocket as e:
         raise BenchError(f"connection {conn_id} is not WebSocket: {e}") from None
     for direction, start in ((C2S, up.c2s_start), (S2C, up.s2c_start)):
@@ -206,6 +206,9 @@ def import_capture(path: str, out: str, server_port: int, framing_name: str, dec
     tally.connections = len(connections) or len({m.conn for m in messages})
     for conn_id, conn in connections.items():
         messages.extend(tcp_messages(conn_id, conn, framing_name, endian, tally))
+    if not messages:
+        raise BenchError(f"{path}: no complete --framing {framing_name} message in the {tally.connections} "
+                         f"connection(s) on port {server_port} (is that the framing the game uses?)")
     undecoded = Undecoded()
     decoded = list(calls(messages, decode, undecoded))
     if not decoded:

@@ -74,9 +74,12 @@ class Upgrade:
     seen: bool = False  #: the handshake was captured (else the capture started after it)
 
 
-def upgrade(c2s: bytes, s2c: bytes) -> Upgrade:
-    """The HTTP upgrade at the start of a connection; NotWebSocket if it is something else."""
+def upgrade(c2s: bytes, s2c: bytes, from_start: bool) -> Upgrade:
+    """The HTTP upgrade at the start of a connection; NotWebSocket if it is something else.
+    ``from_start``: the connection's first byte was captured (else its upgrade may have been missed)."""
     if not c2s.startswith(b"GET "):
+        if from_start:
+            raise NotWebSocket(f"its first bytes ({c2s[:8].hex(' ')}) are no HTTP upgrade")
         return Upgrade()
     server = h11.Connection(h11.SERVER)
     server.receive_data(c2s)
