@@ -31,6 +31,7 @@ import msgpack
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
 from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory, ServerPerMessageDeflateFactory
+from wire_reference import leb128
 
 OUT = Path(__file__).resolve().parent / "data" / "captures" / "import"
 PORTS = {"ws_plain": 47001, "ws_deflate": 47002, "ws_deflate_nctx": 47003, "u16": 47004, "udp": 47005,
@@ -88,15 +89,6 @@ async def websocket_pair(port: int, log: Log, compression: Any) -> None:
                         await ws.ping()
                     await ws.recv()
                     await asyncio.sleep(0.002)
-
-
-def leb128(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 async def read_varint(reader: asyncio.StreamReader) -> int:

@@ -8,7 +8,6 @@ of its bytes had been captured (retransmissions do not delay it, out-of-order se
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from rpc_capture import C2S, S2C, Call
 
+from ..environment import file_sha256
 from ..errors import BenchError
 from . import framing, websocket
 from .decode import Decoder
@@ -150,14 +150,6 @@ def _refuse_tls(conn_id: str, stream: Stream) -> None:
                          f"plaintext instead (ws:// behind the TLS terminator, or the server's own port)")
 
 
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass
 class Undecoded:
     """Payloads the game's codec could not decode: how many, and the first one."""
@@ -184,7 +176,7 @@ def calls(messages: List[Message], decode: Decoder, undecoded: Undecoded) -> Ite
 def capture_header(path: str, cap: Capture, options: Dict[str, Any], tally: Tally, messages: int,
                    undecoded: int) -> Dict[str, Any]:
     """The trace header's ``"capture"`` object (docs/capture.md, "run_bench.py import")."""
-    return {"file": os.path.basename(path), "sha256": sha256_of(path), "link_type": cap.link_types[0],
+    return {"file": os.path.basename(path), "sha256": file_sha256(path), "link_type": cap.link_types[0],
             **options, "deflate": tally.deflate, "packets": tally.packets, "header_bytes": tally.header_bytes,
             "connections": tally.connections, "messages": messages, "partial_dropped": tally.partial_dropped,
             "undecoded": undecoded, "truncated_bytes": cap.truncated_bytes}
