@@ -414,3 +414,29 @@ def test_protobuf_message_by_oneof_or_by_fields(tmp_path):
     assert by_fields(flat_cls(method="move", args={"id": 4}).SerializeToString()) == ("move", {"id": 4, "x": 0.0})
     with pytest.raises(BenchError, match="--message 'Flat': no such message"):
         payload_decoder("protobuf", Envelope(), create, ([str(proto)], [], "Flat"))
+
+
+@pytest.mark.parametrize("name", ["ws_deflate", "u16"])
+def test_damaged_captures_import_or_fail_with_a_bench_error(tmp_path, name):
+    """Bytes changed anywhere (headers, lengths, payloads), in pcap and pcapng: the import succeeds or stops
+    with BenchError (one line on the command line), never another exception."""
+    import random
+
+    frames = packets(name)
+    with open(tmp_path / "c.pcapng", "wb") as f:
+        writer = dpkt.pcapng.Writer(f, linktype=1)
+        for ts, buf in frames:
+            writer.writepkt(buf, ts)
+    rng = random.Random(32)
+    for source in (CAPTURES / f"{name}.pcap", tmp_path / "c.pcapng"):
+        data = source.read_bytes()
+        for trial in range(25):
+            damaged = bytearray(data)
+            for _ in range(rng.choice((1, 3, 20))):
+                damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+            path = tmp_path / f"d{trial}{source.suffix}"
+            path.write_bytes(bytes(damaged[:rng.randrange(len(damaged) // 2, len(damaged) + 1)]))
+            try:
+                run_import(tmp_path, name, path)
+            except BenchError:
+                pass

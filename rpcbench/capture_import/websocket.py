@@ -98,6 +98,11 @@ def upgrade(c2s: bytes, s2c: bytes, from_start: bool) -> Upgrade:
     offered = b", ".join(v for k, v in response.headers if k == b"sec-websocket-extensions").decode("latin-1")
     deflate = next((item.strip() for item in offered.split(",") if item.strip().startswith("permessage-deflate")),
                    None)
+    if deflate is not None:
+        try:
+            PerMessageDeflate().finalize(deflate)
+        except ValueError as e:
+            raise NotWebSocket(f"its permessage-deflate parameters do not parse ({deflate[:80]!r}: {e})") from None
     return Upgrade(len(c2s) - len(server.trailing_data[0]), len(s2c) - len(client.trailing_data[0]), deflate, True)
 
 
