@@ -190,18 +190,21 @@ def test_reordered_retransmitted_and_overlapping_segments_give_the_same_calls(tm
     assert header["packets"]["c2s"] + header["packets"]["s2c"] > sum(clean_header["packets"].values())
 
 
-def test_a_capture_ending_inside_a_message_drops_it_and_counts_it(tmp_path):
-    frames = packets("u16")
-    port = RECORDINGS["u16"][0]
-    last = payload_indices(frames, port)[-1]
+@pytest.mark.parametrize("name", ["u16", "ws_plain"])
+def test_a_capture_ending_inside_a_message_drops_it_and_counts_it(tmp_path, name):
+    frames = packets(name)
+    port = RECORDINGS[name][0]
+    data_frames = [i for i in payload_indices(frames, port) if tcp_of(frames[i][1])[1].data[0] & 0x0F in (1, 2)]
+    last = data_frames[-1] if name.startswith("ws") else payload_indices(frames, port)[-1]  # a message, not a close
     ts, buf = frames[last]
     data = tcp_of(buf)[1].data
     cut = frames[:last] + [(ts, with_payload(buf, data[:len(data) - 1]))]  # its last byte never captured
-    calls, header = run_import(tmp_path, "u16", write_pcap(tmp_path / "cut.pcap", cut))
-    full = expected("u16")
-    assert header["partial_dropped"] == 1 and header["messages"] == len(sent("u16")) - 1
+    calls, header = run_import(tmp_path, name, write_pcap(tmp_path / "cut.pcap", cut))
+    full = expected(name)
     got = as_sent(calls)
-    assert all(got[k] == full[k][:len(got[k])] for k in got) and sum(map(len, got.values())) == len(calls)
+    assert header["partial_dropped"] == 1 and header["messages"] == len(calls) == sum(map(len, got.values()))
+    assert all(got[k] == full[k][:len(got[k])] for k in got) and len(calls) < len(sent(name))
+    assert len(calls) == len(sent(name)) - 1  # only the cut message is lost
 
 
 def test_a_capture_starting_mid_stream_reads_from_its_first_segment(tmp_path):
