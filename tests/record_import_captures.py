@@ -6,10 +6,11 @@ programs sent, in order (client address, direction, method, args), what the impo
 * ``ws_plain``, ``ws_deflate``, ``ws_deflate_nctx``: a ``websockets`` server and two clients (no
   compression; permessage-deflate with context takeover; without it): JSON in text messages and
   in binary ones, a fragmented one, pings, messages over 125 bytes (16-bit frame length);
-* ``u16``: an asyncio TCP pair sending msgpack messages after a big-endian u16 length;
+* ``u16``, ``u32le``, ``varint``: an asyncio TCP pair sending msgpack messages after a big-endian u16,
+  a little-endian u32 or a LEB128 varint length;
 * ``udp``: JSON datagrams both ways.
 
-Needs root and tcpdump: ``python tests/record_import_captures.py`` (a few seconds).
+Needs root and tcpdump: ``python tests/record_import_captures.py [NAME ...]`` (a few seconds each).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ import msgpack
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
 from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory, ServerPerMessageDeflateFactory
+from wire_reference import leb128
 
 OUT = Path(__file__).resolve().parent / "data" / "captures" / "import"
-PORTS = {"ws_plain": 47001, "ws_deflate": 47002, "ws_deflate_nctx": 47003, "u16": 47004, "udp": 47005}
+PORTS = {"ws_plain": 47001, "ws_deflate": 47002, "ws_deflate_nctx": 47003, "u16": 47004, "udp": 47005,
+         "varint": 47006, "u32le": 47007}
 METHODS = ("move", "fire", "chat", "state")
 
 
@@ -88,19 +91,43 @@ async def websocket_pair(port: int, log: Log, compression: Any) -> None:
                     await asyncio.sleep(0.002)
 
 
-async def u16_pair(port: int, log: Log) -> None:
+async def read_varint(reader: asyncio.StreamReader) -> int:
+    value = shift = 0
+    while True:
+        byte = (await reader.readexactly(1))[0]
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value
+
+
+#: framing -> (prefix of a length, read a length)
+PREFIXES = {
+    "u16": (lambda n: struct.pack(">H", n), lambda r: _fixed(r, ">H")),
+    "u32le": (lambda n: struct.pack("<I", n), lambda r: _fixed(r, "<I")),
+    "varint": (leb128, read_varint),
+}
+
+
+async def _fixed(reader: asyncio.StreamReader, fmt: str) -> int:
+    return struct.unpack(fmt, await reader.readexactly(struct.calcsize(fmt)))[0]
+
+
+async def length_prefixed_pair(port: int, log: Log, framing: str) -> None:
+    prefix, read_length = PREFIXES[framing]
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = "%s:%d" % writer.get_extra_info("peername")[:2]
         while True:
             try:
-                size = struct.unpack(">H", await reader.readexactly(2))[0]
+                size = await read_length(reader)
             except asyncio.IncompleteReadError:
                 break
             got = msgpack.unpackb(await reader.readexactly(size))
             reply = {"method": "ack", "args": [got["args"].get("seq", -1), 7]}
             log.add(client, "s2c", reply)
             data = msgpack.packb(reply)
-            writer.write(struct.pack(">H", len(data)) + data)
+            writer.write(prefix(len(data)) + data)
             await writer.drain()
         writer.close()
 
@@ -116,12 +143,12 @@ async def u16_pair(port: int, log: Log) -> None:
             second = message(rng, 100 + i)
             log.add(client, "c2s", second)
             more = msgpack.packb(second)
-            writer.write(struct.pack(">H", len(data)) + data + struct.pack(">H", len(more)) + more)
-            await reader.readexactly(struct.unpack(">H", await reader.readexactly(2))[0])
+            writer.write(prefix(len(data)) + data + prefix(len(more)) + more)
+            await reader.readexactly(await read_length(reader))
         else:
-            writer.write(struct.pack(">H", len(data)) + data)
+            writer.write(prefix(len(data)) + data)
         await writer.drain()
-        await reader.readexactly(struct.unpack(">H", await reader.readexactly(2))[0])
+        await reader.readexactly(await read_length(reader))
     writer.close()
     await writer.wait_closed()
     await asyncio.sleep(0.05)
@@ -166,17 +193,22 @@ def record(name: str, run: Any) -> None:
     print(f"{pcap}: {pcap.stat().st_size} bytes, {len(log.sent)} messages sent")
 
 
-def main() -> int:
+def main(names: List[str]) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     nctx = ([ServerPerMessageDeflateFactory(server_no_context_takeover=True, client_no_context_takeover=True)],
             [ClientPerMessageDeflateFactory(server_no_context_takeover=True, client_no_context_takeover=True)], None)
-    record("ws_plain", lambda port, log: asyncio.run(websocket_pair(port, log, (None, None, None))))
-    record("ws_deflate", lambda port, log: asyncio.run(websocket_pair(port, log, (None, None, "deflate"))))
-    record("ws_deflate_nctx", lambda port, log: asyncio.run(websocket_pair(port, log, nctx)))
-    record("u16", lambda port, log: asyncio.run(u16_pair(port, log)))
-    record("udp", udp_pair)
+    programs = {
+        "ws_plain": lambda port, log: asyncio.run(websocket_pair(port, log, (None, None, None))),
+        "ws_deflate": lambda port, log: asyncio.run(websocket_pair(port, log, (None, None, "deflate"))),
+        "ws_deflate_nctx": lambda port, log: asyncio.run(websocket_pair(port, log, nctx)),
+        "udp": udp_pair,
+        **{name: (lambda port, log, name=name: asyncio.run(length_prefixed_pair(port, log, name)))
+           for name in PREFIXES},
+    }
+    for name in names or programs:
+        record(name, programs[name])
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

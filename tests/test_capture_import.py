@@ -29,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 CAPTURES = REPO / "tests" / "data" / "captures" / "import"
 #: recording -> (server port, framing, decode, how the programs serialized a message)
 RECORDINGS: Dict[str, Tuple[int, str, str, Callable[[Dict[str, Any]], bytes]]] = {
+    "varint": (47006, "varint", "msgpack", msgpack.packb),
+    "u32le": (47007, "u32", "msgpack", msgpack.packb),
     "ws_plain": (47001, "websocket", "json", lambda m: json.dumps(m).encode()),
     "ws_deflate": (47002, "websocket", "json", lambda m: json.dumps(m).encode()),
     "ws_deflate_nctx": (47003, "websocket", "json", lambda m: json.dumps(m).encode()),
@@ -37,12 +39,16 @@ RECORDINGS: Dict[str, Tuple[int, str, str, Callable[[Dict[str, Any]], bytes]]] =
 }
 
 
-def run_import(tmp_path: Path, name: str, capture: Any = None, **kw: Any) -> Tuple[List[Call], Dict[str, Any]]:
+def endian(name: str) -> str:
+    return "little" if name.endswith("le") else "big"
+
+
+def run_import(tmp_path: Path, name: str, capture: Any = None) -> Tuple[List[Call], Dict[str, Any]]:
     port, framing, decode, _ = RECORDINGS[name]
     out = tmp_path / f"{name}.rpct"
     decoder = payload_decoder(decode, Envelope(), Registry.default().create)
     import_capture(str(capture or CAPTURES / f"{name}.pcap"), str(out), port, framing, decoder,
-                   {"framing": framing, "server_port": port, "decode": decode}, **kw)
+                   {"framing": framing, "server_port": port, "decode": decode}, endian(name))
     return list(open_trace(out)), trace_header(out)["capture"]
 
 
@@ -75,7 +81,7 @@ def test_every_sent_message_comes_back_with_its_direction_connection_and_method(
     assert [c.t for c in calls] == sorted(c.t for c in calls) and calls[0].t > 1.7e18  # capture clock, ns
 
 
-@pytest.mark.parametrize("name", ["ws_plain", "u16", "udp"])
+@pytest.mark.parametrize("name", ["ws_plain", "u16", "u32le", "varint", "udp"])
 def test_wire_is_exactly_what_the_programs_sent(tmp_path, name):
     calls, _ = run_import(tmp_path, name)
     serialize = RECORDINGS[name][3]
@@ -117,9 +123,9 @@ def test_header_counts_packets_and_headers_as_dpkt_reader_does(tmp_path, name):
     port, framing = RECORDINGS[name][:2]
     counted = count_payload_packets(CAPTURES / f"{name}.pcap", port)
     assert header["packets"] == {d: counted[d][0] for d in counted}
-    framing_bytes = {d: 0 for d in counted}
-    if framing == "u16":
-        framing_bytes = {d: 2 * sum(c.dir == d for c in calls) for d in counted}
+    prefix = {"u16": lambda n: 2, "u32": lambda n: 4, "varint": lambda n: (n.bit_length() + 6) // 7 or 1}.get(
+        framing, lambda n: 0)
+    framing_bytes = {d: sum(prefix(len(c.wire)) for c in calls if c.dir == d) for d in counted}
     if framing != "websocket":  # websocket adds frame headers: checked against the stream below
         assert header["header_bytes"] == {d: counted[d][1] + framing_bytes[d] for d in counted}
     assert header["framing"] == framing and header["server_port"] == port and header["link_type"] == 1
@@ -184,18 +190,21 @@ def test_reordered_retransmitted_and_overlapping_segments_give_the_same_calls(tm
     assert header["packets"]["c2s"] + header["packets"]["s2c"] > sum(clean_header["packets"].values())
 
 
-def test_a_capture_ending_inside_a_message_drops_it_and_counts_it(tmp_path):
-    frames = packets("u16")
-    port = RECORDINGS["u16"][0]
-    last = payload_indices(frames, port)[-1]
+@pytest.mark.parametrize("name", ["u16", "ws_plain"])
+def test_a_capture_ending_inside_a_message_drops_it_and_counts_it(tmp_path, name):
+    frames = packets(name)
+    port = RECORDINGS[name][0]
+    data_frames = [i for i in payload_indices(frames, port) if tcp_of(frames[i][1])[1].data[0] & 0x0F in (1, 2)]
+    last = data_frames[-1] if name.startswith("ws") else payload_indices(frames, port)[-1]  # a message, not a close
     ts, buf = frames[last]
     data = tcp_of(buf)[1].data
     cut = frames[:last] + [(ts, with_payload(buf, data[:len(data) - 1]))]  # its last byte never captured
-    calls, header = run_import(tmp_path, "u16", write_pcap(tmp_path / "cut.pcap", cut))
-    full = expected("u16")
-    assert header["partial_dropped"] == 1 and header["messages"] == len(sent("u16")) - 1
+    calls, header = run_import(tmp_path, name, write_pcap(tmp_path / "cut.pcap", cut))
+    full = expected(name)
     got = as_sent(calls)
-    assert all(got[k] == full[k][:len(got[k])] for k in got) and sum(map(len, got.values())) == len(calls)
+    assert header["partial_dropped"] == 1 and header["messages"] == len(calls) == sum(map(len, got.values()))
+    assert all(got[k] == full[k][:len(got[k])] for k in got) and len(calls) < len(sent(name))
+    assert len(calls) == len(sent(name)) - 1  # only the cut message is lost
 
 
 def test_a_capture_starting_mid_stream_reads_from_its_first_segment(tmp_path):
@@ -260,6 +269,10 @@ def test_bad_input_is_one_line_and_leaves_out_untouched(tmp_path):
                    "link type 147 is not supported")
     one_line_error(import_cli(CAPTURES / "u16.pcap", out, "udp"), "no UDP payload to or from port 47005")
     one_line_error(import_cli(CAPTURES / "u16.pcap", out, "u16", "--decode", "bson"), "none of the 96 messages")
+    one_line_error(import_cli(CAPTURES / "ws_plain.pcap", out, "ws_plain", "--framing", "u32"),
+                   "no complete --framing u32 message in the 2 connection(s) on port 47001")
+    one_line_error(import_cli(CAPTURES / "u16.pcap", out, "u16", "--framing", "websocket"),
+                   "is not WebSocket: its first bytes (00 32 82 a6 6d 65 74 68) are no HTTP upgrade")
     assert out.read_bytes() == b"an older trace" and sorted(p.name for p in tmp_path.iterdir()) == [
         "notes.txt", "out.rpct", "user0.pcap"]
 
@@ -404,3 +417,29 @@ def test_protobuf_message_by_oneof_or_by_fields(tmp_path):
     assert by_fields(flat_cls(method="move", args={"id": 4}).SerializeToString()) == ("move", {"id": 4, "x": 0.0})
     with pytest.raises(BenchError, match="--message 'Flat': no such message"):
         payload_decoder("protobuf", Envelope(), create, ([str(proto)], [], "Flat"))
+
+
+@pytest.mark.parametrize("name", ["ws_deflate", "u16"])
+def test_damaged_captures_import_or_fail_with_a_bench_error(tmp_path, name):
+    """Bytes changed anywhere (headers, lengths, payloads), in pcap and pcapng: the import succeeds or stops
+    with BenchError (one line on the command line), never another exception."""
+    import random
+
+    frames = packets(name)
+    with open(tmp_path / "c.pcapng", "wb") as f:
+        writer = dpkt.pcapng.Writer(f, linktype=1)
+        for ts, buf in frames:
+            writer.writepkt(buf, ts)
+    rng = random.Random(32)
+    for source in (CAPTURES / f"{name}.pcap", tmp_path / "c.pcapng"):
+        data = source.read_bytes()
+        for trial in range(25):
+            damaged = bytearray(data)
+            for _ in range(rng.choice((1, 3, 20))):
+                damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+            path = tmp_path / f"d{trial}{source.suffix}"
+            path.write_bytes(bytes(damaged[:rng.randrange(len(damaged) // 2, len(damaged) + 1)]))
+            try:
+                run_import(tmp_path, name, path)
+            except BenchError:
+                pass

@@ -8,7 +8,6 @@ of its bytes had been captured (retransmissions do not delay it, out-of-order se
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from rpc_capture import C2S, S2C, Call
 
+from ..environment import file_sha256
 from ..errors import BenchError
 from . import framing, websocket
 from .decode import Decoder
@@ -125,7 +125,7 @@ def tcp_messages(conn_id: str, conn: Connection, framing_name: str, endian: str,
 
 def _websocket_messages(conn_id: str, streams: Dict[str, Stream], tally: Tally) -> Iterator[Message]:
     try:
-        up = websocket.upgrade(streams[C2S].data, streams[S2C].data)
+        up = websocket.upgrade(streams[C2S].data, streams[S2C].data, streams[C2S].from_start)
     except websocket.NotWebSocket as e:
         raise BenchError(f"connection {conn_id} is not WebSocket: {e}") from None
     for direction, start in ((C2S, up.c2s_start), (S2C, up.s2c_start)):
@@ -148,14 +148,6 @@ def _refuse_tls(conn_id: str, stream: Stream) -> None:
     if len(head) == 3 and head[0] in (0x16, 0x17) and head[1] == 3 and head[2] <= 4:
         raise BenchError(f"connection {conn_id} is TLS-encrypted (a TLS record at its start): capture the "
                          f"plaintext instead (ws:// behind the TLS terminator, or the server's own port)")
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass
@@ -184,7 +176,7 @@ def calls(messages: List[Message], decode: Decoder, undecoded: Undecoded) -> Ite
 def capture_header(path: str, cap: Capture, options: Dict[str, Any], tally: Tally, messages: int,
                    undecoded: int) -> Dict[str, Any]:
     """The trace header's ``"capture"`` object (docs/capture.md, "run_bench.py import")."""
-    return {"file": os.path.basename(path), "sha256": sha256_of(path), "link_type": cap.link_types[0],
+    return {"file": os.path.basename(path), "sha256": file_sha256(path), "link_type": cap.link_types[0],
             **options, "deflate": tally.deflate, "packets": tally.packets, "header_bytes": tally.header_bytes,
             "connections": tally.connections, "messages": messages, "partial_dropped": tally.partial_dropped,
             "undecoded": undecoded, "truncated_bytes": cap.truncated_bytes}
@@ -206,6 +198,9 @@ def import_capture(path: str, out: str, server_port: int, framing_name: str, dec
     tally.connections = len(connections) or len({m.conn for m in messages})
     for conn_id, conn in connections.items():
         messages.extend(tcp_messages(conn_id, conn, framing_name, endian, tally))
+    if not messages:
+        raise BenchError(f"{path}: no complete --framing {framing_name} message in the {tally.connections} "
+                         f"connection(s) on port {server_port} (is that the framing the game uses?)")
     undecoded = Undecoded()
     decoded = list(calls(messages, decode, undecoded))
     if not decoded:

@@ -18,6 +18,7 @@ from ..errors import BenchError
 
 _PCAP_NANO = {dpkt.pcap.TCPDUMP_MAGIC_NANO, dpkt.pcap.PMUDPCT_MAGIC_NANO}  #: magics of nanosecond timestamps
 _PCAPNG_SHB = struct.pack("<I", dpkt.pcapng.PCAPNG_BT_SHB)
+MAX_RECORD = 16 << 20  #: largest packet record or pcapng block read (tcpdump's snap length tops at 256 KiB)
 
 
 class Frame(NamedTuple):
@@ -76,10 +77,14 @@ def _pcap_frames(cap: Capture) -> Iterator[Frame]:
     scale = 1 if magic in _PCAP_NANO else 1000
     index = 0
     while True:
+        offset = f.tell()
         raw = f.read(header.__hdr_len__)
         if not raw:
             return
         hdr = header(raw) if len(raw) == header.__hdr_len__ else None
+        if hdr is not None and hdr.caplen > MAX_RECORD:
+            raise BenchError(f"{cap.path}: byte offset {offset}: a packet of {hdr.caplen} bytes: not a capture's "
+                             f"(the file is damaged)")
         data = f.read(hdr.caplen) if hdr is not None else b""
         if hdr is None or len(data) < hdr.caplen:
             cap.truncated_bytes = len(raw) + len(data)
@@ -90,9 +95,10 @@ def _pcap_frames(cap: Capture) -> Iterator[Frame]:
 
 def _pcapng_frames(cap: Capture) -> Iterator[Frame]:
     """Blocks of every section: interface descriptions (link type, time resolution) and packets."""
-    f, little, index = cap.file, True, 0
+    f, little, index, offset = cap.file, True, 0, 0
     interfaces: List[Tuple[int, int, int]] = []  #: (link type, ticks per second, offset in seconds)
     while True:
+        offset = f.tell()
         head = f.read(12)
         if not head:
             return
@@ -103,24 +109,33 @@ def _pcapng_frames(cap: Capture) -> Iterator[Frame]:
             little = head[8:12] == struct.pack("<I", dpkt.pcapng.BYTE_ORDER_MAGIC)
             interfaces = []
         kind, size = struct.unpack("<II" if little else ">II", head[:8])
+        if size > MAX_RECORD:
+            raise BenchError(f"{cap.path}: byte offset {offset}: a block of {size} bytes: not a capture's "
+                             f"(the file is damaged)")
         rest = f.read(max(size - len(head), 0))
         if size < 12 or len(rest) < size - len(head):
             cap.truncated_bytes = len(head) + len(rest)
             return
         block = head + rest
-        if kind == dpkt.pcapng.PCAPNG_BT_IDB:
-            interfaces.append(_interface(block, little))
-            cap.link_types.append(interfaces[-1][0])
-        elif kind == dpkt.pcapng.PCAPNG_BT_EPB:
+        try:
+            if kind == dpkt.pcapng.PCAPNG_BT_IDB:
+                interfaces.append(_interface(block, little))
+                cap.link_types.append(interfaces[-1][0])
+                continue
+            if kind != dpkt.pcapng.PCAPNG_BT_EPB:
+                continue  # section headers, name resolution, statistics...
             epb = (dpkt.pcapng.EnhancedPacketBlockLE if little else dpkt.pcapng.EnhancedPacketBlock)(block)
-            if epb.iface_id >= len(interfaces):
-                raise BenchError(f"{cap.path}: packet {index + 1} names interface {epb.iface_id}, which the "
-                                 f"capture never describes (not a valid pcapng file)")
-            link, per_second, offset = interfaces[epb.iface_id]
-            index += 1
-            ticks = (epb.ts_high << 32) | epb.ts_low
-            yield Frame(index, offset * 1_000_000_000 + ticks * 1_000_000_000 // per_second, link, epb.pkt_data,
-                        epb.pkt_len)
+        except (dpkt.UnpackError, dpkt.NeedData, struct.error, IndexError, ValueError) as e:
+            raise BenchError(f"{cap.path}: byte offset {offset}: malformed pcapng block ({e or type(e).__name__})"
+                             ) from None
+        if epb.iface_id >= len(interfaces):
+            raise BenchError(f"{cap.path}: byte offset {offset}: packet {index + 1} names interface "
+                             f"{epb.iface_id}, which the capture never describes (not a valid pcapng file)")
+        link, per_second, seconds = interfaces[epb.iface_id]
+        index += 1
+        ticks = (epb.ts_high << 32) | epb.ts_low
+        yield Frame(index, seconds * 1_000_000_000 + ticks * 1_000_000_000 // per_second, link, epb.pkt_data,
+                    epb.pkt_len)
 
 
 def _interface(block: bytes, little: bool) -> Tuple[int, int, int]:

@@ -74,9 +74,12 @@ class Upgrade:
     seen: bool = False  #: the handshake was captured (else the capture started after it)
 
 
-def upgrade(c2s: bytes, s2c: bytes) -> Upgrade:
-    """The HTTP upgrade at the start of a connection; NotWebSocket if it is something else."""
+def upgrade(c2s: bytes, s2c: bytes, from_start: bool) -> Upgrade:
+    """The HTTP upgrade at the start of a connection; NotWebSocket if it is something else.
+    ``from_start``: the connection's first byte was captured (else its upgrade may have been missed)."""
     if not c2s.startswith(b"GET "):
+        if from_start:
+            raise NotWebSocket(f"its first bytes ({c2s[:8].hex(' ')}) are no HTTP upgrade")
         return Upgrade()
     server = h11.Connection(h11.SERVER)
     server.receive_data(c2s)
@@ -95,6 +98,11 @@ def upgrade(c2s: bytes, s2c: bytes) -> Upgrade:
     offered = b", ".join(v for k, v in response.headers if k == b"sec-websocket-extensions").decode("latin-1")
     deflate = next((item.strip() for item in offered.split(",") if item.strip().startswith("permessage-deflate")),
                    None)
+    if deflate is not None:
+        try:
+            PerMessageDeflate().finalize(deflate)
+        except ValueError as e:
+            raise NotWebSocket(f"its permessage-deflate parameters do not parse ({deflate[:80]!r}: {e})") from None
     return Upgrade(len(c2s) - len(server.trailing_data[0]), len(s2c) - len(client.trailing_data[0]), deflate, True)
 
 
