@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from rpcbench.reports import ReportOptions
 from rpcbench.reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS
 from rpcbench.reports.coverage import DEFAULT_MIN_COVERAGE
 from rpcbench.reports.reference import BASELINE_KEY
 from rpcbench.errors import BenchError
+from rpcbench.link import MAX_LOSS_PCT
 from rpcbench.wire import TRANSPORTS, parse_policies
 
 
@@ -93,6 +94,30 @@ def money(text: str) -> float:
     if not 0 <= value < float("inf"):  # NaN fails too
         raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, not {text[:40]}")
     return value
+
+
+def number(minimum: float, maximum: float) -> Callable[[str], float]:
+    """An argparse ``type`` accepting a finite number from ``minimum`` to ``maximum``, with a one-line error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+        if not minimum <= value <= maximum:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"must be {minimum:g} to {maximum:g}, not {text[:40]}")
+        return value
+
+    return parse
+
+
+def loss_rates(text: str) -> Tuple[float, ...]:
+    """``--loss``: comma-separated loss rates in percent per datagram (each 0 to MAX_LOSS_PCT, none twice)."""
+    rate = number(0, MAX_LOSS_PCT)
+    rates = tuple(rate(part.strip().rstrip("%")) for part in text.split(","))
+    if len(set(rates)) != len(rates):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} names a rate twice")
+    return rates
 
 
 def wire_policies(text: str) -> Any:
