@@ -74,7 +74,7 @@ class Packer:
         self.encode = encode  #: (call, key) -> its message (None: the codec cannot encode it)
         compressor = codec.compressor if policy.batched and isinstance(codec, Compressed) else None
         self.compressor = compressor
-        self._sessions = Streams(compressor.connection) if getattr(compressor, "per_connection", False) else None
+        self._sessions = Streams(compressor.connection) if compressor and compressor.per_connection else None
 
     def pack(self, key: Any, batch: Sequence[Call]) -> Packed:
         """(positions in ``batch`` of the calls sent, their messages, the datagrams that carry them)."""
@@ -96,14 +96,21 @@ class Packer:
 
     def _compress(self, key: Any, payload: bytes) -> bytes:
         session: Any = self._sessions[key] if self._sessions is not None else self.compressor
-        return session.compress(payload)  # type: ignore[no-any-return]
+        return bytes(session.compress(payload))
 
 
 def plain_packer(codec: Codec, policy: WirePolicy) -> Packer:
-    """The packer of a codec whose messages do not depend on the link: a session per stream if it keeps state."""
+    """The packer of a codec whose messages do not depend on the link: a session per stream if it keeps state;
+    batched, a compressing codec's messages are its inner codec's (the packet is compressed whole)."""
     sessions = Streams(codec.connection)
     stateful = codec.per_connection
-    return Packer(codec, policy, lambda call, key: encoded_or_none((sessions[key] if stateful else codec).encode, call))
+    inner = policy.batched and isinstance(codec, Compressed)
+
+    def encode(call: Call, key: Any) -> Optional[bytes]:
+        session = sessions[key] if stateful else codec
+        return encoded_or_none((session.inner if inner else session).encode, call)
+
+    return Packer(codec, policy, encode)
 
 
 def pack_all(codec: Codec, policy: WirePolicy, calls: Sequence[Call], sends: Sequence[Batch]) -> List[Packed]:
