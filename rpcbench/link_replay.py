@@ -138,7 +138,7 @@ def replay_trace(make: Callable[[str], Codec], names: Sequence[str], calls: Sequ
                 for rate in settings.loss:
                     replay = Replay(make(name) if packed is None else codec, policy, calls, sends[policy.text],
                                     settings, rate, transport, extra, packed)
-                    states.append([policy.text, rate, replay.run().export()])
+                    states.append([policy.text, rate, replay.run(beat).export()])
             out[name] = states
         except Exception as e:  # a codec that fails here is that codec's failure; the others carry on
             out[name] = {"error": f"lossy link replay: {type(e).__name__}: {str(e)[:160]}"}
@@ -190,9 +190,12 @@ class Replay:
         else:
             self.packer = plain_packer(codec, policy)
 
-    def run(self) -> LinkTally:
-        """Send every batch at its time, run the link until nothing is in flight, count what never arrived."""
+    def run(self, beat: Any = None) -> LinkTally:
+        """Send every batch at its time, run the link until nothing is in flight, count what never arrived.
+        ``beat[0]``: the first call of the batch being sent, for the watch."""
         for number, (t, key, indices) in enumerate(self.sends):
+            if beat is not None:
+                beat[0] = indices[0]
             self._until(t)
             self._send(t, key, indices, self.packed[number] if self.packed is not None else None)
         self._until(None)

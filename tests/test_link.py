@@ -19,12 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpc_capture import C2S, S2C, Call, open_trace
+from rpc_capture import C2S, S2C, Call, TraceWriter, open_trace
 from rpcbench.codec import CallStage
 from rpcbench.config import DEFAULT_TRACE
 from rpcbench.link import LinkSettings, transitions
 from rpcbench.link_replay import Replay, batches, delivery_of, replay_trace
 from rpcbench.registry import Registry
+from rpcbench.simulate import simulate_profile
 from rpcbench.wire import TRANSPORTS, WirePolicy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -307,3 +308,28 @@ def test_bad_link_options_are_one_line(tmp_path, args, message):
     done = run_bench("--codecs", "json", "--sizes-only", "--out", tmp_path / "o", "--quiet", *args)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert message in done.stderr.strip().splitlines()[-1]  # argparse's usage lines come first, as for any option
+
+
+def test_a_fleet_merges_each_traces_replays_exactly(tmp_path):
+    paths = []
+    for seed, hz in ((3, 30), (4, 10)):
+        paths.append(tmp_path / f"t{seed}.rpct")
+        with TraceWriter(str(paths[-1]), {"generator": "test"}) as writer:
+            for call in simulate_profile("dict", 2500, seed, hz):
+                writer.write(call)
+    out = tmp_path / "out"
+    done = run_bench("--trace", *paths, "--codecs", "msgpack,msgpack+zstdstream-3", "--sizes-only", "--loss", "2,10",
+                     "--jitter", "10", "--loss-burst", "3", "--wire", "tick:auto", "--out", out, "--no-report",
+                     "--quiet")
+    assert done.returncode == 0, done.stderr
+    data = json.loads((out / "results.json").read_text())
+    for number, merged in enumerate(data["results"]):
+        alone = [t["results"][number]["link"] for t in data["traces"]]
+        assert len(merged["link"]) == 2 and all(len(a) == 2 for a in alone)
+        for at, replay in enumerate(merged["link"]):
+            for key in ("calls", "lost_calls", "packets", "lost_packets", "ack_packets", "payload_bytes",
+                        "resend_bytes", "ack_bytes", "wire_bytes"):
+                assert replay[key] == sum(a[at][key] for a in alone), key
+            assert replay["calls"] == 5000
+            ps = [a[at]["latency_p99_ms"] for a in alone]
+            assert min(ps) <= replay["latency_p99_ms"] <= max(ps)
