@@ -107,7 +107,7 @@ def plain_packer(codec: Codec, policy: WirePolicy) -> Packer:
     inner = policy.batched and isinstance(codec, Compressed)
 
     def encode(call: Call, key: Any) -> Optional[bytes]:
-        session = sessions[key] if stateful else codec
+        session: Any = sessions[key] if stateful else codec
         return encoded_or_none((session.inner if inner else session).encode, call)
 
     return Packer(codec, policy, encode)
