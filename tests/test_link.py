@@ -30,6 +30,7 @@ from rpcbench.wire import TRANSPORTS, WirePolicy
 
 REPO = Path(__file__).resolve().parent.parent
 SLICE = list(itertools.islice(open_trace(str(DEFAULT_TRACE)), 1500))  #: real calls: the bundled sample's first
+DICT_SLICE = list(itertools.islice(open_trace(str(REPO / "samples" / "battle_dict.rpct")), 400))  #: named args
 REGISTRY = Registry.default()
 UDP = TRANSPORTS["udp"]
 
@@ -333,3 +334,33 @@ def test_a_fleet_merges_each_traces_replays_exactly(tmp_path):
             assert replay["calls"] == 5000
             ps = [a[at]["latency_p99_ms"] for a in alone]
             assert min(ps) <= replay["latency_p99_ms"] <= max(ps)
+
+
+class Checked(Replay):
+    """A replay that, whenever acks reach a sender, checks each baseline the sender may now use against what its
+    receiver holds: the receiver holds that message of the key or a newer one, and the same call when the same."""
+
+    def _acked(self, *acks):
+        super()._acked(*acks)
+        for key in {self._units[number].key for number, _ in acks}:
+            held = self._receivers[key].state()
+            for entity, (msg_id, call) in self._senders[key].view().items():
+                assert held[entity][0] >= msg_id
+                if held[entity][0] == msg_id:
+                    assert (held[entity][1].method, held[entity][1].args) == (call.method, call.args)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**32), st.floats(0, 40), st.sampled_from([1, 3]), st.floats(0, 40),
+       st.sampled_from(["per-call", "tick:50+mtu:200"]))
+def test_real_ackdelta_decodes_every_delivered_call_under_loss(seed, rate, burst, jitter, policy):
+    if "ackdelta" not in REGISTRY.stages:
+        pytest.skip("no +ackdelta stage in this tree (branch i31-ackdelta)")
+    calls = DICT_SLICE
+    wire = WirePolicy(policy) if policy == "per-call" else WirePolicy(policy, 50.0, 200)
+    link = LinkSettings((rate,), 100, jitter, burst, seed)
+    run = Checked(REGISTRY.create("msgpack+ackdelta"), wire, calls, batches(calls, wire, calls[0].t), link, rate, UDP)
+    tally = run.run().export()
+    assert tally["delivery"] == "ackdelta" and tally["mismatches"] == 0, tally["problem"]
+    delivered = sum(d[1] for d in tally["directions"].values())
+    assert delivered + sum(d[2] for d in tally["directions"].values()) == len(calls)
