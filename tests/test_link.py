@@ -364,3 +364,26 @@ def test_real_ackdelta_decodes_every_delivered_call_under_loss(seed, rate, burst
     assert tally["delivery"] == "ackdelta" and tally["mismatches"] == 0, tally["problem"]
     delivered = sum(d[1] for d in tally["directions"].values())
     assert delivered + sum(d[2] for d in tally["directions"].values()) == len(calls)
+
+
+def test_jitter_alone_delays_only_ordered_delivery():
+    link = LinkSettings((0,), 100, 40, 1, 3)  # no loss: reordering is all there is
+    ordered = replay("msgpack+zstdstream-3", link, 0).run().export()
+    plain = replay("msgpack", link, 0).run().export()
+    assert sum(ordered["latency"].values()) == sum(plain["latency"].values()) == len(SLICE)
+    assert max(ordered["latency"]) > 0 and set(plain["latency"]) == {0}
+    assert sum(d[8] for d in ordered["directions"].values()) == 0  # acks come back within the RTO: no resend
+
+
+def test_results_of_older_schemas_load_without_replays(tmp_path):
+    from rpcbench.results import load
+    out = tmp_path / "out"
+    assert run_bench("--codecs", "json", "--sizes-only", "--loss", "1", "--out", out, "--no-report",
+                     "--quiet").returncode == 0
+    assert load(str(out)).results[0].link[0]["loss_pct"] == 1
+    data = json.loads((out / "results.json").read_text())
+    data["schema_version"] = 7
+    for result in data["results"]:
+        del result["link"]
+    (out / "results.json").write_text(json.dumps(data))
+    assert load(str(out)).results[0].link == ()
