@@ -26,7 +26,7 @@ from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import CODECS_DIR, Registry, split_codec_list
 from rpcbench.results import Suite
 
-from .options import (add_report_options, dask_address, fraction, loss_rates, number, report_options, seconds,
+from .options import (add_report_options, dask_address, fraction, finite_number, loss_rates, report_options, seconds,
                       table_width, whole_number, wire_policies)
 from .progress import ProgressDisplay
 from .naming import program
@@ -149,12 +149,12 @@ def _add_link_options(p: argparse.ArgumentParser) -> None:
                    help="replay every codec over a lossy link at these loss rates (percent per datagram, after "
                    "--wire batching), side by side: stream codecs over a reliable ordered layer (resends, acks, "
                    "head-of-line delay), +ackdelta against acked baselines, the others as plain UDP (lost calls)")
-    p.add_argument("--rtt", type=number(0.001, 10_000), default=DEFAULT_RTT_MS, metavar="MS",
+    p.add_argument("--rtt", type=finite_number, default=DEFAULT_RTT_MS, metavar="MS",
                    help="the link's round-trip time (default: %(default)g)")
-    p.add_argument("--jitter", type=number(0, 5000), default=0.0, metavar="MS",
+    p.add_argument("--jitter", type=finite_number, default=0.0, metavar="MS",
                    help="each one-way delay is RTT/2 plus a uniform jitter of at most this much either way, at most "
                    "half the RTT (default: 0)")
-    p.add_argument("--loss-burst", type=number(1, 1000), default=1.0, metavar="N",
+    p.add_argument("--loss-burst", type=finite_number, default=1.0, metavar="N",
                    help="mean length of a loss burst in datagrams (Gilbert-Elliott); 1: independent loss (default)")
     p.add_argument("--loss-seed", type=int, default=DEFAULT_LOSS_SEED, metavar="N",
                    help="seed of the losses and delays: the same seed, the same figures (default: %(default)s)")

@@ -12,7 +12,6 @@ from rpcbench.reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS
 from rpcbench.reports.coverage import DEFAULT_MIN_COVERAGE
 from rpcbench.reports.reference import BASELINE_KEY
 from rpcbench.errors import BenchError
-from rpcbench.link import MAX_LOSS_PCT
 from rpcbench.wire import TRANSPORTS, parse_policies
 
 
@@ -96,28 +95,17 @@ def money(text: str) -> float:
     return value
 
 
-def number(minimum: float, maximum: float) -> Callable[[str], float]:
-    """An argparse ``type`` accepting a finite number from ``minimum`` to ``maximum``, with a one-line error."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
-        if not minimum <= value <= maximum:  # NaN fails too
-            raise argparse.ArgumentTypeError(f"must be {minimum:g} to {maximum:g}, not {text[:40]}")
-        return value
-
-    return parse
+def finite_number(text: str) -> float:
+    """An argparse ``type`` for a number (what range it may take is the option's owner's to say)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
 
 
 def loss_rates(text: str) -> Tuple[float, ...]:
-    """``--loss``: comma-separated loss rates in percent per datagram (each 0 to MAX_LOSS_PCT, none twice)."""
-    rate = number(0, MAX_LOSS_PCT)
-    rates = tuple(rate(part.strip().rstrip("%")) for part in text.split(","))
-    if len(set(rates)) != len(rates):
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} names a rate twice")
-    return rates
+    """``--loss``: comma-separated loss rates in percent per datagram (checked by ``LinkSettings.check``)."""
+    return tuple(finite_number(part.strip().rstrip("%")) for part in text.split(","))
 
 
 def wire_policies(text: str) -> Any:

@@ -298,11 +298,13 @@ def test_the_cli_replays_the_sample_at_each_rate(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--loss", "60"], "argument --loss: must be 0 to 50"),
-    (["--loss", "1,1"], "names a rate twice"),
-    (["--loss", "x"], "is not a number"),
+    (["--loss", "60"], "--loss 60: each rate must be 0 to 50 percent"),
+    (["--loss", "nan"], "--loss nan: each rate must be 0 to 50 percent"),
+    (["--loss", "1,1"], "--loss names a rate twice"),
+    (["--loss", "x"], "argument --loss: 'x' is not a number"),
+    (["--loss", "1", "--rtt", "0"], "--rtt 0: must be over 0 and at most 10000 ms"),
     (["--loss", "1", "--rtt", "10", "--jitter", "6"], "--jitter 6: must be 0 to half the RTT"),
-    (["--loss", "1", "--loss-burst", "0.5"], "argument --loss-burst: must be 1 to 1000"),
+    (["--loss", "1", "--loss-burst", "0.5"], "--loss-burst 0.5: must be 1 to 1000"),
     (["--loss", "1", "--sample-calls", "100"], "not with --sample-calls"),
 ])
 def test_bad_link_options_are_one_line(tmp_path, args, message):
