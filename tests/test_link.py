@@ -377,15 +377,34 @@ def test_jitter_alone_delays_only_ordered_delivery():
     assert sum(d[8] for d in ordered["directions"].values()) == 0  # acks come back within the RTO: no resend
 
 
-def test_results_of_older_schemas_load_without_replays(tmp_path):
-    from rpcbench.results import load
-    out = tmp_path / "out"
-    assert run_bench("--codecs", "json", "--sizes-only", "--loss", "1", "--out", out, "--no-report",
+@pytest.fixture(scope="module")
+def one_rate(tmp_path_factory):
+    """results.json of a run at one loss rate."""
+    out = tmp_path_factory.mktemp("one_rate")
+    assert run_bench("--codecs", "json", "--sizes-only", "--loss", "1", "--out", out, "--no-report", "--force",
                      "--quiet").returncode == 0
+    return json.loads((out / "results.json").read_text())
+
+
+def test_results_of_older_schemas_load_without_replays(one_rate, tmp_path):
+    from rpcbench.results import load
+    out = tmp_path
+    (out / "results.json").write_text(json.dumps(one_rate))
     assert load(str(out)).results[0].link[0]["loss_pct"] == 1
-    data = json.loads((out / "results.json").read_text())
+    data = json.loads(json.dumps(one_rate))
     data["schema_version"] = 7
     for result in data["results"]:
         del result["link"]
     (out / "results.json").write_text(json.dumps(data))
     assert load(str(out)).results[0].link == ()
+
+
+def test_a_damaged_replay_in_results_is_refused_naming_its_field(one_rate, tmp_path):
+    from rpcbench.errors import BenchError
+    from rpcbench.results import load
+    out = tmp_path
+    data = json.loads(json.dumps(one_rate))
+    data["results"][0]["link"][0]["by_direction"]["s2c"]["resend_bytes"] = -3
+    (out / "results.json").write_text(json.dumps(data))
+    with pytest.raises(BenchError, match=r"results\[0\]\.link\[0\]\.by_direction\.s2c\.resend_bytes"):
+        load(str(out))
