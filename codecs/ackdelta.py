@@ -16,13 +16,15 @@ whole; when some of them are nodes themselves (a changed dict or list of the sam
 node. An unchanged field costs one bit of its level's mask.
 """
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from collections import deque
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rpc_capture import Call
 from rpcbench.codec import CallStage, Codec, Received
 from rpcbench.codecs.delta import deep_size, same
 
 Key = Tuple[Any, ...]  #: which calls share baselines: ``(method,)`` or ``(method, id field, id value)``
+REORDER_WINDOW = 64  #: message ids a superseded baseline is kept for, for messages overtaken on the way
 ID_FIELDS = ("id", "entityId", "entity_id", "eid", "entity")  #: dict args fields naming the entity a call is about
 
 
@@ -101,10 +103,13 @@ def apply(old: Any, node: list) -> Any:
 
 
 class AckSender:
-    """One end's sending half: encodes each call against the newest acknowledged call of its key."""
+    """One end's sending half: encodes each call against the newest acknowledged call of its key.
 
-    def __init__(self, inner: Codec, key_of: Callable[[str, Any], Key]) -> None:
-        self._encode, self._key_of = inner.encode, key_of
+    It keeps that baseline per key, and the messages of the key sent since, until an ack makes one of them
+    the baseline (at most ``most_unacked`` per key: an ack that is that late is ignored)."""
+
+    def __init__(self, inner: Codec, key_of: Callable[[str, Any], Key], most_unacked: int) -> None:
+        self._encode, self._key_of, self._most_unacked = inner.encode, key_of, most_unacked
         self._acked: Dict[Key, Tuple[int, Call]] = {}  #: key -> newest acknowledged (msg_id, what the receiver holds)
         self._unacked: Dict[Key, Dict[int, Call]] = {}  #: key -> msg_id -> what the receiver will hold once it gets it
         self._key_by_id: Dict[int, Key] = {}
@@ -122,8 +127,11 @@ class AckSender:
         else:
             body, held = [msg_id, base[0] - msg_id, args], args
         data = self._encode(Call(method, body, call.t, call.dir, call.conn))
-        self._unacked.setdefault(key, {})[msg_id] = Call(method, held)
-        self._key_by_id[msg_id] = key
+        pending = self._unacked.setdefault(key, {})
+        pending[msg_id], self._key_by_id[msg_id] = Call(method, held), key
+        if len(pending) > self._most_unacked:  # acks that never come: the oldest waits no longer (ids rise)
+            oldest = next(iter(pending))
+            del pending[oldest], self._key_by_id[oldest]
         return data
 
     def acked(self, msg_id: int) -> None:
@@ -147,35 +155,62 @@ class AckSender:
 
 
 class AckReceiver:
-    """The other end: rebuilds each call from its message and the baseline it names."""
+    """The other end: rebuilds each call from its message and the baseline it names.
 
-    def __init__(self, inner: Codec, key_of: Callable[[str, Any], Key]) -> None:
-        self._decode, self._key_of = inner.decode, key_of
+    A message naming baseline ``b`` tells that the sender saw ``b`` acked, so it never names an older message
+    of ``b``'s key again; but a message sent earlier may still be on its way, overtaken (jitter reorders
+    datagrams), and name one. So the older messages of the key are dropped once ``reorder_window`` more
+    message ids have arrived: a message overtaken by fewer than that still finds its baseline. Of the newer
+    ones, the newest ``2 * reorder_window`` are kept (the sender awaits acks of at most ``reorder_window``).
+    """
+
+    def __init__(self, inner: Codec, key_of: Callable[[str, Any], Key], reorder_window: int) -> None:
+        self._decode, self._key_of, self._window = inner.decode, key_of, reorder_window
         self._held: Dict[Key, Dict[int, Call]] = {}  #: key -> msg_id -> call, every one the sender may refer to
         self._key_by_id: Dict[int, Key] = {}
+        self._floor: Dict[Key, int] = {}  #: key -> the newest baseline a message named: older ones are retiring
+        self._retiring: Deque[Tuple[int, Key, int]] = deque()  #: (drop when this id arrived, key, below this id)
+        self._newest = -1  #: the newest message id that arrived
 
     def decode(self, data: bytes) -> Tuple[int, Received]:
         """``(msg_id, (method, args))``; ValueError when the message's baseline is not held."""
         method, body = self._decode(data)
-        msg_id, args, base_id = body[0], body[-1], None
-        if len(body) == 3:
-            base_id = msg_id - body[1] if body[1] >= 0 else msg_id + body[1]
-            base = self._find(base_id)
-            if body[1] >= 0:
-                args = apply(base.args, body[2])
+        msg_id, args = body[0], body[-1]
+        self._newest = max(self._newest, msg_id)
+        if len(body) == 3 and body[1] >= 0:
+            args = apply(self._find(msg_id - body[1]).args, body[2])
         key = self._key_of(method, args)
+        if len(body) == 3:
+            self._retire_older(msg_id - abs(body[1]), key)
         held = self._held.setdefault(key, {})
         held[msg_id], self._key_by_id[msg_id] = Call(method, args), key
-        if base_id is not None:  # the sender acknowledged base_id: it never refers to older ones of the key again
-            for older in [i for i in held if i < base_id]:
-                del held[older], self._key_by_id[older]
+        if len(held) > 2 * self._window + 1:  # no ack reached the sender for long: the oldest but the baseline go
+            oldest = min(held.keys() - {self._floor.get(key)})
+            del held[oldest], self._key_by_id[oldest]
+        self._drop_retired()
         return msg_id, (method, args)
 
     def _find(self, base_id: int) -> Call:
         key = self._key_by_id.get(base_id)
         if key is None:
-            raise ValueError(f"ackdelta: baseline message {base_id} is not held (dropped, or never received)")
+            raise ValueError(f"ackdelta: baseline message {base_id} is not held (never received, or dropped: "
+                             f"the message came over {self._window} message ids late)")
         return self._held[key][base_id]
+
+    def _retire_older(self, base_id: int, key: Key) -> None:
+        """The sender saw ``base_id`` acked: the older messages of its key retire (dropped a window later)."""
+        key = self._key_by_id.get(base_id, key)
+        if base_id > self._floor.get(key, -1):
+            self._floor[key] = base_id
+            self._retiring.append((self._newest + self._window, key, base_id))
+
+    def _drop_retired(self) -> None:
+        retiring, held = self._retiring, self._held
+        while retiring and retiring[0][0] <= self._newest:
+            _, key, below = retiring.popleft()
+            calls = held.get(key, {})
+            for older in [i for i in calls if i < below]:
+                del calls[older], self._key_by_id[older]
 
     def state(self) -> Dict[Any, Tuple[int, Call]]:
         """Key -> ``(msg_id, call)``: the newest message held of that key."""
@@ -203,26 +238,29 @@ class AckDelta(CallStage):
     per_connection = True
     ack_baselines = True
 
-    def __init__(self, inner: Codec, id_fields: Sequence[str] = ID_FIELDS, id_index: Optional[int] = None) -> None:
+    def __init__(self, inner: Codec, id_fields: Sequence[str] = ID_FIELDS, id_index: Optional[int] = None,
+                 reorder_window: int = REORDER_WINDOW) -> None:
         super().__init__(inner)
         if id_index is not None and id_index < 0:
             raise ValueError(f"ackdelta: id_index must be 0 or more, not {id_index}")
+        if reorder_window < 1:
+            raise ValueError(f"ackdelta: reorder_window must be 1 or more, not {reorder_window}")
         self.ordered_delivery = inner.ordered_delivery  # type: ignore[misc]  # only an ordered inner codec needs it
-        self.id_fields, self.id_index = tuple(id_fields), id_index
+        self.id_fields, self.id_index, self.reorder_window = tuple(id_fields), id_index, reorder_window
         self._key_of = key_rule(self.id_fields, id_index)
         self._sender, self._receiver = self.sender(), self.receiver()
         self._next_id = 0
 
     def connection(self) -> "AckDelta":
-        return AckDelta(self.inner.connection(), self.id_fields, self.id_index)
+        return AckDelta(self.inner.connection(), self.id_fields, self.id_index, self.reorder_window)
 
     def sender(self) -> AckSender:
         """The sending half of one connection and direction."""
-        return AckSender(self.inner.connection(), self._key_of)
+        return AckSender(self.inner.connection(), self._key_of, self.reorder_window)
 
     def receiver(self) -> AckReceiver:
         """The receiving half of that connection and direction."""
-        return AckReceiver(self.inner.connection(), self._key_of)
+        return AckReceiver(self.inner.connection(), self._key_of, self.reorder_window)
 
     def encode(self, call: Call) -> bytes:
         msg_id = self._next_id
@@ -239,4 +277,5 @@ class AckDelta(CallStage):
         return self._sender.state_bytes() + self._receiver.state_bytes() + self.inner.state_bytes()
 
     def config(self) -> Dict[str, Any]:
-        return {**super().config(), "id_fields": list(self.id_fields), "id_index": self.id_index}
+        return {**super().config(), "id_fields": list(self.id_fields), "id_index": self.id_index,
+                "reorder_window": self.reorder_window}

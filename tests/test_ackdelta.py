@@ -68,6 +68,18 @@ def test_a_node_is_a_bitmask_per_level_and_unchanged_fields_cost_no_value():
         ackdelta.apply(old, [0b10000, 1])
 
 
+def test_a_dict_whose_keys_came_in_another_order_stays_lined_up_with_the_receivers_copy():
+    """``same`` ignores key order, so the receiver keeps an unchanged dict in its old order: the sender must take
+    its next baseline as the receiver holds it, or a later mask would name the wrong fields."""
+    calls = [Call("move", {"id": 1, "p": {"x": 1, "y": 2}}), Call("move", {"id": 1, "p": {"y": 2, "x": 1}}),
+             Call("move", {"id": 1, "p": {"y": 5, "x": 1}}), Call("move", {"p": {"y": 5, "x": 1}, "id": 1}),
+             Call("move", {"p": {"y": 5, "x": 2}, "id": 1})]
+    codec = REGISTRY.create("msgpack+ackdelta")
+    sender, receiver = codec.connection(), codec.connection()
+    for call in calls:
+        assert F.compare(call, received_call(receiver.decode(sender.encode(call)))) is None, call
+
+
 def messages(without):
     """Calls of a few keys (dict args with an ``id``, some positional) whose fields often repeat."""
     field = st.sampled_from([0, 1.5, "x", [1, 2], {"hp": 3, "pos": [0.5, 0.5]}]) | values(without=without)
@@ -77,54 +89,93 @@ def messages(without):
                     min_size=1, max_size=30)
 
 
-@pytest.mark.parametrize("codec_id", ["msgpack+ackdelta", "json+ackdelta"])
-def test_every_delivered_message_decodes_exactly_and_each_ack_finds_both_ends_agreeing(codec_id):
-    """Loss of messages and acks, acks late and out of order: the receiver rebuilds every message it gets,
-    and when an ack reaches the sender, its view of that key is what the receiver held when it acked."""
-    codec = REGISTRY.create(codec_id)
+WINDOW = 4  #: a small reorder window, so that drops and caps happen within a short example
+LATEST = WINDOW - 1  #: the most steps a message is delayed: it is never overtaken by WINDOW message ids
+
+
+@pytest.mark.parametrize("inner", ["msgpack", "json"])
+def test_every_delivered_message_decodes_exactly_and_each_ack_finds_both_ends_agreeing(inner):
+    """Messages lost, delayed and overtaken (within the reorder window); acks lost, late and out of order: the
+    receiver rebuilds every message it gets, and when an ack reaches the sender, the sender's view of that key is
+    the message acked as the receiver holds it (its newest of the key, unless a later one overtook it)."""
+    codec = Registry.default(codec_options={"ackdelta": {"reorder_window": WINDOW}}).create(f"{inner}+ackdelta")
     without = set(codec.changes) | {F.BYTES}
+    key_of = ackdelta.key_rule(ackdelta.ID_FIELDS, None)
 
     @settings(max_examples=150, deadline=None)
     @given(messages(without), st.data())
     def check(sent, data):
         sender, receiver = codec.sender(), codec.receiver()
-        acks_in_flight: list = []  # (msg_id, what the receiver held for that key when it acked)
-        for msg_id, (method, args) in enumerate(sent):
-            call = Call(method, args)
-            wire = sender.encode(call, msg_id)
-            if data.draw(st.booleans(), "delivered"):
+        arrivals: dict = {}  # step -> messages arriving then: (msg_id, call, wire)
+        acks: dict = {}  # step -> acks arriving then: (msg_id, key, the receiver's newest id of the key, its call)
+        for step in range(len(sent) + 2 * LATEST + 2):
+            for msg_id, call, wire in arrivals.pop(step, ()):
                 got_id, received = receiver.decode(wire)
                 assert got_id == msg_id and F.compare(call, received_call(received)) is None
-                key = ackdelta.key_rule(ackdelta.ID_FIELDS, None)(method, received[1])
+                key = key_of(call.method, received[1])
                 if data.draw(st.integers(0, 3), "ack lost") != 0:
-                    acks_in_flight.append((msg_id, key, receiver.state()[key]))
-            while acks_in_flight and data.draw(st.booleans(), "an ack arrives now"):
-                ack_id, key, held = acks_in_flight.pop(data.draw(st.integers(0, len(acks_in_flight) - 1)))
+                    at = step + data.draw(st.integers(0, LATEST), "ack delay")
+                    acks.setdefault(at, []).append((msg_id, key, receiver.state()[key][0], Call(*received)))
+            for msg_id, key, newest, held in data.draw(st.permutations(acks.pop(step, [])), "ack order"):
                 before = sender.view().get(key, (-1, None))[0]
-                sender.acked(ack_id)
+                sender.acked(msg_id)
                 view = sender.view()[key]
-                assert view[0] == max(before, ack_id)
-                if view[0] == ack_id:
-                    assert held[0] == ack_id and held_alike(view[1], held[1])
+                assert view[0] == max(before, msg_id) and newest >= msg_id
+                if view[0] == msg_id:
+                    assert held_alike(view[1], held)
+            if step < len(sent):
+                call = Call(*sent[step])
+                wire = sender.encode(call, step)
+                if data.draw(st.integers(0, 4), "message lost") != 0:
+                    at = step + data.draw(st.integers(1, LATEST), "delay")
+                    arrivals.setdefault(at, []).append((step, call, wire))
+        assert not arrivals and not acks
 
     check()
 
 
-def test_without_acks_every_message_goes_whole_and_with_them_memory_stays_one_baseline_per_key():
-    codec = REGISTRY.create("msgpack+ackdelta")
+def test_without_acks_messages_go_whole_and_memory_stays_bounded_with_acks_or_without():
+    codec = Registry.default(codec_options={"ackdelta": {"reorder_window": WINDOW}}).create("msgpack+ackdelta")
     calls = [c for c in DICTS if c.method == "sync_position"][:400]
+    keys = len({call.args["id"] for call in calls})
     sender, receiver = codec.sender(), codec.receiver()
-    whole = [len(sender.encode(call, i)) for i, call in enumerate(calls)]
-    assert whole == [len(codec.inner.encode(Call(c.method, [i, c.args]))) for i, c in enumerate(calls)]
-    assert len(sender.view()) == 0 and sum(map(len, receiver._held.values())) == 0
+    for i, call in enumerate(calls):  # acks never come
+        assert len(sender.encode(call, i)) == len(codec.inner.encode(Call(call.method, [i, call.args])))
+        receiver.decode(sender.encode(call, i))
+    assert sender.view() == {} and len(receiver.state()) == keys
+    assert max(map(len, sender._unacked.values())) == WINDOW
+    assert max(map(len, receiver._held.values())) == 2 * WINDOW + 1
     acked_sender, acked_receiver = codec.sender(), codec.receiver()
     for i, call in enumerate(calls):
         assert F.compare(call, received_call(acked_receiver.decode(acked_sender.encode(call, i))[1])) is None
         acked_sender.acked(i)
-        assert max(map(len, acked_receiver._held.values())) <= 2  # the baseline in use and the newest message
         assert sum(map(len, acked_sender._unacked.values())) == 0
-    keys = len({call.args["id"] for call in calls})
+        assert sum(map(len, acked_receiver._held.values())) <= 2 * keys + WINDOW  # superseded: WINDOW ids more
     assert len(acked_sender.view()) == len(acked_receiver.state()) == keys
+
+
+def test_a_message_overtaken_by_a_later_one_naming_a_newer_baseline_still_decodes_within_the_window():
+    """Message 1 (against 0) is overtaken by 2 and 3; 3 names baseline 2, so 0 retires: message 1 still finds
+    it until ``reorder_window`` newer ids have arrived (here 1: message 4), and a clear error comes after that."""
+    codec = Registry.default(codec_options={"ackdelta": {"reorder_window": 1}}).create("msgpack+ackdelta")
+    calls = [Call("move", {"id": 1, "x": float(i)}) for i in range(5)]
+    sender, receiver, late = codec.sender(), codec.receiver(), codec.receiver()
+    wires = []
+    for i, call in enumerate(calls):
+        wires.append(sender.encode(call, i))
+        if i != 1:  # message 1 is late: no ack for it yet
+            sender.acked(i)
+    assert [ackdelta_body(codec, w)[:2] for w in wires] == [[0, calls[0].args], [1, 1], [2, 2], [3, 1], [4, 1]]
+    for order, receiving in (([0, 2, 3, 1, 4], receiver), ([0, 2, 3, 4], late)):
+        for i in order:
+            assert receiving.decode(wires[i]) == (i, ("move", calls[i].args))
+    with pytest.raises(ValueError, match="baseline message 0 is not held .* over 1 message ids late"):
+        late.decode(wires[1])
+
+
+def ackdelta_body(codec, wire):
+    """The message's body as sent: ``[msg_id, distance, node]`` or ``[msg_id, args]``."""
+    return codec.inner.decode(wire)[1]
 
 
 def test_a_baseline_the_receiver_dropped_is_a_clear_error_not_a_wrong_call():
