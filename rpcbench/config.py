@@ -18,6 +18,7 @@ from .codec import Codec
 from .errors import BenchError
 from .isolation import DEFAULT_CODEC_TIMEOUT
 from .registry import Registry
+from .link import LinkSettings
 from .wire import PER_CALL, WirePolicy
 
 PACKAGE = Path(__file__).resolve().parent  #: holds the bundled codecs/, proto/, samples/ (links in a clone)
@@ -75,6 +76,7 @@ class RunConfig:
     packet_overhead: int = 0  #: the game's own bytes per packet (--packet-overhead)
     #: the trace's capture facts when imported from one (the captured row); not hashed (a dict), compared
     capture: Optional[Dict[str, Any]] = field(default=None, hash=False)
+    link: LinkSettings = LinkSettings()  #: the lossy link each codec is replayed over (--loss; none: no replay)
 
     @property
     def trace_files(self) -> Tuple[str, ...]:
