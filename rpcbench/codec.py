@@ -54,8 +54,9 @@ class Codec(abc.ABC):
       connections. Such a codec sets ``ordered_delivery = True``: a lost or reordered
       message breaks every later one of its stream, so it needs a reliable, ordered
       transport, and the report says so beside its figures.
-    * ``timed``: False for a row whose CPU figures would not be a codec's work (``captured``, whose encode
-      hands back bytes a packet capture recorded): the run measures its bytes and fidelity only.
+    * ``timed_work()``: the codec whose encode and decode the timing runs for this row: itself, except for a
+      row whose ``encode`` does no work (``captured`` hands back bytes a packet capture recorded), which
+      names the codec doing what the recorded program did (the game's codec, plus its deflate stream).
     * ``ack_baselines``: True for a stage that keeps state per connection but survives loss
       because it encodes against what the receiver acknowledged (``+ackdelta``): it gives
       ``sender()`` and ``receiver()`` halves that a lossy link drives with its acks, and its
@@ -71,7 +72,6 @@ class Codec(abc.ABC):
     changes: ClassVar[Mapping[str, str]] = {}
     per_connection: ClassVar[bool] = False
     ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (state across calls)
-    timed: ClassVar[bool] = True  #: False: bytes and fidelity only (``captured``: its encode is a copy)
     ack_baselines: ClassVar[bool] = False  #: state across calls kept in step by acks (sender()/receiver())
 
     @abc.abstractmethod
@@ -84,6 +84,10 @@ class Codec(abc.ABC):
 
     def connection(self) -> "Codec":
         """A codec for one connection's calls in order; stateless codecs return self."""
+        return self
+
+    def timed_work(self) -> "Codec":
+        """The codec the timing runs for this row's CPU figures (see the class docstring); itself by default."""
         return self
 
     def within_steps(self, call: Call, back: Call) -> Tuple[Call, Tuple[Tuple[str, float, float], ...],
