@@ -59,6 +59,11 @@ class Captured(Codec):
             data = self._inflater.decompress(data)
         return self._read(data)
 
+    def pass_over(self, call: Call) -> None:
+        """Inflate a message the run does not measure: the next ones of its stream refer to it."""
+        if self._inflater is not None and call.wire is not None:
+            self._inflater.decompress(call.wire)
+
     def timed_work(self) -> Codec:
         """The game's codec, behind a deflate stream of the captured level and window for permessage-deflate."""
         return self._game if self._inflater is None else Compressed(self._game, self._inflater.connection())

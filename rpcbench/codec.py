@@ -90,6 +90,12 @@ class Codec(abc.ABC):
         """The codec the timing runs for this row's CPU figures (see the class docstring); itself by default."""
         return self
 
+    def pass_over(self, call: Call) -> None:
+        """A call of this stream that the run does not measure (held out to train a dictionary, or outside
+        --size-fraction) goes by: a codec replaying a recorded stream (``captured`` with permessage-deflate, whose
+        next messages refer to this one's) reads it to stay in step; every other codec ignores it."""
+        return None
+
     def within_steps(self, call: Call, back: Call) -> Tuple[Call, Tuple[Tuple[str, float, float], ...],
                                                            Optional[Tuple[str, str]]]:
         """For a codec that sends values at a declared precision (``quant``): ``back`` with each value that came

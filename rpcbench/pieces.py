@@ -170,11 +170,15 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             for batcher in batchers.values():
                 batcher.origin = call.t
         if plan.held_out(piece.trace, index):
+            for tally in tallies:
+                tally.pass_over(index, call)
             continue
         if piece.count:
             stats.add(call)
             candidates.offer(call.method, priority(plan.seed, piece.trace, index, TIMING_SALT), index)
         if plan.size_fraction < 1 and priority(plan.seed, piece.trace, index, SIZE_SALT) >= plan.size_fraction:
+            for tally in tallies:
+                tally.pass_over(index, call)
             continue
         measured += 1
         check_call(tallies, index, call, beat, batchers)

@@ -181,6 +181,16 @@ class CodecTally:
                 self.problems[key] = list(group)
         return new
 
+    def pass_over(self, index: int, call: Call) -> None:
+        """A call the run does not measure went by: the codec's stream reads it (:meth:`Codec.pass_over`); one that
+        breaks on it is this codec's error."""
+        if not self._stateful or self.error:
+            return
+        try:
+            self._sessions[stream_key(call)].pass_over(call)
+        except Exception as e:
+            self.fail(f"size pass stopped at call {index} (not measured): {_error_text(e)}")
+
     def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
         """Encode, measure, decode and compare one call.
 

@@ -189,6 +189,19 @@ def test_captured_is_timed_as_the_server_works_today(transport: str, work: str, 
         assert d.verdict.pick is row and d.verdict.sentence.startswith("captured: keep the baseline")
 
 
+@pytest.mark.parametrize("codecs", [("json", "json+zstddict-3"), ("json",)])
+def test_calls_not_measured_keep_the_deflate_stream_in_step(codecs: tuple, tmp_path: Path) -> None:
+    """A dictionary codec holds the first fifth of the calls out (the default run's json+zstddict-3) and a size
+    pass on a sample of calls leaves calls out: the captured row still inflates every later message of their
+    streams."""
+    trace = tmp_path / "battle.rpct"
+    log = trace_from_log("ws-deflate", trace, {"c2s": 0, "s2c": 0})
+    suite = run_benchmark(RunConfig(trace=str(trace), codecs=codecs, sizes_only=True, memory=False, tails=False,
+                                    floor=False, jobs=0, sample_calls=150 if len(codecs) == 1 else None))
+    row = suite.find(CAPTURED)
+    assert row.failures == row.mismatches == 0 and 0 < row.calls < len(log) * 0.9
+
+
 def test_without_a_capture_the_row_is_a_one_line_error(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(REPO / "run_bench.py"), "--codecs", "json,captured", "--out",
                            str(tmp_path / "out"), "--sizes-only", "--quiet"], capture_output=True, text=True,
