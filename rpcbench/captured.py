@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import contextlib
 import zlib
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from rpc_capture import S2C, open_trace, trace_header
 
 from . import protobuf
+from .codec import Compressor
 from .errors import BenchError
 from .registry import Registry
 
@@ -94,7 +95,8 @@ def use_capture(registry: Registry, capture: Optional[Mapping[str, Any]], proto:
     except BenchError as e:
         raise BenchError(f"captured: {e}") from None
     deflate = capture.get(SERVER_DEFLATE) or {"level": DEFAULT_LEVEL, "window_bits": zlib.MAX_WBITS}
-    stream = registry.compressors["zlibstream"]  # RFC 7692's raw deflate, one stream per connection and direction
+    #: RFC 7692's raw deflate, one stream per connection and direction (a compressor takes its options as keywords)
+    stream: Callable[..., Compressor] = registry.compressors["zlibstream"]
     inflater = stream(deflate["level"], window_bits=deflate["window_bits"]) if capture.get("deflate") else None
     registry.codec_options = {**registry.codec_options, CAPTURED: {
         "capture": capture, "game": registry.create(decode), "read": read, "inflater": inflater}}
