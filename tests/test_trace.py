@@ -467,3 +467,18 @@ def test_jsonl_binary_is_bytes_however_its_key_is_escaped(tmp_path, key):
     path.write_text('{"method": "m", "args": {"%s": {"base64": "AQI=", "subType": "00"}}}\n'
                     '{"method": "n", "args": {"binary": 1}}\n' % key, encoding="utf-8")
     assert list(JsonlReader(path)) == [Call("m", b"\x01\x02"), Call("n", {"binary": 1})]
+
+
+def test_a_call_is_five_items_without_wire_and_six_with_it():
+    import pickle
+
+    plain, captured = Call("m", [1], 2, "s2c", 3), Call("m", [1], 2, "s2c", 3, b"\x93")
+    assert plain == Call("m", [1], 2, "s2c", 3, None) == ("m", [1], 2, "s2c", 3) and len(captured) == 6
+    method, args, t, direction, conn = plain  # a recorded call unpacks as it always did
+    assert (plain.wire, captured.wire, captured.conn) == (None, b"\x93", 3)
+    assert plain._replace(wire=b"x") == Call("m", [1], 2, "s2c", 3, b"x") and captured._replace(wire=None) == plain
+    assert captured._replace(t=9).wire == b"\x93" and captured._asdict()["wire"] == b"\x93"
+    assert pickle.loads(pickle.dumps(captured)) == captured and Call._make(tuple(captured)) == captured
+    assert repr(captured) == "Call(method='m', args=[1], t=2, dir='s2c', conn=3, wire=b'\\x93')"
+    with pytest.raises(ValueError, match="no field"):
+        plain._replace(size=1)
