@@ -208,6 +208,9 @@ class CodecResult:
     wire: Tuple[Dict[str, Any], ...] = ()
     #: a lossy codec (quant): field path -> {"changed": values back within their step, "max_error", "step"}
     lossy: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    #: on a lossy link (--loss): one figure set per (--wire policy, loss rate): delivery, calls lost, resent and ack
+    #: bytes, wire bytes, added latency (docs/wire.md); () without --loss
+    link: Tuple[Dict[str, Any], ...] = ()
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -410,4 +413,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         estimate=r.get("estimate"),
         wire=tuple(r.get("wire", ())),
         lossy=r.get("lossy", {}),
+        link=tuple(r.get("link", ())),
     )
