@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from rpcbench.errors import BenchError
 from rpcbench.results import CodecResult, Suite
 
+from .formatting import MISSING
 from .wire import connection_seconds
 
 UDP, RELIABLE, ACKDELTA = "udp", "reliable", "ackdelta"  #: the link's ways of delivery (results.json ``delivery``)
@@ -186,7 +187,7 @@ def flags(v: LossView) -> List[str]:
 def cells(r: LossRow, columns: Sequence[str] = COLUMNS) -> List[str]:
     """The row's cells in ``columns`` (of :data:`COLUMNS`), as every output writes them."""
     text = {"codec": r.codec, "delivery": r.delivery, "B/call on the wire": f"{r.bytes_per_call:.1f}",
-            "kbit/s per player": f"{r.kbps:.2f}", "lost calls": f"{r.lost_calls:,}", "lost by method": r.lost_text,
+            "kbit/s per player": f"{r.kbps:.2f}", "lost calls": f"{r.lost_calls:,}", "lost by method": r.lost_text or MISSING,
             "resent B/call": f"{r.resend_per_call:.1f}", "ack B/call": f"{r.ack_per_call:.1f}",
             "added ms p50": f"{r.latency_p50_ms:.1f}", "added ms p99": f"{r.latency_p99_ms:.1f}"}
     return [text[c] for c in columns]
@@ -222,3 +223,8 @@ def caveat(r: LossRow) -> str:
             f"(in its {r.bytes_per_call:.1f} B/call on the wire), messages delayed +{r.latency_p50_ms:.1f} ms p50, "
             f"+{r.latency_p99_ms:.1f} ms p99" + (f"; {r.lost_calls:,} calls lost ({r.lost_text})" if r.lost_calls
                                                  else "") + ".")
+
+
+def delayed(v: LossView, codecs: Sequence[str]) -> List[str]:
+    """Those of ``codecs`` that loss delays rather than drops: not sent over plain UDP."""
+    return [c for c in codecs if any(r.codec == c and r.delivery != UDP for r in v.rows)]
