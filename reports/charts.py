@@ -26,7 +26,7 @@ from .chart_kit import (COLORS, DOMINATED, FAILING, FAILING_MARK, note_right, pl
                         value_axis)
 from .decision import Decision
 from .formatting import fmt_ratio, fmt_us, latency_us
-from .loss import delayed, pct, series
+from . import loss
 from .wire import tick_series
 
 WIDTH_IN = 10.5
@@ -457,7 +457,7 @@ def loss_chart(d: Decision) -> Optional[Figure]:
     on the wire, both ways (left), and the delay loss adds, p99, of those not over plain UDP (right); the decided
     rate dotted. Each codec keeps its colour and marker on both panels."""
     v = d.loss
-    panels = [series(v, d.loss_codecs, "kbps"), series(v, delayed(v, d.loss_codecs), "latency_p99_ms")]
+    panels = [loss.series(v, d.loss_codecs, "kbps"), loss.series(v, loss.delayed(v, d.loss_codecs), "latency_p99_ms")]
     if not v.shown or len(v.rates) < 2 or not panels[0]:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(WIDTH_IN, 3.8), layout="constrained")
@@ -472,7 +472,7 @@ def loss_chart(d: Decision) -> Optional[Figure]:
         ax.axvline(v.chosen, color=DOMINATED, linestyle=":", zorder=1)
         ax.set_xticks(list(v.rates), [f"{r:g}" for r in v.rates])
         ax.set_ylim(bottom=0)
-        ax.set_xlabel(f"loss, % of packets (dotted: the verdict's {pct(v.chosen or 0.0)})")
+        ax.set_xlabel(f"loss, % of packets (dotted: the verdict's {loss.pct(v.chosen or 0.0)})")
     axes[0].set_title(f"kbit/s per player on the wire ({v.policy})")
     axes[0].set_ylabel("kbit/s per player, both ways")
     axes[1].set_title("Delay added by loss, p99")

@@ -11,7 +11,7 @@ stability, rankings, front, warnings), :mod:`reports.verdict`, :mod:`reports.cap
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
@@ -108,6 +108,12 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     axes = wire.front_axes(wire_view, suite) or analysis.message_axes(suite)
     front = analysis.pareto_front(compared, axes)
     verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front], link)
+    if link.shown and len(link.rates) > 1:
+        picks = {rate: recommend(suite, options, capacity.plan(compared, options.transport, options.packet_overhead,
+                                                               wire_view.chosen, ref, loss.at_rate(link, rate)),
+                                 (ref, note), figures, [r.codec for r in front], loss.at_rate(link, rate)).pick
+                 for rate in link.rates if rate != link.chosen}
+        verdict = replace(verdict, caveats=[*verdict.caveats, loss.other_rates(verdict.pick, picks)])
     ranked = analysis.rankings(compared)
     headlines = tuple(_headline(label, ranking[0]) for label, ranking in ranked.items() if ranking)
     notable = [*front, *(suite.result(h.codec) for h in headlines)]

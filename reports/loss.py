@@ -187,7 +187,8 @@ def flags(v: LossView) -> List[str]:
 def cells(r: LossRow, columns: Sequence[str] = COLUMNS) -> List[str]:
     """The row's cells in ``columns`` (of :data:`COLUMNS`), as every output writes them."""
     text = {"codec": r.codec, "delivery": r.delivery, "B/call on the wire": f"{r.bytes_per_call:.1f}",
-            "kbit/s per player": f"{r.kbps:.2f}", "lost calls": f"{r.lost_calls:,}", "lost by method": r.lost_text or MISSING,
+            "kbit/s per player": f"{r.kbps:.2f}", "lost calls": f"{r.lost_calls:,}",
+            "lost by method": r.lost_text or MISSING,
             "resent B/call": f"{r.resend_per_call:.1f}", "ack B/call": f"{r.ack_per_call:.1f}",
             "added ms p50": f"{r.latency_p50_ms:.1f}", "added ms p99": f"{r.latency_p99_ms:.1f}"}
     return [text[c] for c in columns]
@@ -228,3 +229,19 @@ def caveat(r: LossRow) -> str:
 def delayed(v: LossView, codecs: Sequence[str]) -> List[str]:
     """Those of ``codecs`` that loss delays rather than drops: not sent over plain UDP."""
     return [c for c in codecs if any(r.codec == c and r.delivery != UDP for r in v.rows)]
+
+
+def at_rate(v: LossView, rate: float) -> LossView:
+    """The view decided at another of its rates (to ask whether the verdict would change there)."""
+    return replace(v, chosen=rate, why="another rate of the run")
+
+
+def other_rates(pick: Optional[CodecResult], picks: Mapping[float, Optional[CodecResult]]) -> str:
+    """``at the run's other loss rates: 0 %: the same; 5 %: msgpack``: the verdict's pick at each other rate."""
+    def name(other: Optional[CodecResult]) -> str:
+        if other is None:
+            return "no recommendation"
+        return "the same" if pick is not None and other.codec == pick.codec else other.codec
+
+    return "At the run's other loss rates the pick would be: " + "; ".join(
+        f"{pct(rate)}: {name(other)}" for rate, other in sorted(picks.items())) + "."
