@@ -113,3 +113,166 @@ def plain_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def lossy_run(plain_run, tmp_path_factory):
     return with_link(plain_run, tmp_path_factory.mktemp("lossy") / "out")
+
+
+# --- what the tests expect, worked out from the link figures themselves ---------------------------------------------
+
+def expected_rows(folder):
+    """Every (rate, codec) -> the cells the outputs must show, from results.json's link figures and the trace's
+    connection-seconds (each connection's first to last call)."""
+    data = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    seconds = sum(data["trace"]["per_connection"]["span_ms"]) / 1000
+    rows = {}
+    for r in data["results"]:
+        for f in r["link"]:
+            lost = sorted(f["lost_by_method"].items(), key=lambda x: (-x[1], x[0]))
+            named = ", ".join(f"{m} {n:,}" for m, n in lost[:3]) + (f", +{len(lost) - 3} more" if len(lost) > 3 else "")
+            rows[(f["loss_pct"], r["codec"])] = [
+                f"{f['loss_pct']:g}", r["codec"], f["delivery"], f"{f['wire_bytes'] / f['calls']:.1f}",
+                f"{f['wire_bytes'] * 8 / 1000 / seconds:.2f}", f"{f['lost_calls']:,}", named or "-",
+                f"{f['resend_bytes'] / f['calls']:.1f}", f"{f['ack_bytes'] / f['calls']:.1f}",
+                f"{f['latency_p50_ms']:.1f}", f"{f['latency_p99_ms']:.1f}"]
+    return rows
+
+
+def page_rows(page):
+    """The loss section's table of report.html: rows of cell texts."""
+    section = page[page.index("<section id='loss'"):]
+    table = section[section.index("<table"):section.index("</table>")]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+            for row in re.findall(r"<tr class='[a-z]*'>(.*?)</tr>", table, re.S)]
+
+
+def md_rows(text):
+    """The "Under loss" table of report.md: rows of cell texts, Markdown escapes undone."""
+    part = text[text.index("## Under loss"):]
+    part = part[:part.index("\n## ", 3)]
+    lines = [line for line in part.splitlines()[1:] if line.startswith("| ")]
+    body = lines[2:] if lines[0].startswith("| loss %") else lines
+    return [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", line)[1:-1]] for line in body]
+
+
+def terminal_rows(text):
+    """The terminal's loss tables: (rate, cells) per codec row."""
+    rows, rate = [], None
+    for line in text[text.index("under loss ("):].splitlines():
+        head = re.match(r"  (\S+) % loss  ", line)
+        if head:
+            rate = head.group(1)
+        elif rate is not None and line.startswith("  ") and not line.startswith("   ") and "  " in line.strip():
+            rows.append((rate, re.split(r"\s{2,}", line.strip())))
+        elif not line.startswith("  "):
+            rate = None
+    return rows
+
+
+def test_terminal_page_and_markdown_show_the_link_figures_each_computed_from_results(lossy_run):
+    done = run_bench("report", lossy_run)
+    assert done.returncode == 0, done.stderr
+    expected = expected_rows(lossy_run)
+    page = page_rows((lossy_run / "report.html").read_text(encoding="utf-8"))
+    assert sorted(map(tuple, page)) == sorted(map(tuple, expected.values()))  # every codec at every rate
+    assert md_rows((lossy_run / "report.md").read_text(encoding="utf-8")) == page  # the same rows, same order
+    shown = terminal_rows(done.stdout)
+    assert {rate for rate, _ in shown} == {f"{r:g}" for r in RATES}
+    for rate, cells in shown:  # codec, delivery, B/call, kbit/s, lost calls, added p99
+        row = expected[(float(rate), cells[0])]
+        assert cells == [row[1], row[2], row[3], row[4], row[5], row[10]]
+    assert len(shown) == len(expected)  # five codecs: every one is shown
+    for rate in RATES[1:]:  # fewest wire bytes first within a rate, on the page
+        ours = [float(r[3]) for r in page if r[0] == f"{rate:g}"]
+        assert ours == sorted(ours)
+
+
+def test_the_chart_draws_the_tables_figures(lossy_run):
+    d = decide(results.load(lossy_run), ReportOptions(transport="udp"))
+    table = {(float(r[0]), r[1]): r for r in page_rows((lossy_run / "report.html").read_text(encoding="utf-8"))}
+    fig = charts.loss_chart(d)
+    try:
+        rate_axes, delay_axes = fig.axes
+        colours = {}
+        for line in rate_axes.get_lines()[:len(d.loss_codecs)]:
+            codec = line.get_label().removesuffix(" (recommended)")
+            colours[line.get_color()] = codec
+            assert [float(x) for x in line.get_xdata()] == list(RATES)
+            assert [f"{y:.2f}" for y in line.get_ydata()] == [table[(rate, codec)][4] for rate in RATES]
+        assert sorted(colours.values()) == sorted(d.loss_codecs)
+        delayed = [line for line in delay_axes.get_lines() if len(line.get_xdata()) == len(RATES)]
+        reliable = {codec for (_, codec), row in table.items() if row[2] == "reliable"}
+        assert {colours[line.get_color()] for line in delayed} == reliable
+        for line in delayed:  # the same colour is the same codec on both panels
+            codec = colours[line.get_color()]
+            assert [f"{y:.1f}" for y in line.get_ydata()] == [table[(rate, codec)][10] for rate in RATES]
+    finally:
+        charts.plt.close(fig)
+
+
+def test_decide_loss_picks_the_rate_and_the_verdict_says_which(lossy_run):
+    default = run_bench("report", lossy_run, "--goal", "bandwidth")
+    assert default.returncode == 0, default.stderr
+    assert "on the lossy link at 1 % loss (the lowest nonzero rate measured" in " ".join(default.stdout.split())
+    chosen = run_bench("report", lossy_run, "--goal", "bandwidth", "--decide-loss", "5")
+    assert chosen.returncode == 0, chosen.stderr
+    said = " ".join(chosen.stdout.split())
+    assert "on the lossy link at 5 % loss (--decide-loss)" in said
+    link = {(r.codec, f["loss_pct"]): f for r in results.load(lossy_run).results for f in r.link}
+    fewest = min((f["wire_bytes"], codec) for (codec, rate), f in link.items() if rate == 5.0)[1]
+    assert f"\n  {fewest}: " in chosen.stdout  # the bandwidth pick: fewest wire bytes at 5 %
+    lost = link[(fewest, 5.0)]["lost_calls"]
+    assert f"{fewest} over plain UDP at 5 % loss: {lost:,} of 20,000 calls never arrive" in said
+    for bad, message in (("3", "not one of the run's --loss rates (0, 1, 5)"), ("200", "from 0 to 100")):
+        refused = run_bench("report", lossy_run, "--decide-loss", bad)
+        assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_the_capacity_plan_prices_the_decided_rate_and_stream_codecs_compete_over_udp(lossy_run, plain_run):
+    suite = results.load(lossy_run)
+    seconds = sum(suite.trace["per_connection"]["span_ms"]) / 1000
+    for rate in RATES:
+        d = decide(suite, ReportOptions(transport="udp", loss=rate))
+        assert d.plan.loss_pct == rate
+        for r in suite.results:
+            f = next(f for f in r.link if f["loss_pct"] == rate)
+            row = d.plan.rows[r.codec]
+            assert (row.down.value + row.up.value) * seconds == pytest.approx(f["wire_bytes"], rel=1e-9)
+            assert row.down.value * seconds == pytest.approx(f["by_direction"]["s2c"]["wire_bytes"], rel=1e-9)
+        assert not any(codec.endswith("stream-1") or "stream-3" in codec for codec, _ in d.verdict.excluded)
+    without = decide(results.load(plain_run), ReportOptions(transport="udp"))
+    assert {c for c, why in without.verdict.excluded if "ordered delivery" in why} == {
+        "json+zlibstream-1", "msgpack+zstdstream-3"}
+    assert without.plan.loss_pct is None and not without.loss.shown
+
+
+def test_method_names_are_escaped_in_the_page_and_the_markdown(plain_run, tmp_path):
+    hostile = "<img src=x onerror=alert(1)>|*x*"
+    folder = with_link(plain_run, tmp_path / "hostile", rename={"hit": hostile})
+    done = run_bench("report", folder)
+    assert done.returncode == 0, done.stderr
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert "<img src=x" not in page and html.escape(hostile, quote=False) in page
+    assert any(hostile in r[6] for r in page_rows(page))  # the most lost method, named in its row
+    md = (folder / "report.md").read_text(encoding="utf-8")
+    assert not re.search(r"(?<!\\)<img", md) and r"\<img src=x onerror=alert(1)>\|\*x\*" in md  # no tag opens
+    assert md_rows(md) == page_rows(page)
+
+
+def test_results_without_link_figures_show_nothing_of_loss(plain_run):
+    suite = results.load(plain_run)
+    assert all(r.link == () for r in suite.results)
+    d = decide(suite, ReportOptions(transport="udp"))
+    assert not d.loss.shown and d.loss_codecs == () and charts.loss_chart(d) is None
+    page = (plain_run / "report.html").read_text(encoding="utf-8")
+    assert "id='loss'" not in page and "lossy link" not in page
+    assert "Under loss" not in (plain_run / "report.md").read_text(encoding="utf-8")
+    done = run_bench("report", plain_run, "--decide-loss", "1")
+    assert done.returncode == 2 and "this run measured no lossy link (run it with --loss)" in done.stderr
+
+
+def test_the_loss_section_fits_the_window(lossy_run):
+    from test_page_layout import browser, layout
+
+    found = browser()
+    if found is None:
+        pytest.skip("headless Chromium not installed (apt-get install chromium)")
+    measured = layout(found, lossy_run / "report.html")
+    assert measured["overflow"] == [], measured["overflow"][:8]
