@@ -569,7 +569,7 @@ PARTS: Tuple[Part, ...] = (
     Part("verdict", "Verdict", from_page_globals, collapsed=False),
     Part("capacity", "Capacity and cost", capacity_section, collapsed=False),
     Part("wire", "On the wire", wire_section, lambda d: d.wire.compared),
-    Part("loss", "Under loss", loss_section, lambda d: d.loss.shown, collapsed=False),
+    Part("loss", "Under loss", loss_section, lambda d: d.loss.shown),
     Part("summary", "Summary", summary_section, collapsed=False),
     Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),

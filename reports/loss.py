@@ -167,15 +167,16 @@ def link_text(suite: Suite) -> str:
             f"seed {s.get('loss_seed', '?')}")
 
 
-def flags(v: LossView) -> List[str]:
-    """What each codec pays for loss at each nonzero rate: calls lost over plain UDP (how many, which methods), the
-    reliable layer's resends and head-of-line delay, the ack-delta stage's acks."""
+def flags(v: LossView, codecs: Optional[Sequence[str]] = None) -> List[str]:
+    """What each codec (of ``codecs``; None: every one) pays for loss at each nonzero rate: calls never delivered
+    (how many, which methods, and how they were sent), the reliable layer's resends and head-of-line delay."""
     out = []
     for rate in (r for r in v.rates if r > 0):
-        rows = v.at(rate)
-        lost = [f"{r.codec} {r.lost_calls:,} of {r.calls:,} ({r.lost_text})" for r in rows if r.lost_calls]
+        rows = [r for r in v.at(rate) if codecs is None or r.codec in codecs]
+        lost = [f"{r.codec} ({r.delivery}) {r.lost_calls:,} of {r.calls:,} ({r.lost_text})" for r in rows
+                if r.lost_calls]
         if lost:
-            out.append(f"at {pct(rate)}: lost over plain UDP, never delivered: {'; '.join(lost)}")
+            out.append(f"at {pct(rate)}: calls never delivered: {'; '.join(lost)}")
         late = [f"{r.codec} resends {r.resend_per_call:.1f} B/call, +{r.latency_p50_ms:.1f} ms p50, "
                 f"+{r.latency_p99_ms:.1f} ms p99" for r in rows if r.delivery == RELIABLE]
         if late:
@@ -214,16 +215,16 @@ def series(v: LossView, codecs: Sequence[str], value: str) -> Dict[str, List[Tup
 def caveat(r: LossRow) -> str:
     """What the verdict's pick pays for loss at the decided rate, in one sentence."""
     at = f"at {pct(r.loss_pct)} loss"
+    lost = (f"{r.lost_calls:,} of {r.calls:,} calls never arrive ({r.lost_text}): the game must live without them "
+            "or resend them itself")
     if r.delivery == UDP:
         if not r.lost_calls:
             return f"{r.codec} over plain UDP {at}: no call lost in this run; a lost one would stay lost."
-        return (f"{r.codec} over plain UDP {at}: {r.lost_calls:,} of {r.calls:,} calls never arrive ({r.lost_text}); "
-                "the game must live without them or resend them itself, and its bytes hold no resends.")
+        return f"{r.codec} over plain UDP {at}: {lost}, and its bytes hold no resends."
     how = ("behind a reliable ordered layer" if r.delivery == RELIABLE else "against the state the receiver acked")
     return (f"{r.codec} {how} {at}: {r.resend_per_call:.1f} B/call resent and {r.ack_per_call:.1f} B/call of acks "
             f"(in its {r.bytes_per_call:.1f} B/call on the wire), messages delayed +{r.latency_p50_ms:.1f} ms p50, "
-            f"+{r.latency_p99_ms:.1f} ms p99" + (f"; {r.lost_calls:,} calls lost ({r.lost_text})" if r.lost_calls
-                                                 else "") + ".")
+            f"+{r.latency_p99_ms:.1f} ms p99" + (f"; {lost}" if r.lost_calls else "") + ".")
 
 
 def delayed(v: LossView, codecs: Sequence[str]) -> List[str]:

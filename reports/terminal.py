@@ -64,7 +64,7 @@ def loss_lines(d: Decision, width: Optional[int] = None) -> List[str]:
         out += ["  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
                 for row in grid]
         out += [f"  (+{more} more codecs in report.html)"] if more > 0 else []
-    return out + fit_lines([f"  {note}" for note in v.flags], width)
+    return out + fit_lines([f"  {note}" for note in loss.flags(v, d.loss_codecs)], width)
 
 
 def fleet_lines(d: Decision) -> List[str]:

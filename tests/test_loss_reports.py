@@ -182,6 +182,12 @@ def test_terminal_page_and_markdown_show_the_link_figures_each_computed_from_res
     for rate in RATES[1:]:  # fewest wire bytes first within a rate, on the page
         ours = [float(r[3]) for r in page if r[0] == f"{rate:g}"]
         assert ours == sorted(ours)
+    said = " ".join(done.stdout.split())  # calls lost over UDP flagged: how many, which methods; resends of the rest
+    for (rate, codec), row in expected.items():
+        if rate and row[2] == "udp":
+            assert f"{codec} (udp) {row[5]} of 20,000 ({row[6]})" in said
+        elif rate:
+            assert f"{codec} resends {row[7]} B/call, +{row[9]} ms p50, +{row[10]} ms p99" in said
 
 
 def test_the_chart_draws_the_tables_figures(lossy_run):
