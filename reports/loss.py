@@ -46,6 +46,8 @@ class LossRow:
     ack_per_call: float
     latency_p50_ms: float  #: delay loss adds over loss-free delivery (resend waits, head-of-line)
     latency_p99_ms: float
+    mismatches: int = 0  #: delivered messages that did not decode to their call over the link
+    problem: Optional[str] = None  #: the first of them
 
     @property
     def lost_text(self) -> str:
@@ -153,7 +155,8 @@ def _row(codec: str, f: Dict[str, Any], seconds: float) -> LossRow:
     lost = tuple(sorted(((m, n) for m, n in f["lost_by_method"].items() if n), key=lambda x: (-x[1], x[0])))
     return LossRow(codec, f["loss_pct"], f["delivery"], f["calls"], f["lost_calls"], lost, f["wire_bytes"] / calls,
                    f["wire_bytes"] * 8 / 1000 / seconds if seconds else 0.0, f["resend_bytes"] / calls,
-                   f["ack_bytes"] / calls, f["latency_p50_ms"], f["latency_p99_ms"])
+                   f["ack_bytes"] / calls, f["latency_p50_ms"], f["latency_p99_ms"], f.get("mismatches", 0),
+                   f.get("problem"))
 
 
 def link_text(suite: Suite) -> str:
@@ -177,6 +180,9 @@ def flags(v: LossView, codecs: Optional[Sequence[str]] = None) -> List[str]:
                 if r.lost_calls]
         if lost:
             out.append(f"at {pct(rate)}: calls never delivered: {'; '.join(lost)}")
+        broken = [f"{r.codec} {r.mismatches:,} ({r.problem})" for r in rows if r.mismatches]
+        if broken:
+            out.append(f"at {pct(rate)}: delivered messages that did not decode to their call: {'; '.join(broken)}")
         late = [f"{r.codec} resends {r.resend_per_call:.1f} B/call, +{r.latency_p50_ms:.1f} ms p50, "
                 f"+{r.latency_p99_ms:.1f} ms p99" for r in rows if r.delivery == RELIABLE]
         if late:
@@ -210,6 +216,16 @@ def series(v: LossView, codecs: Sequence[str], value: str) -> Dict[str, List[Tup
         if points:
             out[codec] = points
     return out
+
+
+def broken(r: CodecResult, v: LossView) -> Optional[str]:
+    """Why the codec may not be recommended on the link at the decided rate (delivered messages that did not
+    decode to their call), or None."""
+    row = v.row(r.codec, v.chosen) if v.chosen is not None else None
+    if row is None or not row.mismatches:
+        return None
+    return (f"{row.mismatches:,} delivered messages did not decode to their call on the lossy link at "
+            f"{pct(row.loss_pct)} ({row.problem})")
 
 
 def caveat(r: LossRow) -> str:

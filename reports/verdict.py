@@ -73,6 +73,8 @@ def excluded(suite: Suite, options: ReportOptions, link: LossView = NO_LOSS) -> 
     for r in suite.results:
         if analysis.undeclared_calls(r):
             out.append((r.codec, f"{analysis.undeclared_calls(r):,} calls failed or came back different, undeclared"))
+        elif why := loss.broken(r, link):
+            out.append((r.codec, why))
         elif not r.sizes or (options.goal != "bandwidth" and (r.error or analysis.cpu_us(r) is None)):
             # bytes alone decide the bandwidth goal, so a run without timing (--sizes-only) can still answer it
             out.append((r.codec, "not fully measured" + (f" ({r.error})" if r.error else "")))

@@ -6,8 +6,8 @@ The results come from a real run on samples/battle.rpct, written back with the r
 the trace is one UDP datagram of its method's mean size under the codec; a datagram is lost with the rate's
 probability (seeded); stateless codecs lose the call, stream codecs resend it after one RTT until it gets
 through and every later message of its connection and direction waits behind it; each delivered message is
-acknowledged by an 8-byte datagram the other way. The expected figures are worked out from these link figures
-in the tests, never copied from the outputs.
+acknowledged by an 8-byte datagram the other way (acks are never lost here). The expected figures are worked
+out from these link figures in the tests, never copied from the outputs.
 """
 
 import dataclasses
@@ -74,12 +74,13 @@ def link_model(calls, r, rate, seed=SEED):
             back["ack_bytes"] += ACK_BYTES
     for way in ways.values():
         way["wire_bytes"] = way["payload_bytes"] + way["ack_bytes"] + UDP_HEADER * (way["packets"] + way["ack_packets"])
-    keys = ("calls", "delivered_calls", "lost_calls", "packets", "lost_packets", "ack_packets", "payload_bytes",
-            "resend_bytes", "ack_bytes", "wire_bytes")
+    keys = ("calls", "delivered_calls", "lost_calls", "packets", "lost_packets", "ack_packets", "lost_acks",
+            "payload_bytes", "resend_bytes", "ack_bytes", "wire_bytes")
     total = {k: sum(w[k] for w in ways.values()) for k in keys}
     p50, p99 = (float(np.percentile(added, q, method="inverted_cdf")) if added else 0.0 for q in (50, 99))
     return {"wire": "per-call", "loss_pct": rate, "delivery": "reliable" if reliable else "udp", **total,
-            "lost_by_method": dict(lost_by_method), "latency_p50_ms": p50, "latency_p99_ms": p99,
+            "lost_by_method": dict(lost_by_method), "latency_p50_ms": p50, "latency_p99_ms": p99, "mismatches": 0,
+            "problem": None,
             "by_direction": {d: {k: w[k] for k in keys} for d, w in ways.items()}}
 
 
@@ -247,6 +248,24 @@ def test_the_capacity_plan_prices_the_decided_rate_and_stream_codecs_compete_ove
     assert {c for c, why in without.verdict.excluded if "ordered delivery" in why} == {
         "json+zlibstream-1", "msgpack+zstdstream-3"}
     assert without.plan.loss_pct is None and not without.loss.shown
+
+
+def test_a_codec_whose_messages_break_on_the_link_is_not_recommended_at_that_rate(lossy_run):
+    suite = results.load(lossy_run)
+    smallest = min(suite.results, key=lambda r: next(f["wire_bytes"] for f in r.link if f["loss_pct"] == 5.0))
+    problem = "call 7 (hit): the receiver could not decode it: missing baseline"
+    broken = dataclasses.replace(smallest, link=tuple({**f, "mismatches": 3, "problem": problem} if f["loss_pct"] == 5.0
+                                                      else f for f in smallest.link))
+    suite = dataclasses.replace(suite, results=tuple(broken if r is smallest else r for r in suite.results))
+    at_five = decide(suite, ReportOptions(goal="bandwidth", transport="udp", loss=5.0))
+    assert (smallest.codec, f"3 delivered messages did not decode to their call on the lossy link at 5 % ({problem})") \
+        in at_five.verdict.excluded
+    assert at_five.verdict.pick and at_five.verdict.pick.codec != smallest.codec
+    assert f"at 5 %: delivered messages that did not decode to their call: {smallest.codec} 3 ({problem})" \
+        in at_five.loss.flags
+    at_one = decide(suite, ReportOptions(goal="bandwidth", transport="udp", loss=1.0))
+    assert at_one.verdict.pick and at_one.verdict.pick.codec == smallest.codec  # whole at 1 %
+    assert "At the run's other loss rates the pick would be: 0 %: the same; 5 %: " in " ".join(at_one.verdict.caveats)
 
 
 def test_method_names_are_escaped_in_the_page_and_the_markdown(plain_run, tmp_path):
