@@ -301,3 +301,41 @@ def test_the_loss_section_fits_the_window(lossy_run):
         pytest.skip("headless Chromium not installed (apt-get install chromium)")
     measured = layout(found, lossy_run / "report.html")
     assert measured["overflow"] == [], measured["overflow"][:8]
+
+
+# --- a real lossy link (the engine of rpcbench/link.py), once it is on this branch -----------------------------------
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    """A real --loss run on a simulated 30 Hz dict-profile trace (other methods and sizes than the sample's)."""
+    if "--loss-seed" not in run_bench("--help").stdout:
+        pytest.skip("the lossy link engine (--loss) is not on this branch yet")
+    tmp = tmp_path_factory.mktemp("real")
+    made = run_bench("simulate", "--profile", "dict", "--tick-hz", "30", "--calls", "4000", "--seed", "5", "--out",
+                     tmp / "dict30.rpct")
+    assert made.returncode == 0, made.stderr
+    out = tmp / "out"
+    done = run_bench("--trace", tmp / "dict30.rpct", "--codecs", "json,msgpack,json+zlibstream-1,msgpack+zstdstream-3",
+                     "--transport", "udp", "--loss", "0,1,5", "--rtt", "100", "--repeat", "3", "--sample", "200",
+                     "--processes", "1", "--min-time", "0.001", "--no-memory", "--out", out, "--quiet")
+    assert done.returncode == 0, done.stderr
+    return out, done.stdout
+
+
+def test_a_real_lossy_run_shows_its_link_figures_alike_everywhere(real_run):
+    out, stdout = real_run
+    expected = expected_rows(out)
+    page = page_rows((out / "report.html").read_text(encoding="utf-8"))
+    assert sorted(map(tuple, page)) == sorted(map(tuple, expected.values())) and len(page) == 4 * len(RATES)
+    assert md_rows((out / "report.md").read_text(encoding="utf-8")) == page
+    for rate, cells in terminal_rows(stdout):
+        row = expected[(float(rate), cells[0])]
+        assert cells == [row[1], row[2], row[3], row[4], row[5], row[10]]
+    assert "on the lossy link at 1 % loss (the lowest nonzero rate measured" in " ".join(stdout.split())
+    suite = results.load(out)
+    seconds = sum(suite.trace["per_connection"]["span_ms"]) / 1000
+    d = decide(suite, ReportOptions(transport="udp", loss=5.0))
+    for r in suite.results:  # the capacity plan's traffic: the link's wire bytes at the decided rate
+        f = next(f for f in r.link if f["loss_pct"] == 5.0)
+        row = d.plan.rows[r.codec]
+        assert (row.down.value + row.up.value) * seconds == pytest.approx(f["wire_bytes"], rel=1e-9)
