@@ -339,3 +339,11 @@ def test_a_real_lossy_run_shows_its_link_figures_alike_everywhere(real_run):
         f = next(f for f in r.link if f["loss_pct"] == 5.0)
         row = d.plan.rows[r.codec]
         assert (row.down.value + row.up.value) * seconds == pytest.approx(f["wire_bytes"], rel=1e-9)
+
+
+def test_a_decide_loss_rate_the_run_will_not_measure_stops_it_before_it_starts(tmp_path):
+    loss = ["--loss", "1,5"] if "--loss-seed" in run_bench("--help").stdout else []
+    done = run_bench("--codecs", "json", "--sizes-only", "--decide-loss", "2", *loss, "--out", tmp_path / "o",
+                     "--quiet")
+    assert done.returncode == 2 and not (tmp_path / "o").exists() and "Traceback" not in done.stderr
+    assert ("not one of the run's --loss rates (1, 5)" if loss else "this run measured no lossy link") in done.stderr
