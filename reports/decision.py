@@ -104,15 +104,16 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     compared = coverage.comparable(suite, options.min_coverage)  # every comparison: codecs over the same calls
     wire_view = wire.view(suite, options.transport, options.packet_overhead, options.wire)
     link = loss.view(suite, options.loss, wire_view.chosen)
-    plan = capacity.plan(compared, options.transport, options.packet_overhead, wire_view.chosen, ref, link)
     axes = wire.front_axes(wire_view, suite) or analysis.message_axes(suite)
     front = analysis.pareto_front(compared, axes)
-    verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front], link)
-    if link.shown and len(link.rates) > 1:
-        picks = {rate: recommend(suite, options, capacity.plan(compared, options.transport, options.packet_overhead,
-                                                               wire_view.chosen, ref, loss.at_rate(link, rate)),
-                                 (ref, note), figures, [r.codec for r in front], loss.at_rate(link, rate)).pick
-                 for rate in link.rates if rate != link.chosen}
+
+    def verdict_at(view: LossView) -> Tuple[Plan, Verdict]:  # the plan and verdict on the link at view's rate
+        at = capacity.plan(compared, options.transport, options.packet_overhead, wire_view.chosen, ref, view)
+        return at, recommend(suite, options, at, (ref, note), figures, [r.codec for r in front], view)
+
+    plan, verdict = verdict_at(link)
+    picks = {rate: verdict_at(loss.at_rate(link, rate))[1].pick for rate in link.rates if rate != link.chosen}
+    if picks:  # would the pick change at the run's other loss rates?
         verdict = replace(verdict, caveats=[*verdict.caveats, loss.other_rates(verdict.pick, picks)])
     ranked = analysis.rankings(compared)
     headlines = tuple(_headline(label, ranking[0]) for label, ranking in ranked.items() if ranking)
