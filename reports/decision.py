@@ -104,7 +104,7 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     compared = coverage.comparable(suite, options.min_coverage)  # every comparison: codecs over the same calls
     wire_view = wire.view(suite, options.transport, options.packet_overhead, options.wire)
     link = loss.view(suite, options.loss, wire_view.chosen)
-    axes = wire.front_axes(wire_view, suite) or analysis.message_axes(suite)
+    axes = loss.front_axes(link, wire.front_axes(wire_view, suite) or analysis.message_axes(suite))
     front = analysis.pareto_front(compared, axes)
 
     def verdict_at(view: LossView) -> Tuple[Plan, Verdict]:  # the plan and verdict on the link at view's rate

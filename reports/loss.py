@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from rpcbench.errors import BenchError
 from rpcbench.results import CodecResult, Suite
 
+from .analysis import Axes
 from .formatting import MISSING
 from .wire import connection_seconds
 
@@ -262,3 +263,15 @@ def other_rates(pick: Optional[CodecResult], picks: Mapping[float, Optional[Code
 
     return "At the run's other loss rates the pick would be: " + "; ".join(
         f"{pct(rate)}: {name(other)}" for rate, other in sorted(picks.items())) + "."
+
+
+def front_axes(v: LossView, axes: Axes) -> Axes:
+    """The Pareto front's axes on the lossy link: wire bytes per call at the decided rate (resends, acks and headers
+    included) for the codecs measured there, the CPU of ``axes`` (loss changes no encode or decode); ``axes``
+    themselves without a lossy link."""
+    if v.chosen is None:
+        return axes
+    sizes = {r.codec: r.bytes_per_call for r in v.at(v.chosen) if not r.mismatches}
+    return Axes(f"wire bytes per call on the lossy link at {pct(v.chosen)} loss ({v.policy}, resends and acks "
+                "included)", axes.cpu_label, MappingProxyType(sizes),
+                MappingProxyType({c: cpu for c, cpu in axes.cpu.items() if c in sizes}))
