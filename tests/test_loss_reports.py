@@ -243,6 +243,7 @@ def test_the_capacity_plan_prices_the_decided_rate_and_stream_codecs_compete_ove
             row = d.plan.rows[r.codec]
             assert (row.down.value + row.up.value) * seconds == pytest.approx(f["wire_bytes"], rel=1e-9)
             assert row.down.value * seconds == pytest.approx(f["by_direction"]["s2c"]["wire_bytes"], rel=1e-9)
+            assert d.front_axes.bytes[r.codec] == f["wire_bytes"] / f["calls"]  # the front stands on them too
         assert not any(codec.endswith("stream-1") or "stream-3" in codec for codec, _ in d.verdict.excluded)
     without = decide(results.load(plain_run), ReportOptions(transport="udp"))
     assert {c for c, why in without.verdict.excluded if "ordered delivery" in why} == {
