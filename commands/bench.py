@@ -193,7 +193,7 @@ def main(argv: List[str]) -> int:
     if options.baseline and options.baseline not in registry.expand(config.codecs):
         raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
     if options.loss is not None:  # a --decide-loss rate the run will not measure: said before the run, not after it
-        chosen_rate(tuple(getattr(args, "loss", ())), options.loss)
+        chosen_rate(config.link.loss, options.loss)
     out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
     with OutputFolder(out, args.force) as folder, ProgressDisplay(enabled=not args.quiet) as progress:

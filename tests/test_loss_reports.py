@@ -1,29 +1,24 @@
 """What the outputs show of a lossy link (--loss): the terminal's tables, report.html's loss section and charts,
 report.md's table, the verdict's rate (--decide-loss) and the capacity plan at it.
 
-The results come from a real run on samples/battle.rpct, written back with the real Suite model after adding
-``link`` figures made by the small model below (written here, apart from rpcbench's link engine): each call of
-the trace is one UDP datagram of its method's mean size under the codec; a datagram is lost with the rate's
-probability (seeded); stateless codecs lose the call, stream codecs resend it after one RTT until it gets
-through and every later message of its connection and direction waits behind it; each delivered message is
-acknowledged by an 8-byte datagram the other way (acks are never lost here). The expected figures are worked
-out from these link figures in the tests, never copied from the outputs.
+The results come from real --loss runs (the link engine of rpcbench/link.py) on samples/battle.rpct, a simulated
+30 Hz trace of the dict profile, and a slice of the sample whose busiest method has a hostile name. The expected
+figures are worked out in the tests from results.json's link figures and the trace's connection-seconds, never
+copied from the outputs.
 """
 
 import dataclasses
 import html
 import json
-import random
 import re
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from itertools import islice
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from rpc_capture.reading import open_trace
+from rpc_capture import open_trace, write_jsonl
 from rpcbench import results
 from rpcbench.reports import charts
 from rpcbench.reports.capacity import ReportOptions
@@ -31,89 +26,37 @@ from rpcbench.reports.decision import decide
 
 REPO = Path(__file__).resolve().parent.parent
 RATES = (0.0, 1.0, 5.0)
-RTT_MS, SEED, UDP_HEADER, ACK_BYTES = 100.0, 7, 28, 8
-CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1,msgpack+zstdstream-3"
+CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1,msgpack+zstdstream-3,msgpack+ackdelta"
+FAST = ("--repeat", "3", "--sample", "200", "--processes", "1", "--min-time", "0.001", "--no-memory", "--quiet")
+LINK = ("--transport", "udp", "--loss", "0,1,5", "--rtt", "100")
 
 
 def run_bench(*args):
     return subprocess.run([sys.executable, str(REPO / "run_bench.py"), *map(str, args)], capture_output=True,
-                          text=True, encoding="utf-8", cwd=REPO, timeout=600)
+                          text=True, encoding="utf-8", cwd=REPO, timeout=900)
 
 
-def link_model(calls, r, rate, seed=SEED):
-    """The link figures of codec result ``r`` at ``rate`` % loss over ``calls`` (see the module's docstring)."""
-    rng = random.Random(f"{seed}:{r.codec}:{rate}")
-    size = {m: round(f["bytes"] / f["calls"]) for m, f in r.by_method.items() if f["calls"]}
-    reliable = r.ordered_delivery
-    ways = {d: Counter() for d in ("c2s", "s2c")}
-    lost_by_method, added, ready = Counter(), [], defaultdict(float)
-    for c in calls:
-        payload, way, back = size[c.method], ways[c.dir], ways["s2c" if c.dir == "c2s" else "c2s"]
-        way["calls"] += 1
-        sent_ms, tries, lost = c.t / 1e6, 1, False
-        while rng.random() < rate / 100:
-            way["lost_packets"] += 1
-            lost = not reliable
-            if lost:
-                break
-            tries += 1
-        way["packets"] += tries
-        way["payload_bytes"] += payload * tries
-        way["resend_bytes"] += payload * (tries - 1)
-        if lost:
-            way["lost_calls"] += 1
-            lost_by_method[c.method] += 1
-            continue
-        way["delivered_calls"] += 1
-        if reliable:
-            key = (c.conn, c.dir)
-            arrives = max(sent_ms + (tries - 1) * RTT_MS, ready[key])
-            ready[key] = arrives
-            added.append(arrives - sent_ms)
-            back["ack_packets"] += 1
-            back["ack_bytes"] += ACK_BYTES
-    for way in ways.values():
-        way["wire_bytes"] = way["payload_bytes"] + way["ack_bytes"] + UDP_HEADER * (way["packets"] + way["ack_packets"])
-    keys = ("calls", "delivered_calls", "lost_calls", "packets", "lost_packets", "ack_packets", "lost_acks",
-            "payload_bytes", "resend_bytes", "ack_bytes", "wire_bytes")
-    total = {k: sum(w[k] for w in ways.values()) for k in keys}
-    p50, p99 = (float(np.percentile(added, q, method="inverted_cdf")) if added else 0.0 for q in (50, 99))
-    return {"wire": "per-call", "loss_pct": rate, "delivery": "reliable" if reliable else "udp", **total,
-            "lost_by_method": dict(lost_by_method), "latency_p50_ms": p50, "latency_p99_ms": p99, "mismatches": 0,
-            "problem": None,
-            "by_direction": {d: {k: w[k] for k in keys} for d, w in ways.items()}}
-
-
-def with_link(run, out, rename=None):
-    """The run's results written to ``out`` again with link figures at RATES and the link's settings."""
-    suite = results.load(run)
-    calls = list(open_trace(REPO / "samples" / "battle.rpct"))
-    if rename:
-        calls = [c._replace(method=rename.get(c.method, c.method)) for c in calls]
-        suite = dataclasses.replace(suite, results=tuple(dataclasses.replace(
-            r, by_method={rename.get(m, m): f for m, f in r.by_method.items()}) for r in suite.results))
-    linked = tuple(dataclasses.replace(r, link=tuple(link_model(calls, r, rate) for rate in RATES))
-                   for r in suite.results)
-    settings = {**suite.settings, "loss": list(RATES), "rtt_ms": RTT_MS, "jitter_ms": 0.0, "loss_burst": 1.0,
-                "loss_seed": SEED}
-    out.mkdir(parents=True, exist_ok=True)
-    dataclasses.replace(suite, results=linked, settings=settings).save(str(out))
-    return out
+def run(out, *args):
+    """A short real run into ``out``; its terminal text."""
+    done = run_bench(*args, *FAST, "--out", out)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 @pytest.fixture(scope="module")
 def plain_run(tmp_path_factory):
     """A real run on the bundled sample, over UDP, without a lossy link."""
     out = tmp_path_factory.mktemp("plain") / "out"
-    done = run_bench("--codecs", CODECS, "--transport", "udp", "--repeat", "3", "--sample", "200", "--processes",
-                     "1", "--min-time", "0.001", "--no-memory", "--out", out, "--quiet")
-    assert done.returncode == 0, done.stderr
+    run(out, "--codecs", CODECS, "--transport", "udp")
     return out
 
 
 @pytest.fixture(scope="module")
-def lossy_run(plain_run, tmp_path_factory):
-    return with_link(plain_run, tmp_path_factory.mktemp("lossy") / "out")
+def lossy_run(tmp_path_factory):
+    """The same run over a lossy link at 0, 1 and 5 % loss, 100 ms RTT."""
+    out = tmp_path_factory.mktemp("lossy") / "out"
+    run(out, "--codecs", CODECS, *LINK)
+    return out
 
 
 # --- what the tests expect, worked out from the link figures themselves ---------------------------------------------
@@ -179,16 +122,17 @@ def test_terminal_page_and_markdown_show_the_link_figures_each_computed_from_res
     for rate, cells in shown:  # codec, delivery, B/call, kbit/s, lost calls, added p99
         row = expected[(float(rate), cells[0])]
         assert cells == [row[1], row[2], row[3], row[4], row[5], row[10]]
-    assert len(shown) == len(expected)  # five codecs: every one is shown
+    assert len(shown) == len(expected)  # six codecs: every one is shown
     for rate in RATES[1:]:  # fewest wire bytes first within a rate, on the page
         ours = [float(r[3]) for r in page if r[0] == f"{rate:g}"]
         assert ours == sorted(ours)
-    said = " ".join(done.stdout.split())  # calls lost over UDP flagged: how many, which methods; resends of the rest
+    said = " ".join(done.stdout.split())  # lost calls flagged: how many, which methods; the reliable layer's resends
     for (rate, codec), row in expected.items():
-        if rate and row[2] == "udp":
-            assert f"{codec} (udp) {row[5]} of 20,000 ({row[6]})" in said
-        elif rate:
+        if rate and row[5] != "0":
+            assert f"{codec} ({row[2]}) {row[5]} of 20,000 ({row[6]})" in said
+        if rate and row[2] == "reliable":
             assert f"{codec} resends {row[7]} B/call, +{row[9]} ms p50, +{row[10]} ms p99" in said
+    assert {row[2] for row in expected.values()} == {"udp", "reliable", "ackdelta"}
 
 
 def test_the_chart_draws_the_tables_figures(lossy_run):
@@ -205,8 +149,8 @@ def test_the_chart_draws_the_tables_figures(lossy_run):
             assert [f"{y:.2f}" for y in line.get_ydata()] == [table[(rate, codec)][4] for rate in RATES]
         assert sorted(colours.values()) == sorted(d.loss_codecs)
         delayed = [line for line in delay_axes.get_lines() if len(line.get_xdata()) == len(RATES)]
-        reliable = {codec for (_, codec), row in table.items() if row[2] == "reliable"}
-        assert {colours[line.get_color()] for line in delayed} == reliable
+        not_udp = {codec for (_, codec), row in table.items() if row[2] != "udp"}  # loss delays them, not drops
+        assert {colours[line.get_color()] for line in delayed} == not_udp
         for line in delayed:  # the same colour is the same codec on both panels
             codec = colours[line.get_color()]
             assert [f"{y:.1f}" for y in line.get_ydata()] == [table[(rate, codec)][10] for rate in RATES]
@@ -226,6 +170,7 @@ def test_decide_loss_picks_the_rate_and_the_verdict_says_which(lossy_run):
     fewest = min((f["wire_bytes"], codec) for (codec, rate), f in link.items() if rate == 5.0)[1]
     assert f"\n  {fewest}: " in chosen.stdout  # the bandwidth pick: fewest wire bytes at 5 %
     lost = link[(fewest, 5.0)]["lost_calls"]
+    assert link[(fewest, 5.0)]["delivery"] == "udp"  # on this traffic: the acks cost the others more than they save
     assert f"{fewest} over plain UDP at 5 % loss: {lost:,} of 20,000 calls never arrive" in said
     for bad, message in (("3", "not one of the run's --loss rates (0, 1, 5)"), ("200", "from 0 to 100")):
         refused = run_bench("report", lossy_run, "--decide-loss", bad)
@@ -269,11 +214,13 @@ def test_a_codec_whose_messages_break_on_the_link_is_not_recommended_at_that_rat
     assert "At the run's other loss rates the pick would be: 0 %: the same; 5 %: " in " ".join(at_one.verdict.caveats)
 
 
-def test_method_names_are_escaped_in_the_page_and_the_markdown(plain_run, tmp_path):
+def test_method_names_are_escaped_in_the_page_and_the_markdown(tmp_path):
     hostile = "<img src=x onerror=alert(1)>|*x*"
-    folder = with_link(plain_run, tmp_path / "hostile", rename={"hit": hostile})
-    done = run_bench("report", folder)
-    assert done.returncode == 0, done.stderr
+    trace = tmp_path / "hostile.jsonl"  # the sample's first 4,000 calls, its busiest method renamed
+    write_jsonl((c._replace(method=hostile) if c.method == "hit" else c
+                 for c in islice(open_trace(REPO / "samples" / "battle.rpct"), 4000)), trace)
+    folder = tmp_path / "out"
+    run(folder, "--trace", trace, "--codecs", "json,json+zlibstream-1", *LINK)
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert "<img src=x" not in page and html.escape(hostile, quote=False) in page
     assert any(hostile in r[6] for r in page_rows(page))  # the most lost method, named in its row
@@ -309,18 +256,13 @@ def test_the_loss_section_fits_the_window(lossy_run):
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):
     """A real --loss run on a simulated 30 Hz dict-profile trace (other methods and sizes than the sample's)."""
-    if "--loss-seed" not in run_bench("--help").stdout:
-        pytest.skip("the lossy link engine (--loss) is not on this branch yet")
     tmp = tmp_path_factory.mktemp("real")
     made = run_bench("simulate", "--profile", "dict", "--tick-hz", "30", "--calls", "4000", "--seed", "5", "--out",
                      tmp / "dict30.rpct")
     assert made.returncode == 0, made.stderr
     out = tmp / "out"
-    done = run_bench("--trace", tmp / "dict30.rpct", "--codecs", "json,msgpack,json+zlibstream-1,msgpack+zstdstream-3",
-                     "--transport", "udp", "--loss", "0,1,5", "--rtt", "100", "--repeat", "3", "--sample", "200",
-                     "--processes", "1", "--min-time", "0.001", "--no-memory", "--out", out, "--quiet")
-    assert done.returncode == 0, done.stderr
-    return out, done.stdout
+    return out, run(out, "--trace", tmp / "dict30.rpct", "--codecs", "json,msgpack,json+zlibstream-1,msgpack+ackdelta",
+                    *LINK)
 
 
 def test_a_real_lossy_run_shows_its_link_figures_alike_everywhere(real_run):
