@@ -17,7 +17,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, capacity, coverage, fleet, loss, measured, precision, reference, study, wire
+from . import analysis, capacity, captured, coverage, fleet, loss, measured, precision, reference, study, wire
 from .analysis import CodecFigures
 from .breakdown import Breakdown, MethodBytes, breakdown, method_bytes
 from .capacity import DEFAULT_OPTIONS, Plan, ReportOptions
@@ -85,6 +85,7 @@ class Decision:
     precision: precision.PrecisionView = precision.PrecisionView(None, (), (), None)  #: profile, lossy codecs
     loss: LossView = NO_LOSS  #: each codec per --loss rate, the rate decided at
     loss_codecs: Tuple[str, ...] = ()  #: the codecs the terminal's loss tables and the loss charts show
+    capture: Optional[captured.CaptureCheck] = None  #: an imported trace: the wire model against the capture
 
     @property
     def failing(self) -> FrozenSet[str]:
@@ -135,7 +136,8 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
         fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref), wire=wire_view,
         calls_line=measured.calls_line(suite), schema_line=measured.schema_line(suite),
         precision=precision.view(suite, plan), loss=link,
-        loss_codecs=loss.leading(link, [r.codec for r in shown], LOSS_CODECS))
+        loss_codecs=loss.leading(link, [r.codec for r in shown], LOSS_CODECS),
+        capture=captured.check(suite, wire_view.chosen))
 
 
 def _same_calls(r: CodecResult, ref: Optional[CodecResult]) -> Optional[coverage.SameCalls]:
