@@ -9,7 +9,9 @@ import heapq
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+import numpy as np
 
 from .results import CONFIDENCE
 
@@ -25,6 +27,17 @@ def priority(seed: int, trace: int, index: int, salt: int) -> float:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
     return (z ^ (z >> 31)) / 2.0 ** 64
+
+
+def priorities(seed: int, trace: int, indices: np.ndarray, salt: int) -> np.ndarray:
+    """:func:`priority` of each call of ``indices`` (uint64) at once, bit for bit the same: numpy's uint64
+    arithmetic wraps modulo 2**64 as the masks do, and its conversion to float rounds to nearest as int's does."""
+    start = np.uint64((seed * 0x9E3779B97F4A7C15 + trace * 0xD1B54A32D192ED03 + salt) & _MASK)
+    z: np.ndarray = start + indices * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    ranks: np.ndarray = (z ^ (z >> np.uint64(31))).astype(np.float64) / 2.0 ** 64
+    return ranks
 
 
 def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, int]:
@@ -73,6 +86,18 @@ class Candidates:
             heapq.heappush(heap, (-rank, index))
         elif rank < -heap[0][0]:
             heapq.heapreplace(heap, (-rank, index))
+
+    def offer_all(self, methods: Sequence[str], ranks: np.ndarray, indices: Sequence[int]) -> None:
+        """:meth:`offer` each call, in order; a call ranked above its method's full heap's largest when the
+        batch starts is left out at once (it would not enter: the largest only falls as the heaps fill)."""
+        bounds = np.fromiter(map(self._bound, methods), np.float64, len(methods))
+        for at in np.flatnonzero(ranks < bounds).tolist():
+            self.offer(methods[at], float(ranks[at]), indices[at])
+
+    def _bound(self, method: str) -> float:
+        """The rank a call of ``method`` must be under to enter its heap (any while the heap is not full)."""
+        heap = self.heaps.get(method)
+        return -heap[0][0] if heap and len(heap) >= self.keep else math.inf
 
     def export(self) -> Dict[str, List[Tuple[float, int]]]:
         return {m: sorted((-r, i) for r, i in heap) for m, heap in self.heaps.items()}

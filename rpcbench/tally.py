@@ -9,8 +9,11 @@ import time
 from collections import Counter
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
 
+import numpy as np
+
 from rpc_capture import C2S, Call
 
+from .batch import CallBatch, Inner
 from .codec import Codec, Compressed, Streams, received_call, stream_key
 from .fidelity import OTHER, PRECISION, QUANTIZED, Limit, compare, features_of
 from .histogram import nearest_rank
@@ -41,10 +44,18 @@ def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
         found = sorted(features_of(call.args) & declared)
         return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), timer() - t0)
     try:
-        back = received_call(codec.decode(data))
+        decoded = codec.decode(data)
     except Exception as e:
         return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
-    ns = timer() - t0
+    return judged(codec, call, data, decoded, timer() - t0, declared)
+
+
+def judged(codec: Codec, call: Call, data: bytes, decoded: Any, ns: int, declared: frozenset) -> Outcome:
+    """The outcome of ``call``, whose bytes ``data`` decoded to ``decoded``: the same call back, or its problem."""
+    try:
+        back = received_call(decoded)
+    except Exception as e:
+        return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), ns)
     try:
         back, lossy, beyond = codec.within_steps(call, back)
         if beyond:
@@ -60,6 +71,38 @@ def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
                               f"{len(lossy)} values within their step (first: off by {error:.3g}, step {step:g})"), ns,
                        lossy)
     return Outcome(data, None, ns)
+
+
+def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: Any) -> Optional[Inner]:
+    """:func:`round_trip` of each call of ``batch`` through a stateless codec whose ``within_steps`` is the
+    identity, encoding all, then decoding all; None when a call fails to encode or decode (the batch then
+    goes call by call, which names the call). Each call is judged only when the batch did not come back
+    exactly as sent."""
+    timer = time.perf_counter_ns
+    t0 = timer()
+    try:
+        data = _each(codec.encode, batch.calls, batch.indices, beat)
+        if {*map(type, data)} != {bytes}:
+            return None
+        back = _each(codec.decode, data, batch.indices, beat)
+    except (Exception, SystemExit):
+        return None
+    ns = timer() - t0
+    if batch.same_as_sent(back):
+        return Inner(data, ns)
+    each = ns // len(data)
+    return Inner(data, ns, [judged(codec, call, d, b, each, declared) for call, d, b in zip(batch.calls, data, back)])
+
+
+def _each(func: Any, items: Sequence[Any], indices: Sequence[int], beat: Any) -> List[Any]:
+    """``func`` of each item; with a watcher, ``beat[0]`` names the call at work, as call by call it does."""
+    if beat is None:
+        return [func(item) for item in items]
+    out = []
+    for index, item in zip(indices, items):
+        beat[0] = index
+        out.append(func(item))
+    return out
 
 
 def _compressed(compressor: Any, base: Outcome) -> Outcome:
@@ -82,6 +125,24 @@ def _compressed(compressor: Any, base: Outcome) -> Outcome:
     if not same:
         return Outcome(packed, ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones"), ns)
     return base._replace(data=packed, ns=ns)
+
+
+def _compressed_all(compressor: Any, base: Inner, batch: CallBatch, beat: Any) -> Optional[Inner]:
+    """The batch of ``inner+compressor`` from the inner codec's (every call encoded), as :func:`_compressed`
+    of each would give it when nothing is off; None when anything is (the batch then goes call by call)."""
+    timer = time.perf_counter_ns
+    t0 = timer()
+    try:
+        packed = _each(compressor.compress, base.data, batch.indices, beat)
+        if {*map(type, packed)} != {bytes} or _each(compressor.decompress, packed, batch.indices, beat) != base.data:
+            return None
+    except (Exception, SystemExit):
+        return None
+    ns = timer() - t0
+    if base.outcomes is None:
+        return Inner(packed, base.ns + ns)
+    each = ns // len(packed)
+    return Inner(packed, base.ns + ns, [o._replace(data=p, ns=o.ns + each) for o, p in zip(base.outcomes, packed)])
 
 
 class CodecTally:
@@ -112,6 +173,8 @@ class CodecTally:
         self._stateful = codec.per_connection  #: a session per stream (:meth:`check` asks per call: read once)
         inner = codec.inner if isinstance(codec, Compressed) else codec
         self._inner_stateful, self._inner_name = inner.per_connection, inner.name  #: the name: what shares its outcome
+        #: a batch at a time (:meth:`check_all`): no state across calls, and exact (no precision profile)
+        self.batched = not codec.per_connection and type(inner).within_steps is Codec.within_steps
 
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy",
               "ns", "error", "state_bytes", "shared_state_bytes", "streams")
@@ -196,16 +259,14 @@ class CodecTally:
             base = shared.get(self._inner_name) or shared.setdefault(self._inner_name,
                                                                        round_trip(inner, call, self.declared))
         outcome = _compressed(codec.compressor, base) if self._compresses else base
+        self._absorb(index, call, outcome)
+        if self.wire:
+            self._wire(call, outcome.data, base.data)
+
+    def _absorb(self, index: int, call: Call, outcome: Outcome) -> None:
+        """Count one call's outcome: its time, problem, values within their step and bytes."""
         self.ns += outcome.ns
-        for path, error, step in outcome.lossy:
-            self._lossy(path, 1, error, step)
-        if outcome.problem:
-            kind, feature, declared, path, detail = outcome.problem
-            if kind == "encode":
-                self.failures += 1
-            else:
-                self.mismatches += 1
-            self._problem(kind, feature, declared, index, call, path, detail)
+        self._judgement(index, call, outcome)
         if outcome.data is not None:
             n = len(outcome.data)
             self.sizes[n] += 1
@@ -215,8 +276,62 @@ class CodecTally:
             tally[0] += 1
             tally[1] += n
             self._count_traffic(call, n)
-        if self.wire:
-            self._wire(call, outcome.data, base.data)
+
+    def _judgement(self, index: int, call: Call, outcome: Outcome) -> None:
+        """Count a call's problem and its values back within their step."""
+        for path, error, step in outcome.lossy:
+            self._lossy(path, 1, error, step)
+        if outcome.problem:
+            kind, feature, declared, path, detail = outcome.problem
+            if kind == "encode":
+                self.failures += 1
+            else:
+                self.mismatches += 1
+            self._problem(kind, feature, declared, index, call, path, detail)
+
+    def check_all(self, batch: CallBatch, beat: Any = None) -> None:
+        """:meth:`check` each call of ``batch``, all at once when the codec is :attr:`batched` and every call
+        encodes (else call by call); the figures are the same either way."""
+        done = self._batch(batch, beat) if self.batched else None
+        if done is None:
+            for position, (index, call) in enumerate(zip(batch.indices, batch.calls)):
+                if beat is not None:
+                    beat[0] = index
+                try:
+                    self.check(index, call, _call_shared(batch, position))
+                except (Exception, SystemExit) as e:
+                    self.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+                    return
+            return
+        self.ns += done.ns
+        if done.outcomes is not None:
+            for index, call, outcome in zip(batch.indices, batch.calls, done.outcomes):
+                self._judgement(index, call, outcome)
+        sizes = list(map(len, cast(List[bytes], done.data)))
+        self.sizes.update(sizes)
+        weights = np.array(sizes, np.float64)
+        _fold(self.by_method, batch.methods.keys, batch.methods.counts, batch.methods.sums(weights))
+        _fold(self.by_direction, batch.directions.keys, batch.directions.counts, batch.directions.sums(weights))
+        for (conn, c2s), n in zip(batch.streams.keys, batch.streams.sums(weights)):
+            pair = self.by_connection.get(conn)
+            if pair is None:
+                pair = self.by_connection[conn] = [0, 0]
+            pair[0 if c2s else 1] += n
+        for wire in self._per_call:
+            wire.add_all(batch.directions, weights)
+
+    def _batch(self, batch: CallBatch, beat: Any) -> Optional[Inner]:
+        """The batch through this codec (its inner codec's batch shared with the codecs on it); None when a call
+        has to go alone."""
+        codec: Any = self.codec  # Compressed if it compresses
+        inner = codec.inner if self._compresses else codec
+        base = batch.shared.get(self._inner_name)
+        if base is None:
+            base = round_trip_all(inner, batch, self.declared, beat)
+            if base is None:
+                return None
+            batch.shared[self._inner_name] = base
+        return _compressed_all(codec.compressor, base, batch, beat) if self._compresses else base
 
     def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes]) -> None:
         """The call into each --wire policy's packets: alone under per-call; under a batched policy, its
@@ -271,6 +386,29 @@ class CodecTally:
         return tuple(sorted(groups, key=lambda p: (p.declared, -p.count)))
 
 
+def _fold(into: Dict[Any, List[int]], keys: List[Any], calls: List[int], sizes: List[int]) -> None:
+    """Add a batch's calls and bytes per key to ``into`` (key -> [calls, bytes]), new keys in the batch's order."""
+    for key, count, n in zip(keys, calls, sizes):
+        pair = into.get(key)
+        if pair is None:
+            pair = into[key] = [0, 0]
+        pair[0] += count
+        pair[1] += n
+
+
+def _call_shared(batch: CallBatch, position: int) -> Dict[str, Outcome]:
+    """The ``shared`` dict of call ``position`` for a tally that goes call by call (:meth:`CodecTally.check`),
+    holding the outcomes the batch already has of each inner codec."""
+    if batch.per_call is None:
+        batch.per_call = [{} for _ in batch.calls]
+    found = batch.per_call[position]
+    for name, inner in batch.shared.items():
+        if name not in found:
+            found[name] = inner.outcomes[position] if inner.outcomes is not None else \
+                Outcome(inner.data[position], None, inner.ns // len(inner.data))
+    return found
+
+
 def _error_text(e: BaseException, limit: int = 160) -> str:
     text = f"{type(e).__name__}: {e}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -301,6 +439,21 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
             closed = batcher.step(call, row)
             if closed is not None:
                 _send(tallies, text, closed, beat, f"at call {index}")
+
+
+def check_batch(tallies: List[CodecTally], batch: CallBatch, beat: Any = None) -> None:
+    """:func:`check_call` of each call of ``batch`` (no batched --wire policy: calls go alone), the codecs that
+    take a batch at once first (the others then reuse their inner codecs' outcomes)."""
+    if beat is not None:
+        beat[0] = batch.indices[0]
+    order = sorted(range(len(tallies)), key=lambda position: not tallies[position].batched)
+    for position in order:
+        tally = tallies[position]
+        if tally.error:
+            continue
+        if beat is not None:
+            beat[1] = position
+        tally.check_all(batch, beat)
 
 
 def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where: str) -> None:

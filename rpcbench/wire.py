@@ -19,6 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from rpc_capture import C2S, S2C, Call
 
 from .codec import Streams
@@ -267,6 +269,21 @@ class WireTally:
         self._packet(figures, len(message), 1)
         figures[_CALLS] += 1
         self.latency[0] += 1
+
+    def add_all(self, directions: Any, sizes: np.ndarray) -> None:
+        """:meth:`add` of a batch's encoded calls: ``directions`` (a :class:`rpcbench.batch.Grouping`) by the
+        calls' directions, ``sizes`` their messages' bytes."""
+        classes = (sizes > SIZE_CLASSES[0]).astype(np.intp) + (sizes > SIZE_CLASSES[1])
+        by_class = np.bincount(directions.of * 3 + classes, minlength=3 * len(directions.keys)).tolist()
+        for d, (direction, count, payload) in enumerate(zip(directions.keys, directions.counts,
+                                                             directions.sums(sizes))):
+            figures = self._direction(direction)
+            figures[_CALLS] += count
+            figures[_PACKETS] += count
+            figures[_PAYLOAD] += payload
+            figures[4:7] = [a + b for a, b in zip(figures[4:7], by_class[3 * d:3 * d + 3])]
+        self.payloads.update(sizes.astype(np.int64).tolist())
+        self.latency[0] += len(sizes)
 
     def send(self, key: Any, messages: Sequence[bytes]) -> None:
         """Send the codec's ``messages`` of a closed batch of connection and direction ``key`` (those of its calls
