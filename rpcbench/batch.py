@@ -8,7 +8,7 @@ figures come out identical (tests/test_batch.py holds the two paths against each
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -37,12 +37,13 @@ class Grouping:
 
 
 class Inner(NamedTuple):
-    """A batch through one codec: wire bytes per call (None: it failed to encode), encode + decode ns of the
-    batch, and the outcome of each call when any had a problem (None: every call came back the same)."""
+    """A batch through one codec: its bytes per call (None: it failed to encode), encode + decode ns of the
+    batch, and when any call did not come back the same, the outcome of each (None for those that did)."""
 
     data: List[Optional[bytes]]
     ns: int
-    outcomes: Optional[List[Any]] = None  #: tally.Outcome per call
+    outcomes: Optional[List[Any]] = None  #: per call, tally.Outcome or None (the same call back)
+    stop: Optional[Tuple[int, str]] = None  #: (position, why) of a call that ended the codec (SystemExit)
 
 
 class CallBatch:
@@ -53,10 +54,10 @@ class CallBatch:
         methods, args, _, dirs, conns = zip(*calls)
         self.methods, self.directions = Grouping(methods), Grouping(dirs)
         self.streams = Grouping(list(zip(conns, map(C2S.__eq__, dirs))))  #: (connection, c2s?)
-        self.c2s = np.fromiter(map(C2S.__eq__, dirs), np.bool_, len(calls))
         self.shared: Dict[str, Inner] = {}  #: inner codec name -> its batch (codecs on one inner codec share it)
         self._sent = list(zip(methods, args))
         self._pickle: Optional[bytes] = None
+        self._pickles: Optional[List[Optional[bytes]]] = None
         self.per_call: Optional[List[Dict[str, Any]]] = None  #: each call's ``shared`` (tally.check), once asked
 
     def same_as_sent(self, back: List[Any]) -> bool:
@@ -69,3 +70,20 @@ class CallBatch:
             return self._pickle == pickled(back)
         except Exception:  # deeper than C recursion allows, or a type pickle cannot write: compared call by call
             return False
+
+    def same_each(self, back: List[Any]) -> List[bool]:
+        """Is each decoded value exactly the (method, args) tuple sent, by its pickle? (False: maybe not.)"""
+        if self._pickles is None:
+            self._pickles = list(map(_pickled_or_none, self._sent))
+        return list(map(_same, self._pickles, map(_pickled_or_none, back)))
+
+
+def _pickled_or_none(value: Any) -> Optional[bytes]:
+    try:
+        return pickled(value)
+    except Exception:
+        return None
+
+
+def _same(a: Optional[bytes], b: Optional[bytes]) -> bool:
+    return a is not None and a == b

@@ -74,33 +74,44 @@ class SamplePlan:
 
 
 class Candidates:
-    """The ``keep`` calls with the smallest priority per method: a bottom-k sample, mergeable exactly."""
+    """The ``keep`` calls with the smallest priority per method: a bottom-k sample, mergeable exactly.
+
+    Offers are kept per method as (priority, index) and cut back to the ``keep`` smallest whenever twice that
+    many piled up; each cut sets the priority a later call must be under to be kept at all."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
-        self.heaps: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (-priority, index) max-heap
+        self.ranked: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (priority, index), the smallest among them
+        self._bounds = _Bounds()  #: method -> the priority a call must be under (none: any)
 
     def offer(self, method: str, rank: float, index: int) -> None:
-        heap = self.heaps.setdefault(method, [])
-        if len(heap) < self.keep:
-            heapq.heappush(heap, (-rank, index))
-        elif rank < -heap[0][0]:
-            heapq.heapreplace(heap, (-rank, index))
+        self.offer_all([method], np.array([rank]), [index])
 
     def offer_all(self, methods: Sequence[str], ranks: np.ndarray, indices: Sequence[int]) -> None:
-        """:meth:`offer` each call, in order; a call ranked above its method's full heap's largest when the
-        batch starts is left out at once (it would not enter: the largest only falls as the heaps fill)."""
-        bounds = np.fromiter(map(self._bound, methods), np.float64, len(methods))
-        for at in np.flatnonzero(ranks < bounds).tolist():
-            self.offer(methods[at], float(ranks[at]), indices[at])
-
-    def _bound(self, method: str) -> float:
-        """The rank a call of ``method`` must be under to enter its heap (any while the heap is not full)."""
-        heap = self.heaps.get(method)
-        return -heap[0][0] if heap and len(heap) >= self.keep else math.inf
+        """:meth:`offer` each call (``ranks``: their priorities); a call not under its method's bound is left
+        out at once."""
+        ranked, listed = self.ranked, ranks.tolist()
+        for at in np.flatnonzero(ranks < np.fromiter(map(self._bounds.__getitem__, methods), np.float64,
+                                                     len(methods))).tolist():
+            found = ranked.get(methods[at])
+            if found is None:
+                found = ranked[methods[at]] = []
+            found.append((listed[at], indices[at]))
+        for method, found in ranked.items():
+            if len(found) >= 2 * self.keep:
+                found[:] = heapq.nsmallest(self.keep, found)
+                self._bounds[method] = found[-1][0]
 
     def export(self) -> Dict[str, List[Tuple[float, int]]]:
-        return {m: sorted((-r, i) for r, i in heap) for m, heap in self.heaps.items()}
+        """Per method, the ``keep`` smallest (priority, index), smallest first."""
+        return {m: heapq.nsmallest(self.keep, found) for m, found in self.ranked.items()}
+
+
+class _Bounds(Dict[str, float]):
+    """Method -> the priority a call must be under to be kept; any (infinity) for a method not cut yet."""
+
+    def __missing__(self, method: str) -> float:
+        return math.inf
 
 
 def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total: int) -> Optional[Dict[str, Any]]:

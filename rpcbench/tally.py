@@ -5,6 +5,7 @@ are groups with their first example. Tallies of the same codec over successive c
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
@@ -36,18 +37,27 @@ def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
     t0 = timer()
     try:
         data = codec.encode(call)
-        if type(data) is not bytes:
-            raise TypeError(f"encode returned {type(data).__name__}, not bytes")
     except Exception as e:
-        if isinstance(e, Limit):  # the codec named the limit it hit
-            return Outcome(None, ("encode", e.feature, e.feature in declared, e.path, _error_text(e)), timer() - t0)
-        found = sorted(features_of(call.args) & declared)
-        return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), timer() - t0)
+        return _encode_failed(call, e, declared, timer() - t0)
+    if type(data) is not bytes:
+        return _encode_failed(call, _not_bytes(data), declared, timer() - t0)
     try:
         decoded = codec.decode(data)
     except Exception as e:
         return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
     return judged(codec, call, data, decoded, timer() - t0, declared)
+
+
+def _not_bytes(data: Any) -> TypeError:
+    return TypeError(f"encode returned {type(data).__name__}, not bytes")
+
+
+def _encode_failed(call: Call, e: BaseException, declared: frozenset, ns: int) -> Outcome:
+    """The outcome of a call the codec failed to encode, under the limit it named or the declared feature found."""
+    if isinstance(e, Limit):  # the codec named the limit it hit
+        return Outcome(None, ("encode", e.feature, e.feature in declared, e.path, _error_text(e)), ns)
+    found = sorted(features_of(call.args) & declared)
+    return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), ns)
 
 
 def judged(codec: Codec, call: Call, data: bytes, decoded: Any, ns: int, declared: frozenset) -> Outcome:
@@ -73,35 +83,77 @@ def judged(codec: Codec, call: Call, data: bytes, decoded: Any, ns: int, declare
     return Outcome(data, None, ns)
 
 
-def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: Any) -> Optional[Inner]:
-    """:func:`round_trip` of each call of ``batch`` through a stateless codec whose ``within_steps`` is the
-    identity, encoding all, then decoding all; None when a call fails to encode or decode (the batch then
-    goes call by call, which names the call). Each call is judged only when the batch did not come back
-    exactly as sent."""
+class _Raised(NamedTuple):
+    """What a codec raised instead of giving a value (in a batch's list of values)."""
+
+    error: BaseException
+
+
+def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: Any) -> Inner:
+    """:func:`round_trip` of each call of ``batch`` through a stateless codec, encoding all, then decoding all,
+    each call once (what a call raised is its outcome). Each call is judged only when the batch did not come
+    back exactly as sent; a ``SystemExit`` stops the codec at its call (:attr:`Inner.stop`)."""
     timer = time.perf_counter_ns
     t0 = timer()
-    try:
-        data = _each(codec.encode, batch.calls, batch.indices, beat)
-        if {*map(type, data)} != {bytes}:
-            return None
-        back = _each(codec.decode, data, batch.indices, beat)
-    except (Exception, SystemExit):
-        return None
+    data = _each(codec.encode, batch.calls, batch.indices, beat)
+    clean = len(data) == len(batch.calls) and {*map(type, data)} == {bytes}
+    back = _each(codec.decode if clean else _decoder(codec), data, batch.indices, beat)
     ns = timer() - t0
-    if batch.same_as_sent(back):
+    stop = _exit(data) or _exit(back)
+    if stop is not None:
+        return Inner([], ns, stop=stop)
+    if clean and _Raised not in map(type, back) and batch.same_as_sent(back):
         return Inner(data, ns)
     each = ns // len(data)
-    return Inner(data, ns, [judged(codec, call, d, b, each, declared) for call, d, b in zip(batch.calls, data, back)])
+    same = batch.same_each(back) if clean else [False] * len(data)
+    outcomes = [None if ok else _outcome(codec, call, d, b, each, declared)
+                for call, d, b, ok in zip(batch.calls, data, back, same)]
+    return Inner([o.data if o else d for o, d in zip(outcomes, data)], ns, outcomes)
+
+
+def _exit(values: List[Any]) -> Optional[Tuple[int, str]]:
+    """(position, why) of the value that is a ``SystemExit`` raised (the last: :func:`_each` stops there)."""
+    last = values[-1] if values else None
+    if type(last) is _Raised and not isinstance(last.error, Exception):
+        return len(values) - 1, _error_text(last.error)
+    return None
+
+
+def _decoder(codec: Codec) -> Any:
+    """``codec.decode`` of what encoded to bytes (the rest left as it is: they failed already)."""
+    return lambda data: codec.decode(data) if type(data) is bytes else data
+
+
+def _outcome(codec: Codec, call: Call, data: Any, back: Any, ns: int, declared: frozenset) -> Outcome:
+    """The outcome of one call of a batch from what its encode and decode gave or raised."""
+    if type(data) is _Raised:
+        return _encode_failed(call, data.error, declared, ns)
+    if type(data) is not bytes:
+        return _encode_failed(call, _not_bytes(data), declared, ns)
+    if type(back) is _Raised:
+        return Outcome(data, ("decode", OTHER, False, "", _error_text(back.error)), ns)
+    return judged(codec, call, data, back, ns, declared)
 
 
 def _each(func: Any, items: Sequence[Any], indices: Sequence[int], beat: Any) -> List[Any]:
-    """``func`` of each item; with a watcher, ``beat[0]`` names the call at work, as call by call it does."""
-    if beat is None:
-        return [func(item) for item in items]
-    out = []
-    for index, item in zip(indices, items):
-        beat[0] = index
-        out.append(func(item))
+    """``func`` of each item, in order, each once; an item whose call raised gets :class:`_Raised`, and a
+    ``SystemExit`` ends the list. With a watcher, ``beat[0]`` names the call at work, as call by call it does."""
+    out: List[Any] = []
+    append = out.append
+    while len(out) < len(items):
+        try:
+            if beat is None:
+                for item in itertools.islice(items, len(out), None):
+                    append(func(item))
+            else:
+                for index, item in itertools.islice(zip(indices, items), len(out), None):
+                    beat[0] = index
+                    append(func(item))
+        except Exception as e:
+            append(_Raised(e))
+        except SystemExit as e:
+            append(_Raised(e))
+            break
     return out
 
 
@@ -127,22 +179,23 @@ def _compressed(compressor: Any, base: Outcome) -> Outcome:
     return base._replace(data=packed, ns=ns)
 
 
-def _compressed_all(compressor: Any, base: Inner, batch: CallBatch, beat: Any) -> Optional[Inner]:
-    """The batch of ``inner+compressor`` from the inner codec's (every call encoded), as :func:`_compressed`
-    of each would give it when nothing is off; None when anything is (the batch then goes call by call)."""
+def _compressed_all(compressor: Any, base: Inner, batch: CallBatch, beat: Any) -> Inner:
+    """The batch of ``inner+compressor`` from the inner codec's: compressed and checked at once when every call
+    came back the same, else :func:`_compressed` of each call's outcome (a stateless compressor, so a call
+    compressed again gives the same)."""
+    if base.stop is not None:
+        return base
     timer = time.perf_counter_ns
     t0 = timer()
-    try:
-        packed = _each(compressor.compress, base.data, batch.indices, beat)
-        if {*map(type, packed)} != {bytes} or _each(compressor.decompress, packed, batch.indices, beat) != base.data:
-            return None
-    except (Exception, SystemExit):
-        return None
-    ns = timer() - t0
     if base.outcomes is None:
-        return Inner(packed, base.ns + ns)
-    each = ns // len(packed)
-    return Inner(packed, base.ns + ns, [o._replace(data=p, ns=o.ns + each) for o, p in zip(base.outcomes, packed)])
+        packed = _each(compressor.compress, base.data, batch.indices, beat)
+        if {*map(type, packed)} == {bytes} and len(packed) == len(base.data) and \
+                _each(compressor.decompress, packed, batch.indices, beat) == base.data:
+            return Inner(packed, base.ns + timer() - t0)
+    each = base.ns // len(base.data)
+    outcomes = [_compressed(compressor, o or Outcome(d, None, each)) for o, d in
+                zip(base.outcomes or [None] * len(base.data), base.data)]
+    return Inner([o.data for o in outcomes], base.ns + timer() - t0, outcomes)
 
 
 class CodecTally:
@@ -290,8 +343,8 @@ class CodecTally:
             self._problem(kind, feature, declared, index, call, path, detail)
 
     def check_all(self, batch: CallBatch, beat: Any = None) -> None:
-        """:meth:`check` each call of ``batch``, all at once when the codec is :attr:`batched` and every call
-        encodes (else call by call); the figures are the same either way."""
+        """:meth:`check` each call of ``batch``: all at once when the codec is :attr:`batched` (counted per
+        batch when every call came back the same), else call by call; the figures are the same either way."""
         done = self._batch(batch, beat) if self.batched else None
         if done is None:
             for position, (index, call) in enumerate(zip(batch.indices, batch.calls)):
@@ -303,34 +356,47 @@ class CodecTally:
                     self.fail(f"size pass stopped at call {index}: {_error_text(e)}")
                     return
             return
-        self.ns += done.ns
-        if done.outcomes is not None:
-            for index, call, outcome in zip(batch.indices, batch.calls, done.outcomes):
-                self._judgement(index, call, outcome)
-        sizes = list(map(len, cast(List[bytes], done.data)))
+        if done.stop is not None:
+            self.fail(f"size pass stopped at call {batch.indices[done.stop[0]]}: {done.stop[1]}")
+        elif None not in done.data:  # every call encoded: counted per batch, problems (if any) call by call
+            self._absorb_all(batch, cast(List[bytes], done.data), done.ns)
+            for index, call, outcome in zip(batch.indices, batch.calls, done.outcomes or ()):
+                if outcome is not None:
+                    self._judgement(index, call, outcome)
+        else:
+            inner = batch.shared[self._inner_name].data
+            each = done.ns // len(batch.calls)
+            for index, call, outcome, data, message in zip(batch.indices, batch.calls, cast(list, done.outcomes),
+                                                           done.data, inner):
+                outcome = outcome or Outcome(data, None, each)
+                self._absorb(index, call, outcome)
+                if self.wire:
+                    self._wire(call, outcome.data, message)
+
+    def _absorb_all(self, batch: CallBatch, data: List[bytes], ns: int) -> None:
+        """Count a batch of calls that every one came back the same: their time and bytes, grouped."""
+        self.ns += ns
+        sizes = list(map(len, data))
         self.sizes.update(sizes)
         weights = np.array(sizes, np.float64)
+        per_direction = batch.directions.sums(weights)
         _fold(self.by_method, batch.methods.keys, batch.methods.counts, batch.methods.sums(weights))
-        _fold(self.by_direction, batch.directions.keys, batch.directions.counts, batch.directions.sums(weights))
+        _fold(self.by_direction, batch.directions.keys, batch.directions.counts, per_direction)
         for (conn, c2s), n in zip(batch.streams.keys, batch.streams.sums(weights)):
             pair = self.by_connection.get(conn)
             if pair is None:
                 pair = self.by_connection[conn] = [0, 0]
             pair[0 if c2s else 1] += n
         for wire in self._per_call:
-            wire.add_all(batch.directions, weights)
+            wire.add_all(batch.directions, per_direction, sizes, weights)
 
-    def _batch(self, batch: CallBatch, beat: Any) -> Optional[Inner]:
-        """The batch through this codec (its inner codec's batch shared with the codecs on it); None when a call
-        has to go alone."""
+    def _batch(self, batch: CallBatch, beat: Any) -> Inner:
+        """The batch through this codec (its inner codec's batch shared with the codecs on it)."""
         codec: Any = self.codec  # Compressed if it compresses
         inner = codec.inner if self._compresses else codec
         base = batch.shared.get(self._inner_name)
         if base is None:
-            base = round_trip_all(inner, batch, self.declared, beat)
-            if base is None:
-                return None
-            batch.shared[self._inner_name] = base
+            base = batch.shared[self._inner_name] = round_trip_all(inner, batch, self.declared, beat)
         return _compressed_all(codec.compressor, base, batch, beat) if self._compresses else base
 
     def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes]) -> None:
@@ -403,9 +469,9 @@ def _call_shared(batch: CallBatch, position: int) -> Dict[str, Outcome]:
         batch.per_call = [{} for _ in batch.calls]
     found = batch.per_call[position]
     for name, inner in batch.shared.items():
-        if name not in found:
-            found[name] = inner.outcomes[position] if inner.outcomes is not None else \
-                Outcome(inner.data[position], None, inner.ns // len(inner.data))
+        if name not in found and inner.stop is None:
+            outcome = inner.outcomes[position] if inner.outcomes is not None else None
+            found[name] = outcome or Outcome(inner.data[position], None, inner.ns // len(inner.data))
     return found
 
 

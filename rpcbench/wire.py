@@ -270,19 +270,18 @@ class WireTally:
         figures[_CALLS] += 1
         self.latency[0] += 1
 
-    def add_all(self, directions: Any, sizes: np.ndarray) -> None:
-        """:meth:`add` of a batch's encoded calls: ``directions`` (a :class:`rpcbench.batch.Grouping`) by the
-        calls' directions, ``sizes`` their messages' bytes."""
-        classes = (sizes > SIZE_CLASSES[0]).astype(np.intp) + (sizes > SIZE_CLASSES[1])
+    def add_all(self, directions: Any, payloads: List[int], sizes: List[int], weights: np.ndarray) -> None:
+        """:meth:`add` of a batch's encoded calls, each of ``sizes`` bytes (``weights``: the same as floats):
+        ``directions`` (a :class:`rpcbench.batch.Grouping`) groups them by direction, ``payloads`` their bytes."""
+        classes = (weights > SIZE_CLASSES[0]).astype(np.intp) + (weights > SIZE_CLASSES[1])
         by_class = np.bincount(directions.of * 3 + classes, minlength=3 * len(directions.keys)).tolist()
-        for d, (direction, count, payload) in enumerate(zip(directions.keys, directions.counts,
-                                                             directions.sums(sizes))):
+        for d, (direction, count, payload) in enumerate(zip(directions.keys, directions.counts, payloads)):
             figures = self._direction(direction)
             figures[_CALLS] += count
             figures[_PACKETS] += count
             figures[_PAYLOAD] += payload
             figures[4:7] = [a + b for a, b in zip(figures[4:7], by_class[3 * d:3 * d + 3])]
-        self.payloads.update(sizes.astype(np.int64).tolist())
+        self.payloads.update(sizes)
         self.latency[0] += len(sizes)
 
     def send(self, key: Any, messages: Sequence[bytes]) -> None:
