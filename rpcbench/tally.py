@@ -1,201 +1,24 @@
-"""One codec's running figures over the size pass (:class:`CodecTally`), and one call through every live
-codec of a task (:func:`check_call`): exact ``len()`` of the bytes, decode, compare with the original
-(fidelity), the call into each --wire policy's packets. Memory stays bounded: sizes are a histogram, problems
-are groups with their first example. Tallies of the same codec over successive calls merge exactly."""
+"""One codec's running figures over the size pass (:class:`CodecTally`), and one call (:func:`check_call`) or a
+batch of calls (:func:`check_batch`) through every live codec of a task: exact ``len()`` of the bytes, decode,
+compare with the original (fidelity), the call into each --wire policy's packets. Memory stays bounded: sizes
+are a histogram, problems are groups with their first example. Tallies of the same codec over successive
+calls merge exactly."""
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections import Counter
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
 from rpc_capture import C2S, Call
 
-from .batch import CallBatch, Inner
-from .codec import Codec, Compressed, Streams, received_call, stream_key
-from .fidelity import OTHER, PRECISION, QUANTIZED, Limit, compare, features_of
+from .batch import CallBatch, Inner, compressed_all, round_trip_all
+from .codec import Codec, Compressed, Streams, stream_key
 from .histogram import nearest_rank
 from .results import Problem, Sizes
+from .round_trip import Outcome, compressed, error_text, round_trip
 from .wire import Batcher, Closed, WirePolicy, WireTally
-
-
-class Outcome(NamedTuple):
-    """One call through one codec: wire bytes (None if encoding failed), the problem if any, and its cost."""
-
-    data: Optional[bytes]
-    problem: Optional[Tuple[str, str, bool, str, str]]  #: kind, feature, declared, path, detail
-    ns: int  #: encode + decode time, for planning the timing phase
-    lossy: Tuple[Tuple[str, float, float], ...] = ()  #: (field path, error, step) of values back within their step
-
-
-def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
-    """Encode, decode and compare one call, catching whatever the codec raises."""
-    timer = time.perf_counter_ns
-    t0 = timer()
-    try:
-        data = codec.encode(call)
-    except Exception as e:
-        return _encode_failed(call, e, declared, timer() - t0)
-    if type(data) is not bytes:
-        return _encode_failed(call, _not_bytes(data), declared, timer() - t0)
-    try:
-        decoded = codec.decode(data)
-    except Exception as e:
-        return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
-    return judged(codec, call, data, decoded, timer() - t0, declared)
-
-
-def _not_bytes(data: Any) -> TypeError:
-    return TypeError(f"encode returned {type(data).__name__}, not bytes")
-
-
-def _encode_failed(call: Call, e: BaseException, declared: frozenset, ns: int) -> Outcome:
-    """The outcome of a call the codec failed to encode, under the limit it named or the declared feature found."""
-    if isinstance(e, Limit):  # the codec named the limit it hit
-        return Outcome(None, ("encode", e.feature, e.feature in declared, e.path, _error_text(e)), ns)
-    found = sorted(features_of(call.args) & declared)
-    return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), ns)
-
-
-def judged(codec: Codec, call: Call, data: bytes, decoded: Any, ns: int, declared: frozenset) -> Outcome:
-    """The outcome of ``call``, whose bytes ``data`` decoded to ``decoded``: the same call back, or its problem."""
-    try:
-        back = received_call(decoded)
-    except Exception as e:
-        return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), ns)
-    try:
-        back, lossy, beyond = codec.within_steps(call, back)
-        if beyond:
-            return Outcome(data, ("mismatch", PRECISION, False, *beyond), ns, lossy)
-        diff = compare(call, back, declared)
-    except Exception as e:  # a decoded value no comparison copes with (a plugin's odd type): the codec's failure
-        return Outcome(data, ("mismatch", OTHER, False, "", f"cannot compare the decoded call: {_error_text(e)}"), ns)
-    if diff:
-        return Outcome(data, ("mismatch", diff.feature, diff.feature in declared, diff.path, diff.detail), ns, lossy)
-    if lossy:
-        path, error, step = lossy[0]
-        return Outcome(data, ("mismatch", QUANTIZED, QUANTIZED in declared, path,
-                              f"{len(lossy)} values within their step (first: off by {error:.3g}, step {step:g})"), ns,
-                       lossy)
-    return Outcome(data, None, ns)
-
-
-class _Raised(NamedTuple):
-    """What a codec raised instead of giving a value (in a batch's list of values)."""
-
-    error: BaseException
-
-
-def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: Any) -> Inner:
-    """:func:`round_trip` of each call of ``batch`` through a stateless codec, encoding all, then decoding all,
-    each call once (what a call raised is its outcome). Each call is judged only when the batch did not come
-    back exactly as sent; a ``SystemExit`` stops the codec at its call (:attr:`Inner.stop`)."""
-    timer = time.perf_counter_ns
-    t0 = timer()
-    data = _each(codec.encode, batch.calls, batch.indices, beat)
-    clean = len(data) == len(batch.calls) and {*map(type, data)} == {bytes}
-    back = _each(codec.decode if clean else _decoder(codec), data, batch.indices, beat)
-    ns = timer() - t0
-    stop = _exit(data) or _exit(back)
-    if stop is not None:
-        return Inner([], ns, stop=stop)
-    if clean and _Raised not in map(type, back) and batch.same_as_sent(back):
-        return Inner(data, ns)
-    each = ns // len(data)
-    same = batch.same_each(back) if clean else [False] * len(data)
-    outcomes = [None if ok else _outcome(codec, call, d, b, each, declared)
-                for call, d, b, ok in zip(batch.calls, data, back, same)]
-    return Inner([o.data if o else d for o, d in zip(outcomes, data)], ns, outcomes)
-
-
-def _exit(values: List[Any]) -> Optional[Tuple[int, str]]:
-    """(position, why) of the value that is a ``SystemExit`` raised (the last: :func:`_each` stops there)."""
-    last = values[-1] if values else None
-    if type(last) is _Raised and not isinstance(last.error, Exception):
-        return len(values) - 1, _error_text(last.error)
-    return None
-
-
-def _decoder(codec: Codec) -> Any:
-    """``codec.decode`` of what encoded to bytes (the rest left as it is: they failed already)."""
-    return lambda data: codec.decode(data) if type(data) is bytes else data
-
-
-def _outcome(codec: Codec, call: Call, data: Any, back: Any, ns: int, declared: frozenset) -> Outcome:
-    """The outcome of one call of a batch from what its encode and decode gave or raised."""
-    if type(data) is _Raised:
-        return _encode_failed(call, data.error, declared, ns)
-    if type(data) is not bytes:
-        return _encode_failed(call, _not_bytes(data), declared, ns)
-    if type(back) is _Raised:
-        return Outcome(data, ("decode", OTHER, False, "", _error_text(back.error)), ns)
-    return judged(codec, call, data, back, ns, declared)
-
-
-def _each(func: Any, items: Sequence[Any], indices: Sequence[int], beat: Any) -> List[Any]:
-    """``func`` of each item, in order, each once; an item whose call raised gets :class:`_Raised`, and a
-    ``SystemExit`` ends the list. With a watcher, ``beat[0]`` names the call at work, as call by call it does."""
-    out: List[Any] = []
-    append = out.append
-    while len(out) < len(items):
-        try:
-            if beat is None:
-                for item in itertools.islice(items, len(out), None):
-                    append(func(item))
-            else:
-                for index, item in itertools.islice(zip(indices, items), len(out), None):
-                    beat[0] = index
-                    append(func(item))
-        except Exception as e:
-            append(_Raised(e))
-        except SystemExit as e:
-            append(_Raised(e))
-            break
-    return out
-
-
-def _compressed(compressor: Any, base: Outcome) -> Outcome:
-    """The outcome of ``inner+compressor`` from the inner codec's outcome: compress, decompress, same bytes?"""
-    if base.data is None:
-        return base
-    timer = time.perf_counter_ns
-    t0 = timer()
-    try:
-        packed = compressor.compress(base.data)
-        if type(packed) is not bytes:
-            raise TypeError(f"compress returned {type(packed).__name__}, not bytes")
-    except Exception as e:
-        return Outcome(None, ("encode", OTHER, False, "", _error_text(e)), base.ns + timer() - t0)
-    try:
-        same = compressor.decompress(packed) == base.data
-    except Exception as e:
-        return Outcome(packed, ("decode", OTHER, False, "", _error_text(e)), base.ns + timer() - t0)
-    ns = base.ns + timer() - t0
-    if not same:
-        return Outcome(packed, ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones"), ns)
-    return base._replace(data=packed, ns=ns)
-
-
-def _compressed_all(compressor: Any, base: Inner, batch: CallBatch, beat: Any) -> Inner:
-    """The batch of ``inner+compressor`` from the inner codec's: compressed and checked at once when every call
-    came back the same, else :func:`_compressed` of each call's outcome (a stateless compressor, so a call
-    compressed again gives the same)."""
-    if base.stop is not None:
-        return base
-    timer = time.perf_counter_ns
-    t0 = timer()
-    if base.outcomes is None:
-        packed = _each(compressor.compress, base.data, batch.indices, beat)
-        if {*map(type, packed)} == {bytes} and len(packed) == len(base.data) and \
-                _each(compressor.decompress, packed, batch.indices, beat) == base.data:
-            return Inner(packed, base.ns + timer() - t0)
-    each = base.ns // len(base.data)
-    outcomes = [_compressed(compressor, o or Outcome(d, None, each)) for o, d in
-                zip(base.outcomes or [None] * len(base.data), base.data)]
-    return Inner([o.data for o in outcomes], base.ns + timer() - t0, outcomes)
 
 
 class CodecTally:
@@ -227,7 +50,8 @@ class CodecTally:
         inner = codec.inner if isinstance(codec, Compressed) else codec
         self._inner_stateful, self._inner_name = inner.per_connection, inner.name  #: the name: what shares its outcome
         #: a batch at a time (:meth:`check_all`): no state across calls, and exact (no precision profile)
-        self.batched = not codec.per_connection and type(inner).within_steps is Codec.within_steps
+        self._inner_batched = not inner.per_connection and type(inner).within_steps is Codec.within_steps
+        self.batched = self._inner_batched and not codec.per_connection
 
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy",
               "ns", "error", "state_bytes", "shared_state_bytes", "streams")
@@ -311,7 +135,7 @@ class CodecTally:
         else:
             base = shared.get(self._inner_name) or shared.setdefault(self._inner_name,
                                                                        round_trip(inner, call, self.declared))
-        outcome = _compressed(codec.compressor, base) if self._compresses else base
+        outcome = compressed(codec.compressor, base) if self._compresses else base
         self._absorb(index, call, outcome)
         if self.wire:
             self._wire(call, outcome.data, base.data)
@@ -347,13 +171,15 @@ class CodecTally:
         batch when every call came back the same), else call by call; the figures are the same either way."""
         done = self._batch(batch, beat) if self.batched else None
         if done is None:
+            if self._inner_batched:  # a stream compressor on a stateless codec: the codec's outcomes, by batch
+                self._inner_batch(batch, beat)
             for position, (index, call) in enumerate(zip(batch.indices, batch.calls)):
                 if beat is not None:
                     beat[0] = index
                 try:
                     self.check(index, call, _call_shared(batch, position))
                 except (Exception, SystemExit) as e:
-                    self.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+                    self.fail(f"size pass stopped at call {index}: {error_text(e)}")
                     return
             return
         if done.stop is not None:
@@ -382,22 +208,28 @@ class CodecTally:
         per_direction = batch.directions.sums(weights)
         _fold(self.by_method, batch.methods.keys, batch.methods.counts, batch.methods.sums(weights))
         _fold(self.by_direction, batch.directions.keys, batch.directions.counts, per_direction)
-        for (conn, c2s), n in zip(batch.streams.keys, batch.streams.sums(weights)):
+        for conn, c2s, s2c in batch.connection_bytes(weights):
             pair = self.by_connection.get(conn)
             if pair is None:
                 pair = self.by_connection[conn] = [0, 0]
-            pair[0 if c2s else 1] += n
+            pair[0] += c2s
+            pair[1] += s2c
         for wire in self._per_call:
             wire.add_all(batch.directions, per_direction, sizes, weights)
 
     def _batch(self, batch: CallBatch, beat: Any) -> Inner:
         """The batch through this codec (its inner codec's batch shared with the codecs on it)."""
-        codec: Any = self.codec  # Compressed if it compresses
-        inner = codec.inner if self._compresses else codec
+        base = self._inner_batch(batch, beat)
+        return compressed_all(cast(Any, self.codec).compressor, base, batch, beat) if self._compresses else base
+
+    def _inner_batch(self, batch: CallBatch, beat: Any) -> Inner:
+        """The batch through the inner codec (the codec itself if it does not compress), shared by the codecs
+        on it."""
         base = batch.shared.get(self._inner_name)
         if base is None:
+            inner = cast(Any, self.codec).inner if self._compresses else self.codec
             base = batch.shared[self._inner_name] = round_trip_all(inner, batch, self.declared, beat)
-        return _compressed_all(codec.compressor, base, batch, beat) if self._compresses else base
+        return base
 
     def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes]) -> None:
         """The call into each --wire policy's packets: alone under per-call; under a batched policy, its
@@ -475,11 +307,6 @@ def _call_shared(batch: CallBatch, position: int) -> Dict[str, Outcome]:
     return found
 
 
-def _error_text(e: BaseException, limit: int = 160) -> str:
-    text = f"{type(e).__name__}: {e}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None,
                batchers: Optional[Dict[str, Batcher]] = None) -> None:
     """One call through every live tally; ``beat`` (a shared array) shows a watcher who is at work;
@@ -498,7 +325,7 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
         try:
             tally.check(index, call, shared)
         except (Exception, SystemExit) as e:
-            tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+            tally.fail(f"size pass stopped at call {index}: {error_text(e)}")
     if batchers:  # the call's messages (one per codec) join its batches; a batch it closes is sent
         row = [tally.message for tally in tallies]
         for text, batcher in batchers.items():
@@ -536,7 +363,7 @@ def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where:
             wire.send(key, [m for m in column if m is not None] if None in column else
                       cast(Tuple[bytes, ...], column))
         except (Exception, SystemExit) as e:
-            tally.fail(f"size pass stopped {where}: {_error_text(e)}")
+            tally.fail(f"size pass stopped {where}: {error_text(e)}")
 
 
 def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher], beat: Any = None) -> None:
@@ -554,6 +381,6 @@ def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher], beat: Any
             try:
                 wire.flush()
             except (Exception, SystemExit) as e:
-                tally.fail(f"size pass stopped at the end of the calls: {_error_text(e)}")
+                tally.fail(f"size pass stopped at the end of the calls: {error_text(e)}")
                 continue
             wire.latency = Counter(batcher.latency)
