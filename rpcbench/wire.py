@@ -415,8 +415,6 @@ def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
     cos(2 pi gap / T), within 10 % of the best (T/2 and T/3 score as well as T; 2T does not), refined to
     0.002 ms.
     """
-    import numpy as np
-
     gaps = _burst_gaps(calls, limit)
     flushes = np.array(gaps[S2C], dtype=float) / 1e6
     flushes = flushes[flushes <= MAX_GAP_MS][:MAX_GAPS]
