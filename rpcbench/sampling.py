@@ -82,16 +82,14 @@ class Candidates:
     def __init__(self, keep: int) -> None:
         self.keep = keep
         self.ranked: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (priority, index), the smallest among them
-        self._bounds = _Bounds()  #: method -> the priority a call must be under (none: any)
-
-    def offer(self, method: str, rank: float, index: int) -> None:
-        self.offer_all([method], np.array([rank]), [index])
+        self._bounds: Dict[str, float] = {}  #: method -> the priority a call must be under (none: any)
 
     def offer_all(self, methods: Sequence[str], ranks: np.ndarray, indices: Sequence[int]) -> None:
-        """:meth:`offer` each call (``ranks``: their priorities); a call not under its method's bound is left
-        out at once."""
+        """Offer calls of ``methods`` with priorities ``ranks`` and trace ``indices``; a call not under its
+        method's bound is left out at once."""
         ranked, listed = self.ranked, ranks.tolist()
-        for at in np.flatnonzero(ranks < np.fromiter(map(self._bounds.__getitem__, methods), np.float64,
+        bound = {method: self._bounds.get(method, math.inf) for method in dict.fromkeys(methods)}
+        for at in np.flatnonzero(ranks < np.fromiter(map(bound.__getitem__, methods), np.float64,
                                                      len(methods))).tolist():
             found = ranked.get(methods[at])
             if found is None:
@@ -105,13 +103,6 @@ class Candidates:
     def export(self) -> Dict[str, List[Tuple[float, int]]]:
         """Per method, the ``keep`` smallest (priority, index), smallest first."""
         return {m: heapq.nsmallest(self.keep, found) for m, found in self.ranked.items()}
-
-
-class _Bounds(Dict[str, float]):
-    """Method -> the priority a call must be under to be kept; any (infinity) for a method not cut yet."""
-
-    def __missing__(self, method: str) -> float:
-        return math.inf
 
 
 def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total: int) -> Optional[Dict[str, Any]]:
