@@ -51,7 +51,7 @@ class TraceStats:
         instead of per call, folded once per connection; out-of-order timestamps go through :meth:`add`."""
         if not calls:
             return
-        methods, _, times, dirs, conns = zip(*calls)
+        methods, _, times, dirs, conns, *_ = zip(*calls)
         if any(map(operator.gt, times, times[1:])):
             for call in calls:
                 self.add(call)

@@ -55,7 +55,7 @@ class CallBatch:
 
     def __init__(self, indices: List[int], calls: List[Call]) -> None:
         self.indices, self.calls = indices, calls
-        methods, args, _, dirs, conns = zip(*calls)
+        methods, args, _, dirs, conns, *_ = zip(*calls)
         self.methods, self.directions = Grouping(methods), Grouping(dirs)
         self.connections = Grouping(conns)
         self._by_connection_way = self.connections.of * 2 + np.array(
