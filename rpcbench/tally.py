@@ -200,7 +200,7 @@ class CodecTally:
                     self._wire(call, outcome.data, message)
 
     def _absorb_all(self, batch: CallBatch, data: List[bytes], ns: int) -> None:
-        """Count a batch of calls that every one came back the same: their time and bytes, grouped."""
+        """Count a batch whose calls all encoded: their time and bytes, grouped (problems are counted apart)."""
         self.ns += ns
         sizes = list(map(len, data))
         self.sizes.update(sizes)
