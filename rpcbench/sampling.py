@@ -5,7 +5,6 @@ estimates of a sampled size pass with their intervals (:func:`sampled_estimate`)
 
 from __future__ import annotations
 
-import heapq
 import math
 import statistics
 from dataclasses import dataclass
@@ -97,12 +96,13 @@ class Candidates:
             found.append((listed[at], indices[at]))
         for method, found in ranked.items():
             if len(found) >= 2 * self.keep:
-                found[:] = heapq.nsmallest(self.keep, found)
+                found.sort()
+                del found[self.keep:]
                 self._bounds[method] = found[-1][0]
 
     def export(self) -> Dict[str, List[Tuple[float, int]]]:
         """Per method, the ``keep`` smallest (priority, index), smallest first."""
-        return {m: heapq.nsmallest(self.keep, found) for m, found in self.ranked.items()}
+        return {m: sorted(found)[:self.keep] for m, found in self.ranked.items()}
 
 
 def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total: int) -> Optional[Dict[str, Any]]:
