@@ -22,15 +22,15 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 from rpc_capture import C2S, S2C, Call
 
 from .codec import Codec, Compressed, Streams, encoded_or_none, received_call
 from .fidelity import compare
-from .link import (ACK, ACK_BYTES, ACK_PACKETS, ACKDELTA, ACKS_PER_DATAGRAM, CALLS, HEADERS, LOST_ACKS, LOST_CALLS,
-                   LOST_PACKETS, PACKETS, PAYLOAD, RELIABLE, RESEND, SEGMENT_HEADER, UDP, Channel, LinkSettings,
-                   LinkTally, header_bytes)
+from .link import (ACK, ACK_BYTES, ACK_PACKETS, ACKDELTA, ACKS_PER_DATAGRAM, CALLS, DATAGRAM_BYTES, HEADERS,
+                   LOST_ACKS, LOST_CALLS, LOST_PACKETS, PACKET_HEADER, PACKETS, PAYLOAD, RELIABLE, RESEND,
+                   SEGMENT_HEADER, UDP, AckWindow, Channel, LinkSettings, LinkTally, header_bytes)
 from .wire import Batcher, Closed, Transport, WirePolicy, framed, packets
 
 Batch = Tuple[int, Tuple[Any, str], List[int]]  #: (when it leaves in ns, (connection, direction), its calls' indices)
@@ -148,7 +148,8 @@ def replay_trace(make: Callable[[str], Codec], names: Sequence[str], calls: Sequ
 class Sent:
     """A packet sent (one or more datagrams, :data:`Unit`): the calls it carries, its datagrams' state at both ends."""
 
-    __slots__ = ("key", "calls", "sizes", "messages", "ids", "arrived", "left", "acked", "unacked", "base", "done")
+    __slots__ = ("key", "calls", "sizes", "messages", "ids", "arrived", "left", "acked", "unacked", "base", "done",
+                 "seqs")
 
     def __init__(self, key: Tuple[Any, str], calls: List[int], sizes: List[int], messages: List[bytes],
                  ids: List[int]) -> None:
@@ -158,6 +159,7 @@ class Sent:
         self.acked, self.unacked = [False] * len(sizes), len(sizes)  #: datagrams acked at the sender, and not yet
         self.base = 0  #: when it would have arrived without loss: sent + the longest first delay of its datagrams
         self.done: Optional[int] = None  #: when its last datagram arrived
+        self.seqs = [0] * len(sizes)  #: ackdelta: its datagrams' sequence numbers on their channel
 
 
 class Replay:
@@ -180,7 +182,10 @@ class Replay:
         self._units: List[Sent] = []  #: every packet sent, numbered in order
         self._queues: Dict[Any, Deque[int]] = {}  #: reliable: per stream, its units in order, from the next to deliver
         self._packed_ids: List[int] = []  #: ackdelta: the message ids of the batch being packed
-        self._pending: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: per channel, the acks owed on it
+        self._pending: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: reliable: per channel, acks owed on it
+        self._windows: Dict[Tuple[Any, str], AckWindow] = {}  #: ackdelta: per channel, what its receiver got
+        self._sequenced: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: ackdelta: per channel, by sequence
+        self._owed: Set[Tuple[Any, str]] = set()  #: ackdelta: channels whose end got data since it last sent
         self._interval = settings.ack_interval_ns
         if self.delivery == ACKDELTA:
             self._senders = Streams(codec.sender)  # type: ignore[attr-defined]
@@ -254,16 +259,23 @@ class Replay:
         size = unit.sizes[piece]
         lost, delay = self._channel(conn, direction).send()
         reliable = self.delivery == RELIABLE
+        own = SEGMENT_HEADER if reliable else PACKET_HEADER if self.delivery == ACKDELTA else 0
         self.tally.add(direction, PACKETS)
         self.tally.add(direction, PAYLOAD, size)
-        self.tally.add(direction, HEADERS, header_bytes(self.transport, direction, size,
-                                                        self.extra + (SEGMENT_HEADER if reliable else 0)))
+        self.tally.add(direction, HEADERS, header_bytes(self.transport, direction, size, self.extra + own))
+        if self.delivery == ACKDELTA:
+            sequenced = self._sequenced.setdefault(unit.key, [])
+            unit.seqs[piece] = len(sequenced)
+            sequenced.append((number, piece))
+        acks = self._riding(unit.key, size)
         if attempt:
             self.tally.add(direction, RESEND, size)
         if lost:
             self.tally.add(direction, LOST_PACKETS)
         else:
             self._at(t + delay, ARRIVE, (number, piece))
+            if acks:
+                self._at(t + delay, ACKED, tuple(acks))
         if reliable:
             self._at(t + self.settings.timeout_ns(attempt), TIMEOUT, (number, piece, attempt))
         return delay
@@ -272,12 +284,18 @@ class Replay:
         """A data datagram reaches the receiver: acked (unless plain UDP); its unit's calls delivered once complete."""
         unit = self._units[number]
         conn, direction = unit.key
-        if self.delivery != UDP:  # its ack waits for the receiver's next flush
-            back = (conn, _OTHER[direction])
+        back = (conn, _OTHER[direction])
+        flush_at = -(-now // self._interval) * self._interval  # the receiver's next flush
+        if self.delivery == RELIABLE:  # its ack rides on the next datagram going back, or goes at the flush
             pending = self._pending.setdefault(back, [])
             if not pending:
-                self._at(-(-now // self._interval) * self._interval, FLUSH, back)
+                self._at(flush_at, FLUSH, back)
             pending.append((number, piece))
+        elif self.delivery == ACKDELTA:  # the next packet going back acks it, if still in its window
+            self._windows.setdefault(unit.key, AckWindow()).got(unit.seqs[piece])
+            if back not in self._owed:
+                self._owed.add(back)
+                self._at(flush_at, FLUSH, back)
         if unit.arrived[piece]:
             return
         unit.arrived[piece] = True
@@ -292,21 +310,55 @@ class Replay:
         while queue and self._units[queue[0]].done is not None:  # in order: what waited behind this one goes too
             self._deliver(now, self._units[queue.popleft()])
 
+    def _riding(self, channel: Tuple[Any, str], size: int) -> List[Tuple[int, int]]:
+        """The acks a datagram of ``size`` payload bytes leaving on ``channel`` carries for the data coming the
+        other way. Reliable: the owed acks, 24 B each, as many as fit in DATAGRAM_BYTES (the rest wait); ackdelta:
+        those its header's ack and ack_bits cover, at no extra byte."""
+        if self.delivery == RELIABLE:
+            pending = self._pending.get(channel)
+            if not pending:
+                return []
+            room = max(0, (DATAGRAM_BYTES - SEGMENT_HEADER - size) // ACK_BYTES)
+            acks = pending[:room]
+            del pending[:room]
+            self.tally.add(channel[1], ACK, ACK_BYTES * len(acks))
+            return acks
+        if self.delivery == ACKDELTA:
+            self._owed.discard(channel)
+            return self._covered(channel)
+        return []
+
+    def _covered(self, channel: Tuple[Any, str]) -> List[Tuple[int, int]]:
+        """ackdelta: the datagrams a packet leaving on ``channel`` acks (by its header's ack and ack_bits)."""
+        data = (channel[0], _OTHER[channel[1]])
+        window = self._windows.get(data)
+        sequenced = self._sequenced.get(data, [])
+        return [sequenced[seq] for seq in window.covered()] if window is not None else []
+
     def _flush(self, now: int, channel: Tuple[Any, str]) -> None:
-        """The receiver's flush: the acks it owes on ``channel``'s way go out, ACKS_PER_DATAGRAM to a datagram."""
-        pending = self._pending.pop(channel)
+        """The receiver's flush: the acks it still owes on ``channel``'s way go out in ack-only datagrams.
+        Reliable: ACKS_PER_DATAGRAM to a datagram; ackdelta: one packet of the header alone, if anything
+        arrived since the last packet this end sent."""
+        if self.delivery == RELIABLE:
+            pending = self._pending.pop(channel, [])
+            for start in range(0, len(pending), ACKS_PER_DATAGRAM):
+                acks = pending[start:start + ACKS_PER_DATAGRAM]
+                self._ack_only(now, channel, ACK_BYTES * len(acks), acks)
+        elif channel in self._owed:
+            self._owed.discard(channel)
+            self._ack_only(now, channel, PACKET_HEADER, self._covered(channel))
+
+    def _ack_only(self, now: int, channel: Tuple[Any, str], size: int, acks: List[Tuple[int, int]]) -> None:
+        """An ack-only datagram of ``size`` bytes carrying ``acks`` into ``channel``."""
         direction = channel[1]
-        for start in range(0, len(pending), ACKS_PER_DATAGRAM):
-            acks = pending[start:start + ACKS_PER_DATAGRAM]
-            size = ACK_BYTES * len(acks)
-            lost, delay = self._channel(*channel).send()
-            self.tally.add(direction, ACK_PACKETS)
-            self.tally.add(direction, ACK, size)
-            self.tally.add(direction, HEADERS, header_bytes(self.transport, direction, size, self.extra))
-            if lost:
-                self.tally.add(direction, LOST_ACKS)
-            else:
-                self._at(now + delay, ACKED, tuple(acks))
+        lost, delay = self._channel(*channel).send()
+        self.tally.add(direction, ACK_PACKETS)
+        self.tally.add(direction, ACK, size)
+        self.tally.add(direction, HEADERS, header_bytes(self.transport, direction, size, self.extra))
+        if lost:
+            self.tally.add(direction, LOST_ACKS)
+        else:
+            self._at(now + delay, ACKED, tuple(acks))
 
     def _deliver(self, now: int, unit: Sent) -> None:
         direction = unit.key[1]
