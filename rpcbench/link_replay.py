@@ -187,9 +187,10 @@ class Replay:
         self._sequenced: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: ackdelta: per channel, by sequence
         self._owed: Set[Tuple[Any, str]] = set()  #: ackdelta: channels whose end got data since it last sent
         self._interval = settings.ack_interval_ns
-        if self.delivery == ACKDELTA:
-            self._senders = Streams(codec.sender)  # type: ignore[attr-defined]
-            self._receivers = Streams(codec.receiver)  # type: ignore[attr-defined]
+        if self.delivery == ACKDELTA:  # batched behind a compressor, the packet is compressed whole (the Packer)
+            halves: Any = codec.inner if policy.batched and isinstance(codec, Compressed) else codec
+            self._senders = Streams(halves.sender)
+            self._receivers = Streams(halves.receiver)
             self._ids = Streams(itertools.count)
             self.packer = Packer(codec, policy, self._ackdelta_encode)
         else:

@@ -437,18 +437,31 @@ class Checked(Replay):
 
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 2**32), st.floats(0, 40), st.sampled_from([1, 3]), st.floats(0, 40),
-       st.sampled_from(["per-call", "tick:50+mtu:200"]))
-def test_real_ackdelta_decodes_every_delivered_call_under_loss(seed, rate, burst, jitter, policy):
+       st.sampled_from(["per-call", "tick:50+mtu:200"]),
+       st.sampled_from(["msgpack+ackdelta", "msgpack+ackdelta+zstd-3"]))
+def test_real_ackdelta_decodes_every_delivered_call_under_loss(seed, rate, burst, jitter, policy, name):
     if "ackdelta" not in REGISTRY.stages:
         pytest.skip("no +ackdelta stage in this tree (branch i31-ackdelta)")
     calls = DICT_SLICE
     wire = WirePolicy(policy) if policy == "per-call" else WirePolicy(policy, 50.0, 200)
     link = LinkSettings((rate,), 100, jitter, burst, seed)
-    run = Checked(REGISTRY.create("msgpack+ackdelta"), wire, calls, batches(calls, wire, calls[0].t), link, rate, UDP)
+    run = Checked(REGISTRY.create(name), wire, calls, batches(calls, wire, calls[0].t), link, rate, UDP)
     tally = run.run().export()
     assert tally["delivery"] == "ackdelta" and tally["mismatches"] == 0, tally["problem"]
     delivered = sum(d[1] for d in tally["directions"].values())
     assert delivered + sum(d[2] for d in tally["directions"].values()) == len(calls)
+
+
+@pytest.mark.parametrize("policy", ["per-call", "tick:50+mtu:200"])
+def test_ackdelta_behind_a_compressor_is_driven_by_acks_unless_the_compressor_is_a_stream(policy):
+    link = LinkSettings((5,), 100, 0, 1, 3)
+    alone, packed, stream = (replay(n, link, 5, policy, DICT_SLICE).run().export()
+                             for n in ("json+ackdelta", "json+ackdelta+zstd-3", "json+ackdelta+zstdstream-3"))
+    assert packed["delivery"] == "ackdelta" and packed["mismatches"] == 0, packed["problem"]
+    assert stream["delivery"] == "reliable" and sum(d[2] for d in stream["directions"].values()) == 0
+    lost = [sum(d[2] for d in t["directions"].values()) for t in (alone, packed)]
+    assert lost[0] == lost[1] > 0  # the same datagrams meet the same fates
+    assert 0 < sum(d[7] for d in packed["directions"].values()) < sum(d[7] for d in alone["directions"].values())
 
 
 def test_jitter_alone_delays_only_ordered_delivery():
