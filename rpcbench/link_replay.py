@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from rpc_capture import C2S, S2C, Call
 
@@ -185,8 +185,12 @@ class Replay:
         self._pending: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: reliable: per channel, acks owed on it
         self._windows: Dict[Tuple[Any, str], AckWindow] = {}  #: ackdelta: per channel, what its receiver got
         self._sequenced: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: ackdelta: per channel, by sequence
-        self._owed: Set[Tuple[Any, str]] = set()  #: ackdelta: channels whose end got data since it last sent
+        self._owed: Dict[Tuple[Any, str], int] = {}  #: ackdelta: per channel whose end got data since it last
+        #: sent, when its header-only packet goes if nothing else leaves first
         self._interval = settings.ack_interval_ns
+        #: ackdelta: how long acks wait for a packet going back: a tick when batched (the end sends every tick
+        #: it has calls), else the reliable layer's interval
+        self._ack_wait = round(policy.tick_ms * 1_000_000) if policy.batched and policy.tick_ms else self._interval
         if self.delivery == ACKDELTA:  # batched behind a compressor, the packet is compressed whole (the Packer)
             halves: Any = codec.inner if policy.batched and isinstance(codec, Compressed) else codec
             self._senders = Streams(halves.sender)
@@ -286,17 +290,16 @@ class Replay:
         unit = self._units[number]
         conn, direction = unit.key
         back = (conn, _OTHER[direction])
-        flush_at = -(-now // self._interval) * self._interval  # the receiver's next flush
-        if self.delivery == RELIABLE:  # its ack rides on the next datagram going back, or goes at the flush
+        if self.delivery == RELIABLE:  # its ack rides on the next datagram going back, or goes at the next flush
             pending = self._pending.setdefault(back, [])
             if not pending:
-                self._at(flush_at, FLUSH, back)
+                self._at(-(-now // self._interval) * self._interval, FLUSH, back)
             pending.append((number, piece))
         elif self.delivery == ACKDELTA:  # the next packet going back acks it, if still in its window
             self._windows.setdefault(unit.key, AckWindow()).got(unit.seqs[piece])
             if back not in self._owed:
-                self._owed.add(back)
-                self._at(flush_at, FLUSH, back)
+                self._owed[back] = now + self._ack_wait
+                self._at(now + self._ack_wait, FLUSH, back)
         if unit.arrived[piece]:
             return
         unit.arrived[piece] = True
@@ -325,7 +328,7 @@ class Replay:
             self.tally.add(channel[1], ACK, ACK_BYTES * len(acks))
             return acks
         if self.delivery == ACKDELTA:
-            self._owed.discard(channel)
+            self._owed.pop(channel, None)
             return self._covered(channel)
         return []
 
@@ -345,8 +348,8 @@ class Replay:
             for start in range(0, len(pending), ACKS_PER_DATAGRAM):
                 acks = pending[start:start + ACKS_PER_DATAGRAM]
                 self._ack_only(now, channel, ACK_BYTES * len(acks), acks)
-        elif channel in self._owed:
-            self._owed.discard(channel)
+        elif self._owed.get(channel) == now:  # else a packet went back since, and a later deadline may be set
+            del self._owed[channel]
             self._ack_only(now, channel, PACKET_HEADER, self._covered(channel))
 
     def _ack_only(self, now: int, channel: Tuple[Any, str], size: int, acks: List[Tuple[int, int]]) -> None:
