@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple, Optional, Union
 
 C2S = "c2s"  #: client to server
 S2C = "s2c"  #: server to client
@@ -16,7 +16,8 @@ class Call(NamedTuple):
 
     Only ``method`` and ``args`` travel on the wire; ``t``, ``dir`` and ``conn`` are
     transport context kept by the trace (codecs see them, e.g. to keep one compression
-    stream per connection, but a decoded call carries the defaults).
+    stream per connection, but a decoded call carries the defaults). ``wire`` is set only
+    in traces imported from a packet capture: the payload bytes the game really sent.
     """
 
     method: str
@@ -24,3 +25,4 @@ class Call(NamedTuple):
     t: int = 0  #: wall-clock time of the call in integer nanoseconds since the epoch
     dir: str = C2S  #: ``"c2s"`` or ``"s2c"``
     conn: ConnId = 0  #: connection id, int or str
+    wire: Optional[bytes] = None  #: the payload as captured (compressed if the link compressed it), or None
