@@ -6,9 +6,12 @@ one datagram (a message over the MTU as several). Then, by the codec's delivery:
 
 * ``reliable`` (``ordered_delivery``: stream compressors, ``X+delta``): a reliable ordered layer as ENet's or
   KCP's. Each data datagram carries a segment header; the receiver acks every datagram it gets (a duplicate too)
-  with one ack datagram; a datagram not acked within the RTO is sent again, the RTO doubling at each resend;
-  calls reach the application in the order they were sent, so a call waits behind any earlier one still missing.
-* ``ackdelta`` (``ack_baselines``: the ``+ackdelta`` stage): plain datagrams, never resent, acked as above; each
+  with a 24 B ack segment, riding on the next datagram its end sends back, else in an ack-only datagram at its
+  next flush; a datagram not acked within the RTO is sent again, the RTO growing at each resend; calls reach the
+  application in the order they were sent, so a call waits behind any earlier one still missing.
+* ``ackdelta`` (``ack_baselines``: the ``+ackdelta`` stage): plain datagrams, never resent, each with the netcode
+  header (sequence, ack, ack_bits) that acks what arrived the other way, a header-only packet when nothing goes
+  back in time (:class:`rpcbench.link.AckWindow`); each
   call is encoded when its packet leaves, against what the acks that have arrived by then say the receiver holds,
   and the receiver decodes each call it gets, checked against the call sent (the size pass's fidelity check).
 * ``udp`` (everything else): plain datagrams, no acks; a call in a lost datagram is lost.
