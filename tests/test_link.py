@@ -46,127 +46,140 @@ def replay(name: str, link: LinkSettings, rate: float, policy: str = "per-call",
     return Replay(codec, wire, calls, batches(calls, wire, calls[0].t), link, rate, UDP)
 
 
-def reference(calls: List[Call], size_of, link: LinkSettings, rate: float, mode: str, sender=None) -> Dict[str, int]:
+class Reference:
     """The link model written apart, per call (one datagram each): an event list kept sorted by bisect, the losses
     drawn from their own seeded generators. ``size_of(i)``: call i's bytes; ``mode``: udp, reliable (KCP: acks of
     24 B ride on the next datagram going back while they fit in 1400 B, the rest go at the 10 ms flush), or
     ackdelta (every datagram's 8 B header acks the newest sequence received and the 32 before it; a header-only
     packet 10 ms after a datagram arrives if nothing went back since; ``sender()``: the stage's sending half, driven
-    here). Returns the counts the replay must give."""
-    enter, stay = (rate / 100, rate / 100) if link.burst == 1 else (
-        rate / 100 / (link.burst * (1 - rate / 100)), 1 - 1 / link.burst)
-    gens: Dict[Any, Tuple[random.Random, random.Random]] = {}
-    bad: Dict[Any, bool] = {}
+    here). :meth:`run` returns the counts the replay must give."""
 
-    def fate(channel) -> Tuple[bool, int]:
-        if channel not in gens:
+    def __init__(self, calls: List[Call], size_of, link: LinkSettings, rate: float, mode: str, sender=None) -> None:
+        self.calls, self.size_of, self.link, self.mode, self.sender = calls, size_of, link, mode, sender
+        self.enter, self.stay = (rate / 100, rate / 100) if link.burst == 1 else (
+            rate / 100 / (link.burst * (1 - rate / 100)), 1 - 1 / link.burst)
+        self.gens: Dict[Any, Tuple[random.Random, random.Random]] = {}
+        self.bad: Dict[Any, bool] = {}
+        self.rto = round(max(30.0, link.rtt_ms + max(10.0, 8 * link.jitter_ms / 3)) * 1e6)
+        self.counts = dict.fromkeys(("packets", "resends", "resend_bytes", "acks", "ack_bytes", "payload",
+                                     "lost_calls"), 0)
+        #: (time, kind: 0 arrive 1 flush 2 ack 3 timeout 4 send, n, what)
+        self.events: List[Tuple[int, int, int, Any]] = []
+        self.serial = itertools.count()
+        self.arrived, self.acked, self.owed, self.sizes = set(), set(), {}, {}
+        self.seq_of, self.by_seq, self.heard = {}, {}, {}  # ackdelta: call -> seq, (channel, seq) -> call, got
+        self.ids, self.senders, self.msg_id = {}, {}, {}
+
+    def fate(self, channel) -> Tuple[bool, int]:
+        if channel not in self.gens:
             conn, direction = channel
-            gens[channel] = (random.Random(f"loss/{link.seed}/{conn!r}/{direction}"),
-                             random.Random(f"delay/{link.seed}/{conn!r}/{direction}"))
-            bad[channel] = False
-        u = gens[channel][0].random()
-        bad[channel] = u < (stay if bad[channel] else enter)
-        jitter = (2 * gens[channel][1].random() - 1) * (link.jitter_ms * 1e6)
-        return bad[channel], round(link.rtt_ms * 5e5 + jitter)
+            self.gens[channel] = (random.Random(f"loss/{self.link.seed}/{conn!r}/{direction}"),
+                                  random.Random(f"delay/{self.link.seed}/{conn!r}/{direction}"))
+            self.bad[channel] = False
+        u = self.gens[channel][0].random()
+        self.bad[channel] = u < (self.stay if self.bad[channel] else self.enter)
+        jitter = (2 * self.gens[channel][1].random() - 1) * (self.link.jitter_ms * 1e6)
+        return self.bad[channel], round(self.link.rtt_ms * 5e5 + jitter)
 
+    @staticmethod
     def back(channel):
         return channel[0], S2C if channel[1] == C2S else C2S
 
-    rto = round(max(30.0, link.rtt_ms + max(10.0, 8 * link.jitter_ms / 3)) * 1e6)
-    counts = dict.fromkeys(("packets", "resends", "resend_bytes", "acks", "ack_bytes", "payload", "lost_calls"), 0)
-    events: List[Tuple[int, int, int, Any]] = []  # (time, kind: 0 arrive 1 flush 2 ack 3 timeout 4 send, n, what)
-    serial = itertools.count()
-    for i, call in enumerate(calls):
-        events.append((call.t, 4, next(serial), i))
-    events.sort()
-    arrived, acked, owed, sizes = set(), set(), {}, {}
-    seq_of, by_seq, heard = {}, {}, {}  # ackdelta: call -> sequence, (channel, sequence) -> call, channel -> got
-    ids, senders, msg_id = {}, {}, {}
+    def later(self, t, kind, what):
+        bisect.insort(self.events, (t, kind, next(self.serial), what))
 
-    def later(t, kind, what):
-        bisect.insort(events, (t, kind, next(serial), what))
-
-    def acks_leaving(channel, size):
+    def acks_leaving(self, channel, size):
         """The acks a datagram leaving on ``channel`` carries."""
-        if mode == "reliable":
+        if self.mode == "reliable":
             room = max(0, (1400 - 24 - size) // 24)
-            riding, owed[channel] = owed.get(channel, [])[:room], owed.get(channel, [])[room:]
-            counts["ack_bytes"] += 24 * len(riding)
+            riding, self.owed[channel] = self.owed.get(channel, [])[:room], self.owed.get(channel, [])[room:]
+            self.counts["ack_bytes"] += 24 * len(riding)
             return riding
-        if mode == "ackdelta":
-            owed.pop(channel, None)
-            got = heard.get(back(channel), set())
-            if not got:
-                return []
-            newest = max(got)
-            return [by_seq[(back(channel), s)] for s in got if newest - 32 <= s]
+        if self.mode == "ackdelta":
+            self.owed.pop(channel, None)
+            got = self.heard.get(self.back(channel), set())
+            newest = max(got, default=0)
+            return [self.by_seq[(self.back(channel), s)] for s in got if newest - 32 <= s]
         return []
 
-    def send(t, i, attempt):
-        channel = (calls[i].conn, calls[i].dir)
-        if i not in sizes:
-            if mode == "ackdelta":
-                stream = senders.setdefault(channel, sender())
-                msg_id[i] = ids[channel] = ids.get(channel, -1) + 1
-                sizes[i] = len(stream.encode(calls[i], msg_id[i]))
+    def size(self, i, channel):
+        if i not in self.sizes:
+            if self.mode == "ackdelta":
+                stream = self.senders.setdefault(channel, self.sender())
+                self.msg_id[i] = self.ids[channel] = self.ids.get(channel, -1) + 1
+                self.sizes[i] = len(stream.encode(self.calls[i], self.msg_id[i]))
             else:
-                sizes[i] = size_of(i)
-        counts["packets"] += 1
-        counts["payload"] += sizes[i]
+                self.sizes[i] = self.size_of(i)
+        return self.sizes[i]
+
+    def send(self, t, i, attempt):
+        channel = (self.calls[i].conn, self.calls[i].dir)
+        size = self.size(i, channel)
+        self.counts["packets"] += 1
+        self.counts["payload"] += size
         if attempt:
-            counts["resends"] += 1
-            counts["resend_bytes"] += sizes[i]
-        if mode == "ackdelta":
-            seq_of[i] = sum(1 for key in by_seq if key[0] == channel)
-            by_seq[(channel, seq_of[i])] = i
-        lost, delay = fate(channel)
-        riding = acks_leaving(channel, sizes[i])
+            self.counts["resends"] += 1
+            self.counts["resend_bytes"] += size
+        if self.mode == "ackdelta":
+            self.seq_of[i] = sum(1 for key in self.by_seq if key[0] == channel)
+            self.by_seq[(channel, self.seq_of[i])] = i
+        lost, delay = self.fate(channel)
+        riding = self.acks_leaving(channel, size)
         if not lost:
-            later(t + delay, 0, i)
+            self.later(t + delay, 0, i)
             if riding:
-                later(t + delay, 2, riding)
-        if mode == "reliable":
-            later(t + round(rto * 1.5 ** attempt), 3, (i, attempt))
+                self.later(t + delay, 2, riding)
+        if self.mode == "reliable":
+            self.later(t + round(self.rto * 1.5 ** attempt), 3, (i, attempt))
 
-    def ack_only(t, channel, size, acks):
-        counts["acks"] += 1
-        counts["ack_bytes"] += size
-        lost, delay = fate(channel)
+    def ack_only(self, t, channel, size, acks):
+        self.counts["acks"] += 1
+        self.counts["ack_bytes"] += size
+        lost, delay = self.fate(channel)
         if not lost:
-            later(t + delay, 2, acks)
+            self.later(t + delay, 2, acks)
 
-    while events:
-        t, kind, _, what = events.pop(0)
-        if kind == 4:
-            send(t, what, 0)
-        elif kind == 0:
-            arrived.add(what)
-            ours = (calls[what].conn, calls[what].dir)
-            if mode == "reliable":
-                if not owed.get(back(ours)):
-                    later(-(-t // 10_000_000) * 10_000_000, 1, back(ours))
-                owed.setdefault(back(ours), []).append(what)
-            elif mode == "ackdelta":
-                heard.setdefault(ours, set()).add(seq_of[what])
-                if back(ours) not in owed:
-                    owed[back(ours)] = t + 10_000_000
-                    later(t + 10_000_000, 1, back(ours))
-        elif kind == 1:
-            if mode == "reliable":
-                pending = owed.pop(what, [])
-                for k in range(0, len(pending), 58):
-                    ack_only(t, what, 24 * len(pending[k:k + 58]), pending[k:k + 58])
-            elif owed.get(what) == t:
-                ack_only(t, what, 8, acks_leaving(what, 0))
-        elif kind == 2:
-            for i in what:
-                if mode == "ackdelta" and i not in acked:
-                    senders[(calls[i].conn, calls[i].dir)].acked(msg_id[i])
-                acked.add(i)
-        elif what[0] not in acked:
-            send(t, what[0], what[1] + 1)
-    counts["lost_calls"] = len(calls) - len(arrived)
-    return counts
+    def arrive(self, t, i):
+        self.arrived.add(i)
+        ours = (self.calls[i].conn, self.calls[i].dir)
+        theirs = self.back(ours)
+        if self.mode == "reliable":
+            if not self.owed.get(theirs):
+                self.later(-(-t // 10_000_000) * 10_000_000, 1, theirs)
+            self.owed.setdefault(theirs, []).append(i)
+        elif self.mode == "ackdelta":
+            self.heard.setdefault(ours, set()).add(self.seq_of[i])
+            if theirs not in self.owed:
+                self.owed[theirs] = t + 10_000_000
+                self.later(t + 10_000_000, 1, theirs)
+
+    def flush(self, t, channel):
+        if self.mode == "reliable":
+            pending = self.owed.pop(channel, [])
+            for k in range(0, len(pending), 58):
+                self.ack_only(t, channel, 24 * len(pending[k:k + 58]), pending[k:k + 58])
+        elif self.owed.get(channel) == t:
+            self.ack_only(t, channel, 8, self.acks_leaving(channel, 0))
+
+    def run(self) -> Dict[str, int]:
+        self.events = sorted((call.t, 4, next(self.serial), i) for i, call in enumerate(self.calls))
+        while self.events:
+            t, kind, _, what = self.events.pop(0)
+            if kind == 4:
+                self.send(t, what, 0)
+            elif kind == 0:
+                self.arrive(t, what)
+            elif kind == 1:
+                self.flush(t, what)
+            elif kind == 2:
+                for i in what:
+                    if self.mode == "ackdelta" and i not in self.acked:
+                        self.senders[(self.calls[i].conn, self.calls[i].dir)].acked(self.msg_id[i])
+                    self.acked.add(i)
+            elif what[0] not in self.acked:
+                self.send(t, what[0], what[1] + 1)
+        self.counts["lost_calls"] = len(self.calls) - len(self.arrived)
+        return self.counts
 
 
 def bursts() -> List[Call]:
@@ -209,7 +222,7 @@ def test_the_replay_counts_what_a_simulation_written_apart_counts(name, link, ra
     tally = replay(name, link, rate, calls=calls).run().export()
     mode = delivery_of(REGISTRY.create(name))
     sizes = stream_sizes(name, calls) if mode != "ackdelta" else []
-    want = reference(calls, sizes.__getitem__, link, rate, mode, getattr(REGISTRY.create(name), "sender", None))
+    want = Reference(calls, sizes.__getitem__, link, rate, mode, getattr(REGISTRY.create(name), "sender", None)).run()
     got = {key: sum(d[i] for d in tally["directions"].values()) for key, i in
            (("packets", 3), ("payload", 7), ("resend_bytes", 8), ("acks", 5), ("ack_bytes", 9), ("lost_calls", 2))}
     assert got == {k: want[k] for k in got}
