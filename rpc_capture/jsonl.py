@@ -177,10 +177,9 @@ def _call_from(obj: Any) -> Call:
     conn = obj.get("conn", 0)
     if type(conn) is not int and type(conn) is not str:
         raise ValueError('"conn" must be an integer or a string')
-    wire = obj.get("wire")
-    if wire is not None:
-        wire = _wire_bytes(wire)
-    return _new_tuple(Call, (method, obj["args"], t, direction, conn, wire))
+    if "wire" in obj:
+        return _new_tuple(Call, (method, obj["args"], t, direction, conn, _wire_bytes(obj["wire"])))
+    return _new_tuple(Call, (method, obj["args"], t, direction, conn))
 
 
 def _wire_bytes(text: Any) -> bytes:

@@ -37,8 +37,7 @@ import os
 import re
 import struct
 import zlib
-from itertools import chain, groupby, repeat
-from operator import add
+from itertools import chain, repeat
 from typing import IO, Any, Container, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import keys, values
@@ -65,8 +64,7 @@ _REC_HEAD = struct.Struct("<BI")
 _CRC = struct.Struct("<I")
 _LIST_HEAD = struct.Struct("<Bi")  #: marshal's list code and item count, the start of a batch body
 _DIRS = {C2S: C2S, S2C: S2C}  #: valid directions, mapped to the shared constants
-_new_tuple = tuple.__new__  #: builds a Call from a 6-item call tuple in C: ``_new_tuple(Call, item)``
-_NO_WIRE = (None,)  #: what a 5-tuple call lacks to be a Call: its ``wire`` (None)
+_new_tuple = tuple.__new__  #: builds a Call from a call tuple (5 or 6 items) in C: ``_new_tuple(Call, item)``
 
 
 class TraceError(Exception):
@@ -84,12 +82,9 @@ def encode_batch(calls: Sequence[tuple]) -> bytes:
     writes, one proves the reader will take it: no cycle, expansion bounded) and the
     record's tag under the writer's key (:mod:`rpc_capture.keys`). Raises
     ValueError/TypeError if any call can't be written so (then :func:`recordable` tells
-    which and why). A batch over ``MAX_RECORD`` bytes is split in two, recursively; one
-    that mixes 5- and 6-tuples into records of one form each (the tagged reader relies on it).
+    which and why). A batch over ``MAX_RECORD`` bytes is split in two, recursively.
     """
-    sixes = _check_types(calls)
-    if 0 < sixes < len(calls):
-        return b"".join(encode_batch(list(run)) for _, run in groupby(calls, len))
+    _check_types(calls)
     batch = calls if type(calls) is list else list(calls)
     body = values.dump(batch)
     expanded = values.expanded_size(batch)  # what the reader will refuse must fail here, not there
@@ -102,10 +97,9 @@ def encode_batch(calls: Sequence[tuple]) -> bytes:
     return encode_batch(calls[:half]) + encode_batch(calls[half:])
 
 
-def _check_types(calls: Sequence[tuple]) -> int:
-    """The number of 6-tuples; ValueError/TypeError unless every call is a 5-tuple with exact
-    method/t/dir/conn types or a 6-tuple of those and ``wire`` bytes."""
-    sixes = 0
+def _check_types(calls: Sequence[tuple]) -> None:
+    """ValueError/TypeError unless every call is a 5-tuple with exact method/t/dir/conn types
+    or a 6-tuple of those and ``wire`` bytes."""
     for call in calls:
         if len(call) == 5:
             method, _, t, direction, conn = call
@@ -113,11 +107,9 @@ def _check_types(calls: Sequence[tuple]) -> int:
             method, _, t, direction, conn, wire = call
             if type(wire) is not bytes:
                 raise ValueError("a call needs checking")
-            sixes += 1
         if (type(method) is not str or type(t) is not int or direction not in _DIRS
                 or (type(conn) is not int and type(conn) is not str)):
             raise ValueError("a call needs checking")
-    return sixes
 
 
 def recordable(call: Any) -> tuple:
@@ -534,10 +526,7 @@ class TraceReader:
         holding our key made it (the fast path), else by the pure-Python decoder, which is
         safe on any bytes."""
         if tagged:  # built as they are handed out: no list of them (an eighth of the fast path)
-            items = marshal.loads(body[self._tag_size:])  # all 5-tuples or all 6-tuples: see encode_batch
-            if items and len(items[0]) == 5:  # the recorder's calls: each gets wire None
-                return map(_new_tuple, repeat(Call), map(add, items, repeat(_NO_WIRE)))
-            return map(_new_tuple, repeat(Call), items)  # an imported trace's calls, wire set
+            return map(_new_tuple, repeat(Call), marshal.loads(body[self._tag_size:]))  # 5- and 6-tuples alike
         data = bytes(body[self._tag_size:])
         try:
             items, end = values.load(data)

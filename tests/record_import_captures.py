@@ -8,7 +8,8 @@ programs sent, in order (client address, direction, method, args), what the impo
   in binary ones, a fragmented one, pings, messages over 125 bytes (16-bit frame length);
 * ``u16``, ``u32le``, ``varint``: an asyncio TCP pair sending msgpack messages after a big-endian u16,
   a little-endian u32 or a LEB128 varint length;
-* ``udp``: JSON datagrams both ways.
+* ``udp``: JSON datagrams both ways; ``udp6_any`` the same over IPv6, recorded with ``tcpdump -i any``
+  (Linux cooked headers, SLL2, instead of Ethernet).
 
 Needs root and tcpdump: ``python tests/record_import_captures.py [NAME ...]`` (a few seconds each).
 """
@@ -35,7 +36,7 @@ from wire_reference import leb128
 
 OUT = Path(__file__).resolve().parent / "data" / "captures" / "import"
 PORTS = {"ws_plain": 47001, "ws_deflate": 47002, "ws_deflate_nctx": 47003, "u16": 47004, "udp": 47005,
-         "varint": 47006, "u32le": 47007}
+         "varint": 47006, "u32le": 47007, "udp6_any": 47008}
 METHODS = ("move", "fire", "chat", "state")
 
 
@@ -156,17 +157,18 @@ async def length_prefixed_pair(port: int, log: Log, framing: str) -> None:
     await server.wait_closed()
 
 
-def udp_pair(port: int, log: Log) -> None:
-    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    server.bind(("127.0.0.1", port))
-    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    client.bind(("127.0.0.1", 0))
-    name = "%s:%d" % client.getsockname()
+def udp_pair(port: int, log: Log, family: int = socket.AF_INET) -> None:
+    host = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+    server = socket.socket(family, socket.SOCK_DGRAM)
+    server.bind((host, port))
+    client = socket.socket(family, socket.SOCK_DGRAM)
+    client.bind((host, 0))
+    name = ("[%s]:%d" if family == socket.AF_INET6 else "%s:%d") % client.getsockname()[:2]
     rng = random.Random(4)
     for i in range(30):
         msg = message(rng, i)
         log.add(name, "c2s", msg)
-        client.sendto(json.dumps(msg).encode(), ("127.0.0.1", port))
+        client.sendto(json.dumps(msg).encode(), (host, port))
         data, peer = server.recvfrom(65535)
         reply = {"method": "state", "args": {"seq": json.loads(data)["args"].get("seq"), "hp": rng.randrange(100)}}
         log.add(name, "s2c", reply)
@@ -179,7 +181,8 @@ def udp_pair(port: int, log: Log) -> None:
 def record(name: str, run: Any) -> None:
     port = PORTS[name]
     pcap = OUT / f"{name}.pcap"
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-U", "-s", "0", "-w", str(pcap), "port", str(port)],
+    interface = "any" if name.endswith("_any") else "lo"
+    dump = subprocess.Popen(["tcpdump", "-i", interface, "-U", "-s", "0", "-w", str(pcap), "port", str(port)],
                             stderr=subprocess.PIPE)
     assert dump.stderr is not None
     dump.stderr.readline()  # "listening on lo...", though packets are seen only a moment later
@@ -202,6 +205,7 @@ def main(names: List[str]) -> int:
         "ws_deflate": lambda port, log: asyncio.run(websocket_pair(port, log, (None, None, "deflate"))),
         "ws_deflate_nctx": lambda port, log: asyncio.run(websocket_pair(port, log, nctx)),
         "udp": udp_pair,
+        "udp6_any": lambda port, log: udp_pair(port, log, socket.AF_INET6),
         **{name: (lambda port, log, name=name: asyncio.run(length_prefixed_pair(port, log, name)))
            for name in PREFIXES},
     }

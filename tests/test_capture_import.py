@@ -36,6 +36,7 @@ RECORDINGS: Dict[str, Tuple[int, str, str, Callable[[Dict[str, Any]], bytes]]] =
     "ws_deflate_nctx": (47003, "websocket", "json", lambda m: json.dumps(m).encode()),
     "u16": (47004, "u16", "msgpack", msgpack.packb),
     "udp": (47005, "udp", "json", lambda m: json.dumps(m).encode()),
+    "udp6_any": (47008, "udp", "json", lambda m: json.dumps(m).encode()),  # IPv6, tcpdump -i any (SLL2)
 }
 
 
@@ -81,7 +82,7 @@ def test_every_sent_message_comes_back_with_its_direction_connection_and_method(
     assert [c.t for c in calls] == sorted(c.t for c in calls) and calls[0].t > 1.7e18  # capture clock, ns
 
 
-@pytest.mark.parametrize("name", ["ws_plain", "u16", "u32le", "varint", "udp"])
+@pytest.mark.parametrize("name", ["ws_plain", "u16", "u32le", "varint", "udp", "udp6_any"])
 def test_wire_is_exactly_what_the_programs_sent(tmp_path, name):
     calls, _ = run_import(tmp_path, name)
     serialize = RECORDINGS[name][3]
@@ -104,31 +105,34 @@ def test_deflated_wire_is_the_compressed_message_and_inflates_to_it(tmp_path, na
     assert sum(len(c.wire) for c in calls) < plain
 
 
-def count_payload_packets(path: Path, port: int) -> Dict[str, Tuple[int, int]]:
-    """Per direction: (packets with payload, their IP + transport header bytes), counted by dpkt's own reader."""
+def count_payload_packets(path: Path, port: int) -> Tuple[int, Dict[str, Tuple[int, int]]]:
+    """The link type, and per direction (packets with payload, their IP + transport header bytes), counted by
+    dpkt's own reader."""
     out = {"c2s": [0, 0], "s2c": [0, 0]}
     with open(path, "rb") as f:
-        for _, buf in dpkt.pcap.Reader(f):
-            ip = dpkt.ethernet.Ethernet(buf).data
+        reader = dpkt.pcap.Reader(f)
+        link = {1: dpkt.ethernet.Ethernet, 276: dpkt.sll2.SLL2}[reader.datalink()]
+        for _, buf in reader:
+            ip = link(buf).data
             if port in (ip.data.sport, ip.data.dport) and ip.data.data:
                 side = out["c2s" if ip.data.dport == port else "s2c"]
                 side[0] += 1
-                side[1] += ip.len - len(ip.data.data)
-    return {k: (v[0], v[1]) for k, v in out.items()}
+                side[1] += (ip.len if isinstance(ip, dpkt.ip.IP) else 40 + ip.plen) - len(ip.data.data)
+    return reader.datalink(), {k: (v[0], v[1]) for k, v in out.items()}
 
 
 @pytest.mark.parametrize("name", sorted(RECORDINGS))
 def test_header_counts_packets_and_headers_as_dpkt_reader_does(tmp_path, name):
     calls, header = run_import(tmp_path, name)
     port, framing = RECORDINGS[name][:2]
-    counted = count_payload_packets(CAPTURES / f"{name}.pcap", port)
+    link_type, counted = count_payload_packets(CAPTURES / f"{name}.pcap", port)
     assert header["packets"] == {d: counted[d][0] for d in counted}
     prefix = {"u16": lambda n: 2, "u32": lambda n: 4, "varint": lambda n: (n.bit_length() + 6) // 7 or 1}.get(
         framing, lambda n: 0)
     framing_bytes = {d: sum(prefix(len(c.wire)) for c in calls if c.dir == d) for d in counted}
     if framing != "websocket":  # websocket adds frame headers: checked against the stream below
         assert header["header_bytes"] == {d: counted[d][1] + framing_bytes[d] for d in counted}
-    assert header["framing"] == framing and header["server_port"] == port and header["link_type"] == 1
+    assert header["framing"] == framing and header["server_port"] == port and header["link_type"] == link_type
     assert header["connections"] == len({c.conn for c in calls})
 
 

@@ -19,7 +19,7 @@ from ..environment import file_sha256
 from ..errors import BenchError
 from . import framing, websocket
 from .decode import Decoder
-from .link import LINK_TYPES, TCP, UDP, Segment, segment
+from .segments import LINK_TYPES, TCP, UDP, Segment, segment
 from .pcap import Capture, open_capture
 from .tcp import HalfConnection, Stream
 
