@@ -213,9 +213,10 @@ class Compressed(Codec):
         self.inner = inner
         self.compressor = compressor
         self.per_connection = inner.per_connection or compressor.per_connection  # type: ignore[misc]
-        # acks cannot drive an ack_baselines stage through a compressor: its plain encode needs an ideal link
-        self.ordered_delivery = (inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
-                                 or inner.ack_baselines)
+        self.ordered_delivery = inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
+        # acks still drive an ack_baselines stage behind a compressor that keeps nothing across messages (each
+        # message, or batched each packet, compressed alone); behind a stream, ordered delivery is needed anyway
+        self.ack_baselines = inner.ack_baselines and not compressor.ordered_delivery  # type: ignore[misc]
         self.changes = inner.changes  # type: ignore[misc]
         self.library = "+".join(self.libraries()) or None  # type: ignore[misc]  # json+zstd: zstandard, not stdlib
         self._steps = (inner.encode, compressor.compress, compressor.decompress, inner.decode)  # bound once
@@ -242,6 +243,14 @@ class Compressed(Codec):
     def state_bytes(self) -> int:
         return self.inner.state_bytes() + self.compressor.state_bytes()
 
+    def sender(self) -> "CompressedSender":
+        """An ``ack_baselines`` inner stage's sending half, each message compressed."""
+        return CompressedSender(self.inner.sender(), self.compressor)  # type: ignore[attr-defined]
+
+    def receiver(self) -> "CompressedReceiver":
+        """Its receiving half, each message decompressed first."""
+        return CompressedReceiver(self.inner.receiver(), self.compressor)  # type: ignore[attr-defined]
+
     def shared_state_bytes(self) -> int:
         return self.inner.shared_state_bytes() + self.compressor.shared_state_bytes()
 
@@ -258,6 +267,35 @@ class Compressed(Codec):
     def config(self) -> Dict[str, Any]:
         return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level,
                 **self.compressor.options()}
+
+
+class CompressedSender:
+    """The sending half of ``X+stage+compressor`` for a stage kept in step by acks (``X+ackdelta+zstd-3``)."""
+
+    def __init__(self, half: Any, compressor: Compressor) -> None:
+        self.half, self._compress = half, compressor.compress
+
+    def encode(self, call: Call, msg_id: int) -> bytes:
+        return self._compress(self.half.encode(call, msg_id))
+
+    def acked(self, msg_id: int) -> None:
+        self.half.acked(msg_id)
+
+    def view(self) -> Any:
+        return self.half.view()
+
+
+class CompressedReceiver:
+    """The receiving half of the same."""
+
+    def __init__(self, half: Any, compressor: Compressor) -> None:
+        self.half, self._decompress = half, compressor.decompress
+
+    def decode(self, data: bytes) -> Any:
+        return self.half.decode(self._decompress(data))
+
+    def state(self) -> Any:
+        return self.half.state()
 
 
 class CallStage(Codec):
