@@ -162,17 +162,20 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
         if beat is not None:
             beat[1] = position
         tallies.append(CodecTally(registry.create(name), wire))
-    stats, candidates, measured = TraceStats(), Candidates(plan.timing_calls), 0
+    stats, measured = TraceStats(), 0
+    candidates = Candidates(plan.timing_calls, _timed_policy(piece.wire, wire) if piece.count else None)
     batchers = {p.text: Batcher(p) for p in wire if p.batched}
     for index, call in enumerate(calls, piece.first_call):
         if index == 0:  # windows start at the trace's first timestamp, held out or not
             for batcher in batchers.values():
                 batcher.origin = call.t
+            if candidates.batcher is not None:
+                candidates.batcher.origin = call.t
         if plan.held_out(piece.trace, index):
             continue
         if piece.count:
             stats.add(call)
-            candidates.offer(call.method, priority(plan.seed, piece.trace, index, TIMING_SALT), index)
+            candidates.offer(priority(plan.seed, piece.trace, index, TIMING_SALT), index, call)
         if plan.size_fraction < 1 and priority(plan.seed, piece.trace, index, SIZE_SALT) >= plan.size_fraction:
             continue
         measured += 1
@@ -189,6 +192,13 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             "measured": measured, "stats": stats if piece.count else None, "tick": tick,
             "candidates": candidates.export() if piece.count else None,
             "reader": _reader_info(reader) if piece.stop is None else None}
+
+
+def _timed_policy(run: Tuple[WirePolicy, ...], trace: Tuple[WirePolicy, ...]) -> Optional[WirePolicy]:
+    """The policy whose packets timing replays: the run's first batched one, as resolved for the trace (None
+    when the trace drops it, or the run has none)."""
+    first = next((p for p in run if p.batched), None)
+    return next((p for p in trace if first is not None and p.text == first.text), None)
 
 
 def _wire_of(piece: Piece, calls: Iterator[Call]) -> Tuple[Tuple[WirePolicy, ...], Optional[TickGuess],

@@ -1,17 +1,22 @@
 """Seeded samples that merge exactly whichever task, chunk or worker saw a call: each call's priority
 (:func:`priority`), the timing sample's candidates (the calls of smallest priority per method, a bottom-k
-sample: :class:`Candidates`) and its quotas per stratum, how a task samples (:class:`SamplePlan`), and the
-estimates of a sampled size pass with their intervals (:func:`sampled_estimate`)."""
+sample: :class:`Candidates`, kept with the calls and their tick windows: :class:`Drawn`) and its quotas per
+stratum, how a task samples (:class:`SamplePlan`), and the estimates of a sampled size pass with their
+intervals (:func:`sampled_estimate`)."""
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, TypeVar
 
+from rpc_capture import Call
+
 from .results import CONFIDENCE
+from .wire import Batcher, Closed, WirePolicy
 
 Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method)
 TIMING_SALT, SIZE_SALT = 1, 2  #: keep the samples (timing, size pass) independent
@@ -60,22 +65,67 @@ class SamplePlan:
         return trace < len(self.held) and index < self.held[trace]
 
 
-class Candidates:
-    """The ``keep`` calls with the smallest priority per method: a bottom-k sample, mergeable exactly."""
+@dataclass(frozen=True)
+class Drawn:
+    """A task's (or a trace's merged) timing-sample candidates, taken during the size pass so that nothing reads
+    the trace again: per method the calls of smallest priority, each call itself, and the tick windows of
+    the timed batched --wire policy whose first call is among them (in the order they were sent)."""
 
-    def __init__(self, keep: int) -> None:
+    ranked: Dict[str, Tuple[Tuple[float, int], ...]]  #: method -> (priority, index), smallest first
+    calls: Dict[int, Call]  #: index in the trace -> the call
+    windows: Dict[int, Tuple[Call, ...]]  #: index of a window's first call -> the window's calls
+
+    def merge(self, other: "Drawn", keep: int) -> "Drawn":
+        """Both draws together (``other``'s calls come later in the trace), ``keep`` per method: exact."""
+        ranked = {method: tuple(heapq.nsmallest(keep, [*self.ranked.get(method, ()), *other.ranked.get(method, ())]))
+                  for method in {**self.ranked, **other.ranked}}
+        kept = {index for pairs in ranked.values() for _, index in pairs}
+        calls = {i: c for i, c in itertools.chain(self.calls.items(), other.calls.items()) if i in kept}
+        windows = {i: w for i, w in itertools.chain(self.windows.items(), other.windows.items()) if i in kept}
+        return Drawn(ranked, calls, windows)
+
+
+NOTHING_DRAWN = Drawn({}, {}, {})
+
+
+class Candidates:
+    """The ``keep`` calls with the smallest priority per method (a bottom-k sample, mergeable exactly), the calls
+    themselves, and the tick windows of ``policy`` (the timed batched one, if any) that start with one of them.
+    Memory stays bounded: a call pushed out takes its window with it, and it never comes back (the bar only
+    falls)."""
+
+    def __init__(self, keep: int, policy: Optional[WirePolicy] = None) -> None:
         self.keep = keep
         self.heaps: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (-priority, index) max-heap
+        self.calls: Dict[int, Call] = {}
+        self.windows: Dict[int, Tuple[Call, ...]] = {}
+        self.batcher = Batcher(policy) if policy is not None else None
 
-    def offer(self, method: str, rank: float, index: int) -> None:
-        heap = self.heaps.setdefault(method, [])
+    def offer(self, rank: float, index: int, call: Call) -> None:
+        """Take one call of the trace (in order), of priority ``rank``."""
+        heap = self.heaps.setdefault(call.method, [])
         if len(heap) < self.keep:
             heapq.heappush(heap, (-rank, index))
+            self.calls[index] = call
         elif rank < -heap[0][0]:
-            heapq.heapreplace(heap, (-rank, index))
+            _, out = heapq.heapreplace(heap, (-rank, index))
+            self.calls[index] = call
+            del self.calls[out]
+            self.windows.pop(out, None)
+        if self.batcher is not None:
+            self._keep_window(self.batcher.step(call, (index, call)))
 
-    def export(self) -> Dict[str, List[Tuple[float, int]]]:
-        return {m: sorted((-r, i) for r, i in heap) for m, heap in self.heaps.items()}
+    def _keep_window(self, closed: Optional[Closed]) -> None:
+        if closed is not None and closed[3][0][0] in self.calls:
+            rows = closed[3]
+            self.windows[rows[0][0]] = tuple(call for _, call in rows)
+
+    def export(self) -> Drawn:
+        """What the task gives back: every window still open is closed first (the end of its calls)."""
+        for closed in self.batcher.rest() if self.batcher is not None else ():
+            self._keep_window(closed)
+        ranked = {m: tuple(sorted((-r, i) for r, i in heap)) for m, heap in self.heaps.items()}
+        return Drawn(ranked, dict(self.calls), dict(self.windows))
 
 
 def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total: int) -> Optional[Dict[str, Any]]:
