@@ -5,7 +5,6 @@ executor gives it), and a trace's floor (:class:`FloorTask`)."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -19,7 +18,7 @@ from .registry import Registry
 from .sampling import SIZE_SALT, TIMING_SALT, Candidates, SamplePlan, priority
 from .tally import CodecTally, check_call, send_rest
 from .trace_index import TraceIndex
-from .wire import DETECT_CALLS, Batcher, TickGuess, WirePolicy, detect_tick, resolve
+from .wire import Batcher, TraceWire
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class Piece:
     calls: int = 0  #: calls it reads (0: not counted), for the progress line
     count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
-    wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies (resolved by the piece for its trace)
+    wire: TraceWire = TraceWire(())  #: its trace's --wire policies, resolved
 
     @property
     def live(self) -> Tuple[str, ...]:
@@ -46,19 +45,20 @@ class Piece:
 
 
 def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int,
-                wire: Tuple[WirePolicy, ...] = ()) -> List[Piece]:
+                wire: Sequence[TraceWire] = ()) -> List[Piece]:
     """The tasks of a run: a trace split in chunks goes through its stateless codecs chunk by chunk and
     whole through its codecs with per-connection state (a chunk would cut their streams); a trace not
     split goes whole through all. With fewer such parts than ``slots``, the codecs are shared among
     tasks as well, so every slot has work. Whole traces first: they take longest.
 
-    ``wire``: the run's policies; with a batched one, every trace goes whole through every codec (a
+    ``wire``: each trace's policies, resolved; a trace with a batched one goes whole through every codec (a
     connection's tick window may straddle any chunk boundary)."""
-    if any(p.batched for p in wire):
-        traces = [dataclasses.replace(t, cuts=()) for t in traces]
+    wire = list(wire) or [TraceWire(())] * len(traces)
+    traces = [dataclasses.replace(t, cuts=()) if any(p.batched for p in w.policies) else t
+              for t, w in zip(traces, wire)]
     parts = sum(max(1, len(t.cuts)) for t in traces)
     groups = -(-slots // parts)
-    pieces = [dataclasses.replace(p, wire=wire) for number, t in enumerate(traces)
+    pieces = [dataclasses.replace(p, wire=wire[number]) for number, t in enumerate(traces)
               for p in _trace_pieces(number, t, codecs, groups)]
     return sorted(pieces, key=lambda p: p.start is not None)
 
@@ -155,7 +155,7 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     if piece.start is not None and isinstance(reader, TraceReader):
         reader.seek(piece.start, piece.first_call)
     calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
-    wire, tick, calls = _wire_of(piece, calls)
+    wire = piece.wire.policies
     registry = _registry(config)
     tallies = []
     for position, name in enumerate(piece.live):
@@ -163,7 +163,7 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             beat[1] = position
         tallies.append(CodecTally(registry.create(name), wire))
     stats, measured = TraceStats(), 0
-    candidates = Candidates(plan.timing_calls, _timed_policy(piece.wire, wire) if piece.count else None)
+    candidates = Candidates(plan.timing_calls, piece.wire.timed if piece.count else None)
     batchers = {p.text: Batcher(p) for p in wire if p.batched}
     for index, call in enumerate(calls, piece.first_call):
         if index == 0:  # windows start at the trace's first timestamp, held out or not
@@ -189,28 +189,9 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     states = {t.codec.name: t.export() for t in tallies}
     failed = dict(piece.failed)
     return {"piece": piece, "tallies": [states.get(name) or {"error": failed[name]} for name in piece.codecs],
-            "measured": measured, "stats": stats if piece.count else None, "tick": tick,
+            "measured": measured, "stats": stats if piece.count else None,
             "candidates": candidates.export() if piece.count else None,
             "reader": _reader_info(reader) if piece.stop is None else None}
-
-
-def _timed_policy(run: Tuple[WirePolicy, ...], trace: Tuple[WirePolicy, ...]) -> Optional[WirePolicy]:
-    """The policy whose packets timing replays: the run's first batched one, as resolved for the trace (None
-    when the trace drops it, or the run has none)."""
-    first = next((p for p in run if p.batched), None)
-    return next((p for p in trace if first is not None and p.text == first.text), None)
-
-
-def _wire_of(piece: Piece, calls: Iterator[Call]) -> Tuple[Tuple[WirePolicy, ...], Optional[TickGuess],
-                                                          Iterator[Call]]:
-    """The piece's --wire policies for its trace, the tick read from the trace (None without a batched policy)
-    and its calls: a batched policy's piece holds a whole trace, whose first calls show its tick
-    (:func:`rpcbench.wire.detect_tick`); they are read once, kept, and measured like the rest."""
-    if not any(p.batched for p in piece.wire):
-        return piece.wire, None, calls
-    head = list(itertools.islice(calls, DETECT_CALLS))
-    guess = detect_tick(head)
-    return resolve(piece.wire, guess), guess, itertools.chain(head, calls)
 
 
 @dataclass(frozen=True)

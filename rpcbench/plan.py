@@ -3,17 +3,21 @@
 The traces indexed, the dictionaries trained and the schema inferred on the held-out calls
 (:mod:`rpcbench.training`), the config carrying both (so every task and timing process builds the same
 codecs), the codecs made from the registry once, how the size pass samples (:class:`SamplePlan`: seed,
-hold-out, share of calls measured) and the timing plan asked for, with the moment the run started, from
-which ``--budget`` counts.
+hold-out, share of calls measured), each trace's --wire policies resolved by the tick its first calls show
+(read once, only when a policy is batched), and the timing plan asked for, with the moment the run started,
+from which ``--budget`` counts.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
+
+from rpc_capture import open_trace
 
 from . import inference, worker
 from .budget import TimingPlan
@@ -26,6 +30,7 @@ from .registry import Registry
 from .sampling import SamplePlan
 from .trace_index import TraceIndex, index_traces
 from .training import Training, train_dictionaries, wanted
+from .wire import DETECT_CALLS, MIN_GAPS, TraceWire, trace_wire
 
 log = logging.getLogger("rpcbench")
 
@@ -40,6 +45,7 @@ class Plan:
     index: Tuple[TraceIndex, ...]  #: each trace and where it splits into tasks
     training: Optional[Training]  #: the dictionaries and schema, and the calls they held out
     sampling: SamplePlan  #: how the size pass samples, and each trace's held-out calls
+    wire: Tuple[TraceWire, ...]  #: per trace, its --wire policies resolved by its tick
     timing: TimingPlan  #: the timing asked for (``--budget`` may shrink it after the size pass)
     started: float  #: ``time.perf_counter()`` when the run started
 
@@ -69,7 +75,29 @@ def make_plan(config: RunConfig, registry: Registry, progress: Progress) -> Plan
         raise BenchError("--wire: batching by tick needs every call of a connection: not with --sample-calls")
     timing = TimingPlan(config.sample, config.min_time, config.repeat,
                         config.processes if worker.available() else 0, config.warmup)
-    return Plan(config, registry, tuple(codecs), tuple(index), training, sampling, timing, started)
+    wire = tuple(_trace_wire(config, t.path) for t in index)
+    return Plan(config, registry, tuple(codecs), tuple(index), training, sampling, wire, timing, started)
+
+
+def _trace_wire(config: RunConfig, path: str) -> TraceWire:
+    """A trace's --wire policies, resolved by the tick its first calls show (told when found, or why not)."""
+    batched = any(p.batched for p in config.wire)
+    head = itertools.islice(open_trace(path, config.salvage), DETECT_CALLS) if batched else iter(())
+    wire = trace_wire(config.wire, head)
+    tick, auto = wire.tick, any(p.auto for p in config.wire)
+    if tick is None:
+        return wire
+    if tick.tick_ms is None and tick.gaps < MIN_GAPS:
+        log.warning("%s: too few server-to-client calls with distinct timestamps to batch by tick: "
+                    "per-call only", path)
+    elif tick.tick_ms is None:
+        if auto:
+            log.warning("%s: no server tick in the gaps between %d server flushes: tick:auto left out",
+                        path, tick.gaps)
+    elif auto:
+        log.info("%s: server tick %.2f ms (%.1f Hz), phase coherence %.3f over %d flushes", path,
+                 tick.tick_ms, 1000 / tick.tick_ms, tick.confidence, tick.gaps)
+    return wire
 
 
 def _sampling(config: RunConfig, index: Sequence[TraceIndex], held: Tuple[int, ...]) -> SamplePlan:

@@ -26,7 +26,7 @@ from .plan import Plan
 from .sampling import NOTHING_DRAWN, Drawn
 from .size_result import ProblemKey, SizePass, TracePass
 from .tally import CodecTally
-from .wire import MIN_GAPS, TickGuess, resolve
+from .wire import TraceWire
 
 log = logging.getLogger("rpcbench")
 
@@ -36,7 +36,7 @@ def run_size_pass(plan: Plan, executor: Executor) -> SizePass:
     the figures are those of one process reading every trace in turn, whatever the executor, chunks or
     workers."""
     config = plan.config
-    pieces = plan_pieces(plan.index, plan.codecs, executor.slots, config.wire)
+    pieces = plan_pieces(plan.index, plan.codecs, executor.slots, plan.wire)
     floors: List[Task] = [FloorTask(config, i, t.path, plan.sampling)
                           for i, t in enumerate(plan.index)] if config.floor else []
     answers = executor.run_all([*floors, *(PieceTask(config, p, plan.sampling) for p in pieces)],
@@ -46,8 +46,7 @@ def run_size_pass(plan: Plan, executor: Executor) -> SizePass:
         merge.floor = totals
     for summary in sorted(answers[len(floors):], key=lambda s: (s["piece"].trace, s["piece"].first_call)):
         merges[summary["piece"].trace].absorb(summary)
-    traces = tuple(m.result(plan) for m in merges)
-    _tell_ticks(plan, traces)
+    traces = tuple(m.result(wire) for m, wire in zip(merges, plan.wire))
     tallies, stats, examples = _merge_traces(plan, traces)
     return SizePass(config, plan.sampling, traces, tallies, stats, examples,
                     floor_figures([t.floor for t in traces]), executor.info)
@@ -65,7 +64,6 @@ class _TraceMerge:
     drawn: Drawn = NOTHING_DRAWN
     reader: Dict[str, Any] = field(default_factory=dict)
     floor: Optional[Dict[str, Any]] = None
-    tick: Optional[TickGuess] = None
 
     def absorb(self, summary: Dict[str, Any]) -> None:
         """Add one piece's summary."""
@@ -78,31 +76,11 @@ class _TraceMerge:
             self.measured += summary["measured"]
             self.drawn = self.drawn.merge(summary["candidates"], self.keep)
         self.reader.update(summary["reader"] or {})
-        self.tick = self.tick or summary["tick"]
 
-    def result(self, plan: Plan) -> TracePass:
-        """The trace's figures, complete, with its --wire policies resolved as its pieces resolved them."""
-        policies = plan.config.wire if self.tick is None else resolve(plan.config.wire, self.tick)
+    def result(self, wire: TraceWire) -> TracePass:
+        """The trace's figures, complete (``wire``: its policies, as the plan resolved them)."""
         return TracePass(self.path, tuple(self.tallies), self.stats, self.measured, self.drawn, self.reader,
-                         self.floor, self.tick, policies)
-
-
-def _tell_ticks(plan: Plan, traces: Tuple[TracePass, ...]) -> None:
-    """Tell the tick each trace's timestamps showed (batched --wire only)."""
-    auto = any(p.auto for p in plan.config.wire)
-    for trace in traces:
-        if trace.tick is None:
-            continue
-        if trace.tick.tick_ms is None and trace.tick.gaps < MIN_GAPS:
-            log.warning("%s: too few server-to-client calls with distinct timestamps to batch by tick: "
-                        "per-call only", trace.path)
-        elif trace.tick.tick_ms is None:
-            if auto:
-                log.warning("%s: no server tick in the gaps between %d server flushes: tick:auto left out",
-                            trace.path, trace.tick.gaps)
-        elif auto:
-            log.info("%s: server tick %.2f ms (%.1f Hz), phase coherence %.3f over %d flushes", trace.path,
-                     trace.tick.tick_ms, 1000 / trace.tick.tick_ms, trace.tick.confidence, trace.tick.gaps)
+                         self.floor, wire)
 
 
 def _merge_traces(plan: Plan, traces: Tuple[TracePass, ...]) -> Tuple[

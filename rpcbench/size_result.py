@@ -25,7 +25,7 @@ from .results import Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import Drawn, SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
-from .wire import TRANSPORTS, TickGuess, WirePolicy, wire_figures
+from .wire import TRANSPORTS, TraceWire, wire_figures
 
 ProblemKey = Tuple[str, Tuple[str, str]]  #: (codec, (problem kind, feature))
 
@@ -50,8 +50,7 @@ class TracePass:
     drawn: Drawn  #: the timing sample's candidates, their calls and windows
     reader: Dict[str, Any]  #: what only the reader of the file's end knows (format, damage, recorder)
     floor: Optional[Dict[str, Any]]  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
-    tick: Optional[TickGuess]  #: the tick its timestamps show (batched --wire only)
-    policies: Tuple[WirePolicy, ...]  #: the run's --wire policies resolved by that tick
+    wire: TraceWire  #: its --wire policies, resolved by the tick its timestamps show (from the plan)
 
     def entry(self) -> Dict[str, Any]:
         """What results.json records of this trace."""
@@ -114,7 +113,7 @@ class SizePass:
         first call times each window as likely whatever its size (windows holding any sampled call would favour
         big ones, cheaper per call). None without a batched policy."""
         batched = next((p for p in self.config.wire if p.batched), None)
-        if batched is None:
+        if batched is None:  # (a trace whose timestamps drop it has no windows)
             return None
         windows = [window for i, wanted in sorted(self._sample_indices(size).items())
                    for first, window in self.traces[i].drawn.windows.items() if first in wanted]
@@ -135,7 +134,7 @@ class SizePass:
 
     def settings(self) -> Dict[str, Any]:
         """What results.json records of how the size pass ran."""
-        ticks = [{"path": t.path, **dataclasses.asdict(t.tick)} for t in self.traces if t.tick is not None]
+        ticks = [{"path": t.path, **dataclasses.asdict(t.wire.tick)} for t in self.traces if t.wire.tick is not None]
         return {"sizes_only": self.config.sizes_only, "dask": self.dask, "traces": len(self.traces),
                 "wire": [p.text for p in self.config.wire], "transport": self.config.transport,
                 "packet_overhead": self.config.packet_overhead, "ticks": ticks,

@@ -463,3 +463,22 @@ def resolve(policies: Sequence[WirePolicy], guess: TickGuess) -> Tuple[WirePolic
             policy = replace(policy, tick_ms=guess.tick_ms, confidence=guess.confidence)
         out.append(policy)
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class TraceWire:
+    """One trace's --wire policies, resolved once before the size pass by the tick its first calls show."""
+
+    policies: Tuple[WirePolicy, ...]
+    tick: Optional[TickGuess] = None  #: what its timestamps showed (None: the run has no batched policy)
+    timed: Optional[WirePolicy] = None  #: the policy whose packets timing replays (the run's first batched one)
+
+
+def trace_wire(policies: Tuple[WirePolicy, ...], head: Iterable[Call]) -> TraceWire:
+    """A trace's policies from its first calls ``head`` (read only when a policy is batched)."""
+    first = next((p for p in policies if p.batched), None)
+    if first is None:
+        return TraceWire(policies)
+    guess = detect_tick(head)
+    resolved = resolve(policies, guess)
+    return TraceWire(resolved, guess, next((p for p in resolved if p.text == first.text), None))

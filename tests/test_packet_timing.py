@@ -79,7 +79,8 @@ def test_a_sample_times_whole_windows_chosen_by_their_first_call() -> None:
         return tuple((c.t, c.conn, c.dir, c.method) for c in calls)
 
     sampled = set(ids(size_pass.sample(config.sample)))
-    every = {ids(w) for _, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), size_pass.traces[0].policies[0])}
+    policy = size_pass.traces[0].wire.policies[0]
+    every = {ids(w) for _, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), policy)}
     assert {ids(w) for w in plan.windows} <= every
     assert all(ids(w)[0] in sampled for w in plan.windows)
     assert sum(len(w) for w in plan.windows) > len(plan.windows)  # batches, not single calls
