@@ -179,6 +179,27 @@ def test_batch_starts_and_seek_read_the_same_calls(fleet_dir):
         assert list(reader) == every[before:]
 
 
+def test_the_timing_sample_comes_from_the_pass_itself_and_equals_the_calls_at_its_indices(fleet_dir, tmp_path):
+    """The pass keeps the sample's calls as it reads them: with the traces gone afterwards, the sample of any
+    size up to --sample is still there, and it is the calls found at those indices in the files, in order."""
+    traces = []
+    for name in ("a.rpct", "b.rpct"):
+        (tmp_path / name).write_bytes((fleet_dir / name).read_bytes())
+        traces.append(str(tmp_path / name))
+    config = RunConfig(trace=traces[0], traces=tuple(traces), codecs=("json",), sample=300, chunk_calls=700,
+                       floor=False, jobs=2)
+    fleet = run_pass(make_pass(config))
+    for path in traces:
+        os.remove(path)
+    for size in (300, 120):
+        sample = fleet.sample(size)
+        wanted = fleet._sample_indices(size)
+        assert len(sample) == sum(map(len, wanted.values())) >= size  # each stratum at least one call
+        from_files = [call for i, indices in sorted(wanted.items())
+                      for call in TraceReader(str(fleet_dir / Path(traces[i]).name)).calls(indices)]
+        assert sample == from_files
+
+
 def test_sampled_size_pass_gives_intervals_that_hold_the_exact_figure(fleet_dir, tmp_path):
     exact, sampled = tmp_path / "exact", tmp_path / "sampled"
     for out, extra in ((exact, []), (sampled, ["--sample-calls", "2000"])):

@@ -82,6 +82,9 @@ def test_a_sample_times_whole_windows_chosen_by_their_first_call() -> None:
     policy = size_pass.traces[0].wire.policies[0]
     every = {ids(w) for _, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), policy)}
     assert {ids(w) for w in plan.windows} <= every
+    first_sampled = size_pass._sample_indices(config.sample)[0]  # the windows a second read of the trace would give
+    assert plan.windows == tuple(tuple(w) for first, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), policy)
+                                 if first in first_sampled)
     assert all(ids(w)[0] in sampled for w in plan.windows)
     assert sum(len(w) for w in plan.windows) > len(plan.windows)  # batches, not single calls
 
