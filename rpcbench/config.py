@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from . import protobuf
 from .precision import NO_PROFILE, Profile
@@ -93,14 +93,19 @@ class RunConfig:
             registry.load_class(spec)
         return registry
 
-    def create_codecs(self, registry: Registry) -> Tuple[List[Codec], List[str]]:
-        """Instances of the run's codecs, and one line for each skipped because its plugin
-        file was skipped (a missing library); an unknown id is an error."""
-        ids = registry.expand(self.codecs)
+    def codec_ids(self, registry: Registry) -> Tuple[str, ...]:
+        """The run's codec ids, level ranges expanded (``json+zlib-1..9``); empty or twice is an error."""
+        ids = tuple(registry.expand(self.codecs))
         if not ids:
             raise BenchError("--codecs is empty")
         if len(set(ids)) != len(ids):
             raise BenchError(f"--codecs lists a codec twice: {','.join(ids)}")
+        return ids
+
+    def create_codecs(self, registry: Registry, ids: Optional[Sequence[str]] = None) -> Tuple[List[Codec], List[str]]:
+        """Instances of the run's codecs (``ids``: already expanded by :meth:`codec_ids`), and one line for each
+        skipped because its plugin file was skipped (a missing library); an unknown id is an error."""
+        ids = self.codec_ids(registry) if ids is None else ids
         skipped_stems = {Path(f).stem: why for f, why in registry.skipped.items()}
         codecs, skipped = [], []
         for cid in ids:

@@ -59,14 +59,15 @@ def make_plan(config: RunConfig, registry: Registry, progress: Progress) -> Plan
     """Index the traces, train the dictionaries and infer the schema, make the codecs: the run's :class:`Plan`."""
     started = time.perf_counter()
     progress("size pass", "indexing the traces")
-    index = index_traces(config, count=config.sample_calls is not None or bool(wanted(config, registry)))
-    training = train_dictionaries(config, registry, [t.calls for t in index], progress)
+    ids = config.codec_ids(registry)  # the codec list, expanded once
+    index = index_traces(config, count=config.sample_calls is not None or bool(wanted(ids, registry)))
+    training = train_dictionaries(config, registry, ids, [t.calls for t in index], progress)
     if training is not None:  # the config carries the dictionaries: every task builds the same codecs
         registry.dictionaries.update(training.dictionaries)
         config = dataclasses.replace(config, dictionaries=tuple(sorted(training.dictionaries.items())))
     if training is not None and training.schema is not None:  # ...and the inferred schema
         config = inference.use_schema(config, registry, training.schema)
-    codecs, skipped = config.create_codecs(registry)
+    codecs, skipped = config.create_codecs(registry, ids)
     for line in skipped:
         log.warning("%s", line)
     use_registry(config, registry)  # the run's registry, settled: every task of this process and its forks uses it
