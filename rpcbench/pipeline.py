@@ -6,7 +6,7 @@ Each stage is called once, in order, and hands the next a frozen value it only r
     -> size and fidelity pass, with the floor (rpcbench/size_pass.py, on the run's executor: every call of
        every trace; the timing sample's calls and tick windows drawn in the same read) -> SizePass
     -> timing (rpcbench/timing_stage.py: the budget fitted, the sample timed) -> Timed
-    -> results (here: each codec's CodecResult, made in one function) -> Suite.
+    -> results (here, build_suite: each codec's CodecResult, made in one function) -> Suite.
 
 Nothing here prints: progress goes to a callback, warnings to the ``rpcbench`` logger.
 """
@@ -40,14 +40,13 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
         size_pass = run_size_pass(plan, executor)  # a Dask cluster is closed before timing starts
     size_pass_s = time.perf_counter() - plan.started
     timed = run_timing(plan, size_pass, progress)
-    return results(plan, size_pass, timed, size_pass_s)
+    return build_suite(plan, size_pass, timed, size_pass_s)
 
 
-def results(plan: Plan, size_pass: SizePass, timed: Timed, size_pass_s: float) -> Suite:
+def build_suite(plan: Plan, size_pass: SizePass, timed: Timed, size_pass_s: float) -> Suite:
     """The run's Suite: every codec's row (merged, and per trace in a fleet), the trace record, the settings."""
     config, training = plan.config, plan.training
     trace = size_pass.record(training.summary() if training else None)
-    untimed_why = untimed(config)
     return Suite(
         schema_version=SCHEMA_VERSION,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -56,10 +55,10 @@ def results(plan: Plan, size_pass: SizePass, timed: Timed, size_pass_s: float) -
         settings={**_settings(plan, size_pass, timed, size_pass_s), **size_pass.settings()},
         trace=trace,
         results=tuple(_codec_result(t, size_pass.figures(t), timed.answers.get(t.codec.name, {}), plan.registry,
-                                    _dictionary(t, plan, size_pass), trace["floor"], untimed_why)
+                                    _dictionary(t, plan, size_pass), trace["floor"], untimed(config))
                       for t in size_pass.tallies),
         partial="interrupted (Ctrl-C) during timing" if timed.interrupted else None,
-        traces=tuple(_per_trace(size_pass, trace, plan.registry) for trace in size_pass.per_trace),
+        traces=tuple(_per_trace(size_pass, one, plan.registry) for one in size_pass.per_trace),
     )
 
 
