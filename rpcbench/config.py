@@ -17,6 +17,7 @@ from .codec import Codec
 from .errors import BenchError
 from .isolation import DEFAULT_CODEC_TIMEOUT
 from .registry import Registry
+from .link import LinkSettings
 from .wire import PER_CALL, WirePolicy
 
 PACKAGE = Path(__file__).resolve().parent  #: holds the bundled codecs/, proto/, samples/ (links in a clone)
@@ -72,6 +73,7 @@ class RunConfig:
     wire: Tuple[WirePolicy, ...] = (WirePolicy(PER_CALL),)  #: how calls leave the server (--wire; docs/wire.md)
     transport: str = "none"  #: the headers results.csv's wire bytes include (--transport)
     packet_overhead: int = 0  #: the game's own bytes per packet (--packet-overhead)
+    link: LinkSettings = LinkSettings()  #: the lossy link each codec is replayed over (--loss; none: no replay)
 
     @property
     def trace_files(self) -> Tuple[str, ...]:

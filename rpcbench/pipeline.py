@@ -144,7 +144,7 @@ def _codec_result(tally: CodecTally, added: PassFigures, timing: TimingAnswer, r
         origin=registry.origin(codec.base.id) or "", calls=sum(tally.sizes.values()), failures=tally.failures,
         mismatches=tally.mismatches, sizes=tally.size_stats(),
         encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
-        problems=added.problems, estimate=added.estimate, wire=packet_cpu(added.wire, timing),
+        problems=added.problems, estimate=added.estimate, wire=packet_cpu(added.wire, timing), link=added.link,
         by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
         error=timing.get("error") or (None if rounds.get("encode") else not_timed),
         stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}

@@ -74,6 +74,8 @@ def make_plan(config: RunConfig, registry: Registry, progress: Progress) -> Plan
     sampling = _sampling(config, index, training.held if training else ())
     if any(p.batched for p in config.wire) and sampling.size_fraction < 1:
         raise BenchError("--wire: batching by tick needs every call of a connection: not with --sample-calls")
+    if config.link.loss and sampling.size_fraction < 1:
+        raise BenchError("--loss: the lossy link replays every call of a connection: not with --sample-calls")
     timing = TimingPlan(config.sample, config.min_time, config.repeat,
                         config.processes if worker.available() else 0, config.warmup)
     wire = tuple(_trace_wire(config, t.path) for t in index)

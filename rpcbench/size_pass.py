@@ -1,11 +1,11 @@
 """The size and fidelity pass: every call of a run's traces (one or many) through every codec, merged.
 
 :func:`run_size_pass` splits the run into tasks (:mod:`rpcbench.pieces`: a trace's byte range through some
-codecs, and a floor task per trace), runs them on an executor (:mod:`rpcbench.executors`: here, watched
-forked processes, or Dask workers) and merges their summaries exactly (:mod:`rpcbench.tally`,
-:mod:`rpcbench.sampling`), per trace and over every trace, into one frozen :class:`~rpcbench.size_result.SizePass`.
-A single trace is a fleet of one: the same tasks, sampler, hold-out and floor. Timing happens afterwards, on
-the sample the pass drew (:mod:`rpcbench.timing`).
+codecs, a floor task per trace, and with ``--loss`` a lossy-link replay task per trace), runs them on an
+executor (:mod:`rpcbench.executors`: here, watched forked processes, or Dask workers) and merges their
+summaries exactly (:mod:`rpcbench.tally`, :mod:`rpcbench.sampling`), per trace and over every trace, into one
+frozen :class:`~rpcbench.size_result.SizePass`. A single trace is a fleet of one: the same tasks, sampler,
+hold-out and floor. Timing happens afterwards, on the sample the pass drew (:mod:`rpcbench.timing`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rpc_capture.stats import TraceStats
 from .errors import BenchError
 from .executors import Executor, Task
 from .floor import floor_figures
-from .pieces import FloorTask, Piece, PieceTask, plan_pieces
+from .pieces import FloorTask, LinkTask, Piece, PieceTask, plan_pieces
 from .plan import Plan
 from .sampling import NOTHING_DRAWN, Drawn
 from .size_result import ProblemKey, SizePass, TracePass
@@ -39,12 +39,17 @@ def run_size_pass(plan: Plan, executor: Executor) -> SizePass:
     pieces = plan_pieces(plan.index, plan.codecs, executor.slots, plan.wire)
     floors: List[Task] = [FloorTask(config, i, t.path, plan.sampling)
                           for i, t in enumerate(plan.index)] if config.floor else []
-    answers = executor.run_all([*floors, *(PieceTask(config, p, plan.sampling) for p in pieces)],
+    names = tuple(c.name for c in plan.codecs)
+    links: List[Task] = [LinkTask(config, i, t.path, plan.sampling, plan.wire[i].policies, names)
+                         for i, t in enumerate(plan.index)] if config.link.loss else []
+    answers = executor.run_all([*floors, *links, *(PieceTask(config, p, plan.sampling) for p in pieces)],
                                "size pass: reading", sum(max(t.calls, 0) for t in plan.index))
     merges = [_TraceMerge(t.path, [CodecTally(c) for c in plan.codecs], config.sample) for t in plan.index]
     for merge, totals in zip(merges, answers[:len(floors)]):
         merge.floor = totals
-    for summary in sorted(answers[len(floors):], key=lambda s: (s["piece"].trace, s["piece"].first_call)):
+    for replays in answers[len(floors):len(floors) + len(links)]:
+        merges[replays["trace"]].link = replays["states"]
+    for summary in sorted(answers[len(floors) + len(links):], key=lambda s: (s["piece"].trace, s["piece"].first_call)):
         merges[summary["piece"].trace].absorb(summary)
     traces = tuple(m.result(wire) for m, wire in zip(merges, plan.wire))
     tallies, stats, examples = _merge_traces(plan, traces)
@@ -64,6 +69,7 @@ class _TraceMerge:
     drawn: Drawn = NOTHING_DRAWN
     reader: Dict[str, Any] = field(default_factory=dict)
     floor: Optional[Dict[str, Any]] = None
+    link: Dict[str, Any] = field(default_factory=dict)  #: per codec, its lossy link replays (:class:`LinkTask`)
 
     def absorb(self, summary: Dict[str, Any]) -> None:
         """Add one piece's summary."""
@@ -80,7 +86,7 @@ class _TraceMerge:
     def result(self, wire: TraceWire) -> TracePass:
         """The trace's figures, complete (``wire``: its policies, as the plan resolved them)."""
         return TracePass(self.path, tuple(self.tallies), self.stats, self.measured, self.drawn, self.reader,
-                         self.floor, wire)
+                         self.floor, wire, self.link)
 
 
 def _merge_traces(plan: Plan, traces: Tuple[TracePass, ...]) -> Tuple[

@@ -10,6 +10,7 @@ returns and nothing changes them afterwards.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -20,6 +21,7 @@ from rpc_capture.stats import TraceStats
 from .config import RunConfig
 from .environment import file_sha256
 from .floor import floor_figures
+from .link import link_figures, merged
 from .packet_timing import PacketPlan
 from .results import Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
@@ -27,6 +29,7 @@ from .sampling import Drawn, SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
 from .wire import TRANSPORTS, TraceWire, wire_figures
 
+log = logging.getLogger("rpcbench")
 ProblemKey = Tuple[str, Tuple[str, str]]  #: (codec, (problem kind, feature))
 
 
@@ -37,6 +40,7 @@ class PassFigures:
     problems: Tuple[Problem, ...]  #: each with the trace its example came from
     estimate: Optional[Dict[str, Any]]  #: a sampled pass's estimates with their intervals (None: every call)
     wire: Tuple[Dict[str, Any], ...]  #: its packets per --wire policy (none once the codec failed)
+    link: Tuple[Dict[str, Any], ...] = ()  #: its replays over the lossy link per policy and loss rate (--loss)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class TracePass:
     reader: Dict[str, Any]  #: what only the reader of the file's end knows (format, damage, recorder)
     floor: Optional[Dict[str, Any]]  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
     wire: TraceWire  #: its --wire policies, resolved by the tick its timestamps show (from the plan)
+    link: Dict[str, Any]  #: per codec, its lossy link replays (--loss; :class:`rpcbench.pieces.LinkTask`)
 
     def entry(self) -> Dict[str, Any]:
         """What results.json records of this trace."""
@@ -130,14 +135,29 @@ class SizePass:
         carrier = TRANSPORTS[self.config.transport]
         wire = tuple(wire_figures(w.policy, w.export(), carrier, self.config.packet_overhead)
                      for w in tally.wire.values()) if not tally.error else ()
-        return PassFigures(problems, estimate, wire)
+        return PassFigures(problems, estimate, wire, () if tally.error else self._link(name, trace))
+
+    def _link(self, name: str, trace: Optional[TracePass]) -> Tuple[Dict[str, Any], ...]:
+        """A codec's lossy link figures, of one ``trace`` or merged over every trace (per policy and rate, in the
+        order of --wire and --loss; none when a replay of it failed, which is logged)."""
+        replays = [t.link.get(name) for t in ([trace] if trace else self.traces) if self.config.link.loss]
+        failed = next((r["error"] for r in replays if isinstance(r, dict)), None)
+        if failed or not replays:
+            if failed:
+                log.warning("%s: %s", name, failed)
+            return ()
+        together: Dict[Tuple[str, float], List[Dict[str, Any]]] = {}
+        for states in replays:
+            for policy, rate, state in states or ():
+                together.setdefault((policy, rate), []).append(state)
+        return tuple(link_figures(policy, rate, merged(states)) for (policy, rate), states in together.items())
 
     def settings(self) -> Dict[str, Any]:
         """What results.json records of how the size pass ran."""
         ticks = [{"path": t.path, **dataclasses.asdict(t.wire.tick)} for t in self.traces if t.wire.tick is not None]
         return {"sizes_only": self.config.sizes_only, "dask": self.dask, "traces": len(self.traces),
                 "wire": [p.text for p in self.config.wire], "transport": self.config.transport,
-                "packet_overhead": self.config.packet_overhead, "ticks": ticks,
+                "packet_overhead": self.config.packet_overhead, "ticks": ticks, **self.config.link.summary(),
                 "size_pass_calls": self.measured,
                 "size_pass_method": "seeded sample, uniform over calls" if self.sampled else "every call"}
 
