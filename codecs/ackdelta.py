@@ -89,13 +89,12 @@ def apply(old: Any, node: list) -> Any:
     fields = _fields(old)
     if fields is None:
         raise ValueError(f"ackdelta node {node!r} for a {type(old).__name__}, not a dict or list")
-    first = node[0]
-    mask, nested, at = (~first, node[1], 2) if first < 0 else (first, 0, 1)
+    mask, nested, start = (~node[0], node[1], 2) if node[0] < 0 else (node[0], 0, 1)
     out = dict(old) if type(old) is dict else list(old)
+    at = start  #: the next value of the node
     for bit, field in enumerate(fields):
         if mask >> bit & 1:
-            value = node[at]
-            out[field] = apply(old[field], value) if nested >> (at - 1 - (first < 0)) & 1 else value
+            out[field] = apply(old[field], node[at]) if nested >> (at - start) & 1 else node[at]
             at += 1
     if mask >> len(fields) or at != len(node):
         raise ValueError(f"ackdelta node {node!r} does not fit its baseline's {len(fields)} fields")

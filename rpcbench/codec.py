@@ -54,6 +54,8 @@ class Codec(abc.ABC):
       connections. Such a codec sets ``ordered_delivery = True``: a lost or reordered
       message breaks every later one of its stream, so it needs a reliable, ordered
       transport, and the report says so beside its figures.
+    * ``timed``: False for a row whose CPU figures would not be a codec's work (``captured``, whose encode
+      hands back bytes a packet capture recorded): the run measures its bytes and fidelity only.
     * ``ack_baselines``: True for a stage that keeps state per connection but survives loss
       because it encodes against what the receiver acknowledged (``+ackdelta``): it gives
       ``sender()`` and ``receiver()`` halves that a lossy link drives with its acks, and its
@@ -69,6 +71,7 @@ class Codec(abc.ABC):
     changes: ClassVar[Mapping[str, str]] = {}
     per_connection: ClassVar[bool] = False
     ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (state across calls)
+    timed: ClassVar[bool] = True  #: False: bytes and fidelity only (``captured``: its encode is a copy)
     ack_baselines: ClassVar[bool] = False  #: state across calls kept in step by acks (sender()/receiver())
 
     @abc.abstractmethod

@@ -26,6 +26,7 @@ from .plan import Plan, make_plan
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
+from .captured import use_capture, with_capture
 from .size_pass import run_size_pass
 from .size_result import PassFigures, SizePass, TracePass
 from .tally import CodecTally
@@ -34,8 +35,14 @@ from .timing_stage import Timed, run_timing
 
 
 def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None) -> Suite:
-    """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
-    plan = make_plan(config, registry or config.registry(), progress)
+    """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's). A trace
+    imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`)."""
+    config = with_capture(config)
+    if registry is None:
+        registry = config.registry()
+    else:
+        use_capture(registry, config.capture, config.proto)
+    plan = make_plan(config, registry, progress)
     with open_executor(config.dask, config.jobs, config.codec_timeout, progress) as executor:
         size_pass = run_size_pass(plan, executor)  # a Dask cluster is closed before timing starts
     size_pass_s = time.perf_counter() - plan.started
@@ -146,7 +153,7 @@ def _codec_result(tally: CodecTally, added: PassFigures, timing: TimingAnswer, r
         encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
         problems=added.problems, estimate=added.estimate, wire=packet_cpu(added.wire, timing), link=added.link,
         by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
-        error=timing.get("error") or (None if rounds.get("encode") else not_timed),
+        error=timing.get("error") or (None if rounds.get("encode") or not codec.timed else not_timed),
         stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}
                 for op, stages in timing.get("stage_rounds", {}).items() if stages},
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,

@@ -3,7 +3,8 @@
 ``--budget`` shrinks the timing plan first (:func:`rpcbench.budget.fit_to_budget`); the sample and the tick
 windows of a batched --wire policy come from the size pass's result, read no trace again; the codecs are
 timed in fresh worker processes (:mod:`rpcbench.worker`) or interleaved in this one (``--processes 0``), by
-:mod:`rpcbench.timing`'s loops. A codec the size pass stopped is not timed: its answer is its error.
+:mod:`rpcbench.timing`'s loops. A codec the size pass stopped is not timed (its answer is its error), nor one
+that is not timed by nature (``Codec.timed``: the captured row).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def run_timing(plan: Plan, size_pass: SizePass, progress: Progress) -> Timed:
     sample = [] if config.sizes_only else size_pass.sample(timing.sample)
     packets = None if config.sizes_only else size_pass.packet_plan(timing.sample)
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
-    codecs = [] if config.sizes_only else [c for c in plan.codecs if c.name not in failed]
+    codecs = [] if config.sizes_only else [c for c in plan.codecs if c.name not in failed and c.timed]
     answers, interrupted = time_sample(config, timing, codecs, sample, progress, packets)
     return Timed(timing, tuple(sample), {**answers, **failed}, interrupted, time.perf_counter() - started)
 
