@@ -7,12 +7,12 @@ receive the same value (pickled), never the command line, so they build the same
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import protobuf
-from .captured import use_capture
+from .captured import CAPTURED, capture_of, use_capture
 from .precision import NO_PROFILE, Profile
 from .codec import Codec
 from .errors import BenchError
@@ -82,6 +82,15 @@ class RunConfig:
     def trace_files(self) -> Tuple[str, ...]:
         """Every trace of the run."""
         return self.traces or (self.trace,)
+
+    def with_capture(self) -> "RunConfig":
+        """The run with the ``captured`` row first when its (first) trace was imported from a capture
+        (:mod:`rpcbench.captured`)."""
+        capture = self.capture if self.capture is not None else capture_of(self.trace)
+        if capture is None:
+            return self
+        codecs = self.codecs if CAPTURED in self.codecs else (CAPTURED, *self.codecs)
+        return replace(self, capture=capture, codecs=codecs)
 
     def registry(self) -> Registry:
         """The built-in codecs plus the plugins this run adds, configured for it."""

@@ -26,7 +26,7 @@ from .plan import Plan, make_plan
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
-from .captured import use_capture, with_capture
+from .captured import use_capture
 from .size_pass import run_size_pass
 from .size_result import PassFigures, SizePass, TracePass
 from .tally import CodecTally
@@ -37,7 +37,7 @@ from .timing_stage import Timed, run_timing
 def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's). A trace
     imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`)."""
-    config = with_capture(config)
+    config = config.with_capture()
     if registry is None:
         registry = config.registry()
     else:
