@@ -36,7 +36,8 @@ from rpcbench.config import RunConfig
 from rpcbench.executors import connect, open_executor
 from rpcbench.pipeline import run_benchmark
 from rpcbench.progress import quiet
-from rpcbench.size_pass import SizePass
+from rpcbench.plan import make_plan
+from rpcbench.size_pass import run_size_pass
 from rpcbench.trace_index import index_traces
 
 
@@ -56,12 +57,10 @@ def cpu_seconds() -> float:
 def size_pass(config: RunConfig) -> Tuple[float, Any]:
     """Wall seconds of the index and size pass on the config's Dask cluster; the figures and the CPU
     seconds its workers spent."""
-    codecs, _ = config.create_codecs(config.registry())
     started = time.perf_counter()
     with open_executor(config.dask, config.jobs, config.codec_timeout, quiet) as executor:
         cpu = sum(executor.client.run(cpu_seconds).values())
-        run = SizePass(config, codecs, index_traces(config, False))
-        run.run(executor)
+        run = run_size_pass(make_plan(config, config.registry(), quiet), executor)
         cpu = sum(executor.client.run(cpu_seconds).values()) - cpu
     return time.perf_counter() - started, ([(t.codec.name, sorted(t.sizes.items()), t.failures) for t in run.tallies],
                                            cpu)

@@ -199,7 +199,7 @@ class MsgspecStruct(Codec):
     }
 
     def __init__(self, settings: Optional[protobuf.Settings] = None) -> None:
-        schema = protobuf.load(settings or protobuf.Settings())
+        schema = protobuf.load(settings or protobuf.DEFAULT_SETTINGS)
         self.schemas = list(schema.files)
         if schema.inferred:
             self.changes = {**self.changes, INFERRED: protobuf.INFERRED_CHANGE}  # type: ignore[misc]

@@ -14,11 +14,10 @@ from rpcbench.codec import Codec, Received, Stage
 from rpcbench.fidelity import (BIG_INTS, BOOL_NUMBER, BYTES, DEFAULTS, ENUM_FORM, ENUM_UNKNOWN, FLOAT32, FLOAT_IN_INT,
                                INT_AS_FLOAT, INFERRED, INT_KEYS, INT_RANGE, METHOD, NON_FINITE, NULLS, SURROGATES,
                                TUPLES, WRONG_TYPE)
-from rpcbench.protobuf import (INFERRED_CHANGE, Settings, jsonlike, load, read_field, value_kwargs, value_to_python,
-                               varint)
+from rpcbench.protobuf import (DEFAULT_SETTINGS, INFERRED_CHANGE, Settings, jsonlike, load, read_field, value_kwargs,
+                               value_to_python, varint)
 
 
-DEFAULT_SETTINGS = Settings()  #: every .proto in proto/ (frozen, so one shared default is safe)
 
 class Protobuf(Codec):
     """Each call as its method's request message from the schemas, inside a ``oneof`` envelope.

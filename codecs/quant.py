@@ -14,7 +14,6 @@ from rpcbench.precision import NO_PROFILE, Profile
 from rpcbench.quant import Generated, OutOfProfile, Tolerance, method_bits, method_layouts
 
 
-DEFAULT_SETTINGS = protobuf.Settings()  #: every .proto in proto/ (frozen, so one shared default is safe)
 
 
 class Quant(Codec):
@@ -41,7 +40,8 @@ class Quant(Codec):
         METHOD: "a method the schemas have no message for fails to encode",
     }
 
-    def __init__(self, settings: protobuf.Settings = DEFAULT_SETTINGS, precision: Profile = NO_PROFILE) -> None:
+    def __init__(self, settings: protobuf.Settings = protobuf.DEFAULT_SETTINGS,
+                 precision: Profile = NO_PROFILE) -> None:
         schema = protobuf.load(settings)
         self.schemas = list(schema.files)
         self.precision = precision.label if precision.name else "none (every value exact)"

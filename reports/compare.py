@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import List, Optional, Sequence, Tuple
 
 from scipy.stats import t as student_t
@@ -145,11 +146,11 @@ class Comparison:
         """Both runs measured the same calls: byte changes are exact."""
         return not self.calls_differ
 
-    @property
+    @cached_property
     def untested(self) -> Tuple[str, ...]:
         """The CPU timings (``codec op``) a gate guards but these runs could not test, so a pass could not vouch
         for them: a ratio with too few process sets, a codec's timing without a reference, a timing one run
-        lacks."""
+        lacks (found once: the comparison is frozen)."""
         out = [f"{c.codec} {t.op}" for c in self.codecs for t in c.cpu if not t.reference and not t.tested]
         return tuple(out + [f"{c.codec} {m.split(' ', 1)[0]}" for c in self.codecs for m in c.missing
                             if m.split(" ", 1)[0] in OPS])

@@ -32,6 +32,7 @@ from . import capacity
 from .capacity import Estimate
 from .decision import CapacityRow, Decision
 from .formatting import MISSING, fmt_bytes, fmt_count, fmt_share, fmt_us, shown
+from .precision import FIELD_COLUMNS
 from .table import Column, columns, footnotes, latency_column, memory_column
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -520,9 +521,8 @@ def column_table(cols: Sequence[Column], results: Sequence[CodecResult], css: st
 def precision_section(d: Decision) -> Section:
     """The precision profile, and per lossy codec each field's values changed within their step."""
     v = d.precision
-    tables = {c.codec: plain_table(("field", "values changed", "largest error", "step", "of a step"),
-                                   [(f.path, f"{f.changed:,}", f"{f.max_error:.3g}", f"{f.step:g}", f"{f.share:.0%}")
-                                    for f in c.fields], numeric={1, 2, 3, 4}) for c in v.codecs}
+    tables = {c.codec: plain_table(FIELD_COLUMNS, [f.cells() for f in c.fields], numeric={1, 2, 3, 4})
+              for c in v.codecs}
     return Section(tables=tables, facts={"line": v.line, "closing": list(v.closing), "floor": v.floor_note,
                                          "cpu": v.cpu_note})
 

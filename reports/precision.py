@@ -19,6 +19,7 @@ from .capacity import Plan
 from .formatting import fmt_ratio
 
 COMPARED = ("msgpack", "protobuf")  #: the exact binary formats the closing note sets a lossy codec against
+FIELD_COLUMNS = ("field", "values changed", "largest error", "step", "of a step")  #: what :meth:`FieldRow.cells` holds
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class FieldRow:
     def share(self) -> float:
         """The largest error as a share of the step (at most 0.5: half a step)."""
         return self.max_error / self.step if self.step else 0.0
+
+    def cells(self) -> Tuple[str, str, str, str, str]:
+        """The row as every output writes it (:data:`FIELD_COLUMNS`): the one formatter of the lossy table."""
+        return self.path, f"{self.changed:,}", f"{self.max_error:.3g}", f"{self.step:g}", f"{self.share:.0%}"
 
 
 @dataclass(frozen=True)

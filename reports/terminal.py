@@ -32,8 +32,7 @@ def lossy_lines(v: precision.PrecisionView, limit: int = 8) -> List[str]:
     for c in v.codecs:
         lines.append(f"{c.codec}: {c.changed:,} values came back within their declared step (field: values changed, "
                      "largest error / step):")
-        lines += [f"  {f.path}: {f.changed:,}, {f.max_error:.3g} / {f.step:g} ({f.share:.0%} of a step)"
-                  for f in c.fields[:limit]]
+        lines += ["  {}: {}, {} / {} ({} of a step)".format(*f.cells()) for f in c.fields[:limit]]
         if len(c.fields) > limit:
             lines.append(f"  ... {len(c.fields) - limit} more fields in report.html")
     return lines

@@ -14,17 +14,23 @@ keeping the most rounds and the most processes for as long as possible:
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, replace
-from typing import Iterable, Tuple
+from typing import Iterable, List, Tuple
+
+from .size_result import SizePass
+
+log = logging.getLogger("rpcbench")
 
 #: wall seconds the model adds per worker process (fork, sample set-up) and for the report
 PROCESS_OVERHEAD_S = 0.15
 REPORT_S = 6.0
+MEMORY_CALLS = 2000  #: calls of the sample replayed under tracemalloc (it is slow)
 
 
 @dataclass(frozen=True)
-class Plan:
+class TimingPlan:
     """How the timing phase will run."""
 
     sample: int
@@ -33,7 +39,7 @@ class Plan:
     processes: int
     warmup: int
 
-    def cost_s(self, per_call_ns: Iterable[Tuple[float, int]], memory_calls: int) -> float:
+    def cost_s(self, per_call_ns: Iterable[Tuple[float, int]]) -> float:
         """Predicted seconds for codecs with these per-call costs (encode+decode ns, replays of the sample per
         timed round: 1, one more for the stages of a multi-stage codec, one more for packets of a batched --wire)."""
         total = 0.0
@@ -43,16 +49,33 @@ class Plan:
             rounds = self.repeat * loops * replay * passes
             processes = max(1, self.processes)
             total += processes * (self.warmup * replay + rounds + PROCESS_OVERHEAD_S)
-            total += replay + min(self.sample, memory_calls) * ns / 1e9 * 6  # tails, tracemalloc pass
+            total += replay + min(self.sample, MEMORY_CALLS) * ns / 1e9 * 6  # tails, tracemalloc pass
         return total
 
 
-def fit(plan: Plan, per_call_ns: list, seconds_left: float, memory_calls: int) -> Plan:
+def fit_to_budget(plan: TimingPlan, size_pass: SizePass, seconds_left: float) -> TimingPlan:
+    """``plan`` shrunk to the time left, from each codec's cost in the size pass (a batched --wire policy's
+    packets are timed in the same rounds too: about one replay more), with a warning of what was cut."""
+    calls = max(size_pass.measured, 1)  # the calls the codecs' cost was measured over
+    packets = any(p.batched for p in size_pass.config.wire)
+    costs = [(t.ns / calls, 1 + (len(t.codec.encode_stages()) > 1 and not t.codec.per_connection) + packets)
+             for t in size_pass.tallies]
+    fitted = fit(plan, costs, seconds_left)
+    cut = cuts(plan, fitted)
+    if cut:  # never quietly: the user asked for one plan and gets another
+        log.warning("--budget: %.0f s left after the size pass; timing cut to fit: %s", seconds_left, cut)
+    if fitted.cost_s(costs) > seconds_left:
+        log.warning("--budget leaves %.0f s after the size pass; timing will need about %.0f s even with the "
+                    "smallest plan", seconds_left, fitted.cost_s(costs))
+    return fitted
+
+
+def fit(plan: TimingPlan, per_call_ns: List[Tuple[float, int]], seconds_left: float) -> TimingPlan:
     """The best plan, in the order of the module docstring, whose predicted cost fits ``seconds_left``."""
     budget = seconds_left - REPORT_S
 
-    def fits(p: Plan) -> bool:
-        return p.cost_s(per_call_ns, memory_calls) <= budget
+    def fits(p: TimingPlan) -> bool:
+        return p.cost_s(per_call_ns) <= budget
 
     steps = [
         lambda p: replace(p, sample=max(500, p.sample * 3 // 4)) if p.sample > 500 else None,
@@ -70,7 +93,7 @@ def fit(plan: Plan, per_call_ns: list, seconds_left: float, memory_calls: int) -
     return plan
 
 
-def cuts(before: Plan, after: Plan) -> str:
+def cuts(before: TimingPlan, after: TimingPlan) -> str:
     """What fitting into a budget changed, in words (``timing sample 1,000 -> 300 calls, rounds 40 -> 12``), or ""."""
     changes = [f"{label} {old:,g} -> {new:,g}{unit}" for label, old, new, unit in (
         ("timing sample", before.sample, after.sample, " calls"), ("rounds", before.repeat, after.repeat, ""),

@@ -3,10 +3,9 @@ the server sends today beside every codec, and this module says when and with wh
 
 from __future__ import annotations
 
-import dataclasses
 import contextlib
 import zlib
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from rpc_capture import S2C, open_trace, trace_header
 
@@ -14,9 +13,6 @@ from . import protobuf
 from .codec import Compressor
 from .errors import BenchError
 from .registry import Registry
-
-if TYPE_CHECKING:  # config.py builds its registries with use_capture
-    from .config import RunConfig
 
 CAPTURED = "captured"  #: the row's codec id
 CAPTURE_KEY = "capture"  #: the trace header's key an imported trace keeps its capture's facts under
@@ -29,17 +25,6 @@ def capture_of(trace: str) -> Optional[Dict[str, Any]]:
     """The ``capture`` facts of an imported trace's header (None: not imported from a capture)."""
     capture = trace_header(trace).get(CAPTURE_KEY)
     return dict(capture) if isinstance(capture, Mapping) else None
-
-
-def with_capture(config: "RunConfig") -> "RunConfig":
-    """The run with the ``captured`` row first when its (first) trace was imported from a capture."""
-    capture = config.capture if config.capture is not None else capture_of(config.trace)
-    if capture is None:
-        return config
-    if capture.get("deflate") and SERVER_DEFLATE not in capture:
-        capture = {**capture, SERVER_DEFLATE: server_deflate(config.trace)}
-    codecs = config.codecs if CAPTURED in config.codecs else (CAPTURED, *config.codecs)
-    return dataclasses.replace(config, capture=capture, codecs=codecs)
 
 
 def server_deflate(trace: str) -> Dict[str, Any]:

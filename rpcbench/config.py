@@ -7,12 +7,12 @@ receive the same value (pickled), never the command line, so they build the same
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import protobuf
-from .captured import use_capture
+from .captured import CAPTURED, SERVER_DEFLATE, capture_of, server_deflate, use_capture
 from .precision import NO_PROFILE, Profile
 from .codec import Codec
 from .errors import BenchError
@@ -83,6 +83,17 @@ class RunConfig:
         """Every trace of the run."""
         return self.traces or (self.trace,)
 
+    def with_capture(self) -> "RunConfig":
+        """The run with the ``captured`` row first when its (first) trace was imported from a capture
+        (:mod:`rpcbench.captured`)."""
+        capture = self.capture if self.capture is not None else capture_of(self.trace)
+        if capture is None:
+            return self
+        if capture.get("deflate") and SERVER_DEFLATE not in capture:
+            capture = {**capture, SERVER_DEFLATE: server_deflate(self.trace)}
+        codecs = self.codecs if CAPTURED in self.codecs else (CAPTURED, *self.codecs)
+        return replace(self, capture=capture, codecs=codecs)
+
     def registry(self) -> Registry:
         """The built-in codecs plus the plugins this run adds, configured for it."""
         stream_options = {"window_log": self.zstd_window_log} if self.zstd_window_log else {}
@@ -99,14 +110,19 @@ class RunConfig:
         use_capture(registry, self.capture, self.proto)
         return registry
 
-    def create_codecs(self, registry: Registry) -> Tuple[List[Codec], List[str]]:
-        """Instances of the run's codecs, and one line for each skipped because its plugin
-        file was skipped (a missing library); an unknown id is an error."""
-        ids = registry.expand(self.codecs)
+    def codec_ids(self, registry: Registry) -> Tuple[str, ...]:
+        """The run's codec ids, level ranges expanded (``json+zlib-1..9``); empty or twice is an error."""
+        ids = tuple(registry.expand(self.codecs))
         if not ids:
             raise BenchError("--codecs is empty")
         if len(set(ids)) != len(ids):
             raise BenchError(f"--codecs lists a codec twice: {','.join(ids)}")
+        return ids
+
+    def create_codecs(self, registry: Registry, ids: Optional[Sequence[str]] = None) -> Tuple[List[Codec], List[str]]:
+        """Instances of the run's codecs (``ids``: already expanded by :meth:`codec_ids`), and one line for each
+        skipped because its plugin file was skipped (a missing library); an unknown id is an error."""
+        ids = self.codec_ids(registry) if ids is None else ids
         skipped_stems = {Path(f).stem: why for f, why in registry.skipped.items()}
         codecs, skipped = [], []
         for cid in ids:

@@ -81,10 +81,11 @@ class InProcess:
         self.progress = progress
 
     def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
-        out = []
+        out, done, total = [], 0, calls_of(tasks)
         for n, task in enumerate(tasks, 1):
             out.append(task.run(None))
-            report(self.progress, what, (n, len(tasks), ""), share_done(tasks[:n], [], tasks), calls)
+            done += task.span[1]
+            report(self.progress, what, (n, len(tasks), ""), share_done(done, [], total), calls)
         return out
 
     def __enter__(self) -> "InProcess":
@@ -116,7 +117,8 @@ def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = No
     waiting = list(enumerate(tasks))
     running: Dict[int, Watch] = {}
     out: List[Any] = [None] * len(tasks)
-    finished: List[Task] = []
+    finished = done = 0  #: tasks finished, and their calls
+    total = calls_of(tasks)
     try:
         while waiting or running:
             while waiting and len(running) < jobs:
@@ -126,24 +128,28 @@ def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = No
             for i, watch in list(running.items()):
                 if watch.check():
                     out[i] = watch.answer
-                    finished.append(tasks[i])
+                    finished, done = finished + 1, done + tasks[i].span[1]
                     del running[i]
             if tick is not None:
-                tick(len(finished), share_done(finished, [(w.task, w.beat[0]) for w in running.values()], tasks))
+                tick(finished, share_done(done, [(w.task, w.beat[0]) for w in running.values()], total))
     finally:
         for watch in running.values():
             watch.stop()
     return out
 
 
-def share_done(done: Sequence[Task], running: Sequence[Tuple[Task, int]], tasks: Sequence[Task]) -> Optional[float]:
-    """The share of the tasks' calls gone through: those of the tasks ``done``, and of each running task
-    up to the call its beat is at (None when no task counts its calls)."""
-    total = sum(t.span[1] for t in tasks)
+def calls_of(tasks: Sequence[Task]) -> int:
+    """The calls the tasks go through (those that count theirs)."""
+    return sum(t.span[1] for t in tasks)
+
+
+def share_done(done: int, running: Sequence[Tuple[Task, int]], total: int) -> Optional[float]:
+    """The share of ``total`` calls gone through: ``done`` (the calls of the tasks finished), and each running
+    task's up to the call its beat is at (None when no task counts its calls)."""
     if not total:
         return None
     at = sum(min(task.span[1], max(0, call + 1 - task.span[0])) for task, call in running)
-    return min(1.0, (sum(t.span[1] for t in done) + at) / total)
+    return min(1.0, (done + at) / total)
 
 
 def report(progress: Progress, what: str, tasks: Tuple[int, int, str], share: Optional[float], calls: int) -> None:
@@ -310,13 +316,13 @@ class OnDask:
         for _ in range(min(self.slots, len(waiting))):
             send()
         out: List[Any] = [None] * len(tasks)
-        finished: List[Task] = []
+        done, total = 0, calls_of(tasks)
         for n, future in enumerate(running, 1):
             if waiting:
                 send()
             out[position[future.key]] = _result(future)
-            finished.append(tasks[position[future.key]])
-            report(self.progress, what, (n, len(tasks), " on dask"), share_done(finished, [], tasks), calls)
+            done += tasks[position[future.key]].span[1]
+            report(self.progress, what, (n, len(tasks), " on dask"), share_done(done, [], total), calls)
         return out
 
     def __exit__(self, *exc: Any) -> None:

@@ -4,18 +4,29 @@ sizes, the wire's payloads and latencies, and timing's per-call tails."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, List, Mapping, Sequence, Tuple
+
+
+def nearest_ranks(histogram: Mapping[Any, int], pcts: Sequence[float]) -> Tuple[float, ...]:
+    """For each of ``pcts``, the smallest value with at least that % of the counts at or below it (values read
+    as numbers, so keys that came back from JSON as text sort right; 0 when the histogram is empty): one sort
+    for all of them."""
+    count = sum(histogram.values())
+    if not count:
+        return tuple(0 for _ in pcts)
+    ranks = [max(1, math.ceil(pct / 100 * count)) for pct in pcts]
+    found: List[float] = [0] * len(pcts)
+    waiting = sorted(range(len(pcts)), key=ranks.__getitem__)
+    seen = 0
+    for value, n in sorted((float(v), n) for v, n in histogram.items()):
+        seen += n
+        while waiting and seen >= ranks[waiting[0]]:
+            found[waiting.pop(0)] = value
+        if not waiting:
+            break
+    return tuple(found)
 
 
 def nearest_rank(histogram: Mapping[Any, int], pct: float) -> float:
-    """The smallest value with at least ``pct`` % of the counts at or below it (values read as numbers,
-    so keys that came back from JSON as text sort right); 0 when the histogram is empty."""
-    count = sum(histogram.values())
-    if not count:
-        return 0
-    rank, seen = max(1, math.ceil(pct / 100 * count)), 0
-    for value, n in sorted((float(v), n) for v, n in histogram.items()):
-        seen += n
-        if seen >= rank:
-            return value
-    return 0
+    """One percentile (see :func:`nearest_ranks`)."""
+    return nearest_ranks(histogram, (pct,))[0]

@@ -19,7 +19,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AbstractSet, Any, Dict
+from typing import AbstractSet, Any, Dict, Sequence
 
 from . import protobuf
 from .config import RunConfig
@@ -52,9 +52,9 @@ class InferredSchema:
         return dataclasses.replace(chosen, files=(self.path,), inferred=True)
 
 
-def wanted(config: RunConfig, registry: Registry) -> bool:
-    """Whether the run has a typed codec and no schema of the user's own (``--proto``)."""
-    return not config.proto.files and any(cid.split("+")[0] in TYPED for cid in registry.expand(config.codecs))
+def wanted(config: RunConfig, ids: Sequence[str]) -> bool:
+    """Whether the run has a typed codec (of its codec ``ids``) and no schema of the user's own (``--proto``)."""
+    return not config.proto.files and any(cid.split("+")[0] in TYPED for cid in ids)
 
 
 class Inference:

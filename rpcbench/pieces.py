@@ -23,7 +23,7 @@ from .registry import Registry
 from .sampling import SIZE_SALT, TIMING_SALT, Candidates, SamplePlan, priorities
 from .tally import CodecTally, check_batch, check_call, send_rest
 from .trace_index import TraceIndex
-from .wire import DETECT_CALLS, TRANSPORTS, Batcher, TickGuess, WirePolicy, detect_tick, resolve
+from .wire import TRANSPORTS, Batcher, TraceWire, WirePolicy
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Piece:
     calls: int = 0  #: calls it reads (0: not counted), for the progress line
     count: bool = True  #: count trace statistics and sample candidates (one piece per call does)
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
-    wire: Tuple[WirePolicy, ...] = ()  #: the run's --wire policies (resolved by the piece for its trace)
+    wire: TraceWire = TraceWire(())  #: its trace's --wire policies, resolved
 
     @property
     def live(self) -> Tuple[str, ...]:
@@ -50,19 +50,20 @@ class Piece:
 
 
 def plan_pieces(traces: Sequence[TraceIndex], codecs: Sequence[Codec], slots: int,
-                wire: Tuple[WirePolicy, ...] = ()) -> List[Piece]:
+                wire: Sequence[TraceWire] = ()) -> List[Piece]:
     """The tasks of a run: a trace split in chunks goes through its stateless codecs chunk by chunk and
     whole through its codecs with per-connection state (a chunk would cut their streams); a trace not
     split goes whole through all. With fewer such parts than ``slots``, the codecs are shared among
     tasks as well, so every slot has work. Whole traces first: they take longest.
 
-    ``wire``: the run's policies; with a batched one, every trace goes whole through every codec (a
+    ``wire``: each trace's policies, resolved; a trace with a batched one goes whole through every codec (a
     connection's tick window may straddle any chunk boundary)."""
-    if any(p.batched for p in wire):
-        traces = [dataclasses.replace(t, cuts=()) for t in traces]
+    wire = list(wire) or [TraceWire(())] * len(traces)
+    traces = [dataclasses.replace(t, cuts=()) if any(p.batched for p in w.policies) else t
+              for t, w in zip(traces, wire)]
     parts = sum(max(1, len(t.cuts)) for t in traces)
     groups = -(-slots // parts)
-    pieces = [dataclasses.replace(p, wire=wire) for number, t in enumerate(traces)
+    pieces = [dataclasses.replace(p, wire=wire[number]) for number, t in enumerate(traces)
               for p in _trace_pieces(number, t, codecs, groups)]
     return sorted(pieces, key=lambda p: p.start is not None)
 
@@ -159,15 +160,17 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     if piece.start is not None and isinstance(reader, TraceReader):
         reader.seek(piece.start, piece.first_call)
     calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
-    wire, tick, calls = _wire_of(piece, calls)
+    wire = piece.wire.policies
     registry = _registry(config)
     tallies = []
     for position, name in enumerate(piece.live):
         if beat is not None:
             beat[1] = position
         tallies.append(CodecTally(registry.create(name), wire))
-    stats, candidates = TraceStats(), Candidates(plan.timing_calls)
+    stats = TraceStats()
+    candidates = Candidates(plan.timing_calls, piece.wire.timed if piece.count else None)
     batchers = {p.text: Batcher(p) for p in wire if p.batched}
+    origins = [*batchers.values(), *([candidates.batcher] if candidates.batcher is not None else [])]
     followers = [tally for tally in tallies if tally.follows_skipped]
 
     def pass_over(indices: Sequence[int], chunk: Sequence[Call]) -> None:
@@ -176,11 +179,11 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
                 tally.pass_over(index, call)
 
     measured = 0
-    for indices, chunk in _chunks(piece, plan, calls, batchers, pass_over):
+    for indices, chunk in _chunks(piece, plan, calls, origins, pass_over):
         if piece.count:
             stats.add_all(chunk)
-            candidates.offer_all([call.method for call in chunk],
-                                 priorities(plan.seed, piece.trace, np.array(indices, np.uint64), TIMING_SALT), indices)
+            candidates.offer_all(chunk, priorities(plan.seed, piece.trace, np.array(indices, np.uint64), TIMING_SALT),
+                                 indices)
         for keep, run in _size_runs(plan, piece.trace, indices, bool(followers)):
             sub = [chunk[i] for i in run] if len(run) < len(chunk) else chunk
             ids = [indices[i] for i in run] if len(run) < len(chunk) else indices
@@ -202,7 +205,7 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     states = {t.codec.name: t.export() for t in tallies}
     failed = dict(piece.failed)
     return {"piece": piece, "tallies": [states.get(name) or {"error": failed[name]} for name in piece.codecs],
-            "measured": measured, "stats": stats if piece.count else None, "tick": tick,
+            "measured": measured, "stats": stats if piece.count else None,
             "candidates": candidates.export() if piece.count else None,
             "reader": _reader_info(reader) if piece.stop is None else None}
 
@@ -224,16 +227,16 @@ def _size_runs(plan: SamplePlan, trace: int, indices: List[int],
         yield keep, list(run)
 
 
-def _chunks(piece: Piece, plan: SamplePlan, calls: Iterator[Call], batchers: Dict[str, Batcher],
+def _chunks(piece: Piece, plan: SamplePlan, calls: Iterator[Call], origins: Sequence[Batcher],
             pass_over: Callable[[Sequence[int], Sequence[Call]], None]) -> Iterator[Tuple[List[int], List[Call]]]:
     """The piece's calls not held out, :data:`BATCH` at a time with their indices in the trace; the held-out
-    ones go to ``pass_over`` (a stream replaying a recording reads them to stay in step); the batched
-    policies' windows start at the trace's first timestamp (held out or not)."""
+    ones go to ``pass_over`` (a stream replaying a recording reads them to stay in step); the windows of
+    ``origins`` (the batched policies' batchers) start at the trace's first timestamp (held out or not)."""
     first = piece.first_call
     held = plan.held[piece.trace] if piece.trace < len(plan.held) else 0
     for chunk in iter(lambda: list(itertools.islice(calls, BATCH)), []):
         if first == 0:
-            for batcher in batchers.values():
+            for batcher in origins:
                 batcher.origin = chunk[0].t
         start, first = first, first + len(chunk)
         skip = min(max(held - start, 0), len(chunk))
@@ -241,18 +244,6 @@ def _chunks(piece: Piece, plan: SamplePlan, calls: Iterator[Call], batchers: Dic
             pass_over(list(range(start, start + skip)), chunk[:skip])
         if skip < len(chunk):
             yield list(range(start + skip, first)), chunk[skip:]
-
-
-def _wire_of(piece: Piece, calls: Iterator[Call]) -> Tuple[Tuple[WirePolicy, ...], Optional[TickGuess],
-                                                          Iterator[Call]]:
-    """The piece's --wire policies for its trace, the tick read from the trace (None without a batched policy)
-    and its calls: a batched policy's piece holds a whole trace, whose first calls show its tick
-    (:func:`rpcbench.wire.detect_tick`); they are read once, kept, and measured like the rest."""
-    if not any(p.batched for p in piece.wire):
-        return piece.wire, None, calls
-    head = list(itertools.islice(calls, DETECT_CALLS))
-    guess = detect_tick(head)
-    return resolve(piece.wire, guess), guess, itertools.chain(head, calls)
 
 
 @dataclass(frozen=True)
@@ -289,6 +280,7 @@ class LinkTask:
     trace: int
     path: str
     plan: SamplePlan
+    policies: Tuple[WirePolicy, ...]  #: the trace's --wire policies, resolved by its tick (the run's plan)
     codecs: Tuple[str, ...] = ()
     span: Tuple[int, int] = (0, 0)  #: its calls are not counted in the progress line
     failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
@@ -299,12 +291,9 @@ class LinkTask:
     def run(self, beat: Any) -> Dict[str, Any]:
         every = list(open_trace(self.path, self.config.salvage))
         calls = [call for index, call in enumerate(every) if not self.plan.held_out(self.trace, index)]
-        policies = self.config.wire
-        if any(p.batched for p in policies):  # the tick read from the same first calls as the size pass reads
-            policies = resolve(policies, detect_tick(every[:DETECT_CALLS]))
         failed = dict(self.failed)
         live = [name for name in self.codecs if name not in failed]
-        states = replay_trace(_registry(self.config).create, live, calls, every[0].t if every else 0, policies,
+        states = replay_trace(_registry(self.config).create, live, calls, every[0].t if every else 0, self.policies,
                               self.config.link, TRANSPORTS[self.config.transport], self.config.packet_overhead,
                               beat)
         return {"trace": self.trace, "states": {**states, **{name: {"error": why} for name, why in failed.items()}}}

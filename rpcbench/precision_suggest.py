@@ -23,7 +23,6 @@ from .precision import NO_PROFILE
 from .quant.layout import BOOL, BYTES, ENUM, FLOAT, INT, STR, Leaf, Message, leaves, method_layouts
 
 MAX_DECIMALS = 6  #: more decimals than this: the value carries full precision
-_DEFAULT_SETTINGS = protobuf.Settings()  #: the bundled schemas, or one inferred (frozen: one shared default is safe)
 RELATIVE_ERROR = 1e-4  #: default error a full-precision float's step keeps, relative to its largest magnitude
 
 
@@ -102,7 +101,7 @@ def _all_leaves(node: Any) -> Iterable[Leaf]:
         yield from _all_leaves(node.value)
 
 
-def suggest(trace: str, calls: Iterable[Call], chosen: protobuf.Settings = _DEFAULT_SETTINGS,
+def suggest(trace: str, calls: Iterable[Call], chosen: protobuf.Settings = protobuf.DEFAULT_SETTINGS,
             relative_error: float = RELATIVE_ERROR) -> str:
     """The suggested profile as TOML text, one entry (or comment) per field, each saying why. ``calls`` is read
     twice when the schema is inferred (a list, or a view that opens the trace again)."""

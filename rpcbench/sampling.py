@@ -1,10 +1,13 @@
 """Seeded samples that merge exactly whichever task, chunk or worker saw a call: each call's priority
 (:func:`priority`), the timing sample's candidates (the calls of smallest priority per method, a bottom-k
-sample: :class:`Candidates`) and its quotas per stratum, how a task samples (:class:`SamplePlan`), and the
-estimates of a sampled size pass with their intervals (:func:`sampled_estimate`)."""
+sample: :class:`Candidates`, kept with the calls and their tick windows: :class:`Drawn`) and its quotas per
+stratum, how a task samples (:class:`SamplePlan`), and the estimates of a sampled size pass with their
+intervals (:func:`sampled_estimate`)."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -12,7 +15,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
+from rpc_capture import Call
+
 from .results import CONFIDENCE
+from .wire import Batcher, Closed, WirePolicy
 
 Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method)
 TIMING_SALT, SIZE_SALT = 1, 2  #: keep the samples (timing, size pass) independent
@@ -72,21 +78,49 @@ class SamplePlan:
         return trace < len(self.held) and index < self.held[trace]
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """A task's (or a trace's merged) timing-sample candidates, taken during the size pass so that nothing reads
+    the trace again: per method the calls of smallest priority, each call itself, and the tick windows of
+    the timed batched --wire policy whose first call is among them (in the order they were sent)."""
+
+    ranked: Dict[str, Tuple[Tuple[float, int], ...]]  #: method -> (priority, index), smallest first
+    calls: Dict[int, Call]  #: index in the trace -> the call
+    windows: Dict[int, Tuple[Call, ...]]  #: index of a window's first call -> the window's calls
+
+    def merge(self, other: "Drawn", keep: int) -> "Drawn":
+        """Both draws together (``other``'s calls come later in the trace), ``keep`` per method: exact."""
+        ranked = {method: tuple(heapq.nsmallest(keep, [*self.ranked.get(method, ()), *other.ranked.get(method, ())]))
+                  for method in {**self.ranked, **other.ranked}}
+        kept = {index for pairs in ranked.values() for _, index in pairs}
+        calls = {i: c for i, c in itertools.chain(self.calls.items(), other.calls.items()) if i in kept}
+        windows = {i: w for i, w in itertools.chain(self.windows.items(), other.windows.items()) if i in kept}
+        return Drawn(ranked, calls, windows)
+
+
+NOTHING_DRAWN = Drawn({}, {}, {})
+
+
 class Candidates:
-    """The ``keep`` calls with the smallest priority per method: a bottom-k sample, mergeable exactly.
+    """The ``keep`` calls with the smallest priority per method (a bottom-k sample, mergeable exactly), the calls
+    themselves, and the tick windows of ``policy`` (the timed batched one, if any) that start with one of them.
+    Memory stays bounded: a call pushed out takes its window with it, and it never comes back (the bar only
+    falls)."""
 
-    Offers are kept per method as (priority, index) and cut back to the ``keep`` smallest whenever twice that
-    many piled up; each cut sets the priority a later call must be under to be kept at all."""
-
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int, policy: Optional[WirePolicy] = None) -> None:
         self.keep = keep
         self.ranked: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (priority, index), the smallest among them
         self._bounds: Dict[str, float] = {}  #: method -> the priority a call must be under (none: any)
+        self.calls: Dict[int, Call] = {}
+        self.windows: Dict[int, Tuple[Call, ...]] = {}
+        self.batcher = Batcher(policy) if policy is not None else None
 
-    def offer_all(self, methods: Sequence[str], ranks: np.ndarray, indices: Sequence[int]) -> None:
-        """Offer calls of ``methods`` with priorities ``ranks`` and trace ``indices``; a call not under its
-        method's bound is left out at once."""
-        ranked, listed = self.ranked, ranks.tolist()
+    def offer_all(self, chunk: Sequence[Call], ranks: np.ndarray, indices: Sequence[int]) -> None:
+        """Offer the trace's calls ``chunk`` (in order) with priorities ``ranks`` and trace ``indices``; a call not
+        under its method's bound is left out at once. Offers pile up per method and are cut back to the ``keep``
+        smallest whenever twice that many are held; each cut lowers the bound a later call must be under."""
+        ranked, calls, listed = self.ranked, self.calls, ranks.tolist()
+        methods = [call.method for call in chunk]
         bound = {method: self._bounds.get(method, math.inf) for method in dict.fromkeys(methods)}
         for at in np.flatnonzero(ranks < np.fromiter(map(bound.__getitem__, methods), np.float64,
                                                      len(methods))).tolist():
@@ -94,15 +128,37 @@ class Candidates:
             if found is None:
                 found = ranked[methods[at]] = []
             found.append((listed[at], indices[at]))
+            calls[indices[at]] = chunk[at]
+        if self.batcher is not None:
+            step = self.batcher.step
+            for index, call in zip(indices, chunk):
+                self._keep_window(step(call, (index, call)))
         for method, found in ranked.items():
             if len(found) >= 2 * self.keep:
-                found.sort()
-                del found[self.keep:]
-                self._bounds[method] = found[-1][0]
+                self._cut(method, found)
 
-    def export(self) -> Dict[str, List[Tuple[float, int]]]:
-        """Per method, the ``keep`` smallest (priority, index), smallest first."""
-        return {m: sorted(found)[:self.keep] for m, found in self.ranked.items()}
+    def _cut(self, method: str, found: List[Tuple[float, int]]) -> None:
+        found.sort()
+        for _, index in found[self.keep:]:
+            del self.calls[index]
+            self.windows.pop(index, None)
+        del found[self.keep:]
+        self._bounds[method] = found[-1][0]
+
+    def _keep_window(self, closed: Optional[Closed]) -> None:
+        if closed is not None and closed[3][0][0] in self.calls:
+            rows = closed[3]
+            self.windows[rows[0][0]] = tuple(call for _, call in rows)
+
+    def export(self) -> Drawn:
+        """What the task gives back: per method the ``keep`` smallest (priority, index), smallest first, their calls,
+        and their windows (every window still open is closed first: the end of its calls)."""
+        for closed in self.batcher.rest() if self.batcher is not None else ():
+            self._keep_window(closed)
+        ranked = {m: tuple(sorted(found)[:self.keep]) for m, found in self.ranked.items()}
+        kept = {index for pairs in ranked.values() for _, index in pairs}
+        return Drawn(ranked, {i: c for i, c in self.calls.items() if i in kept},
+                     {i: w for i, w in self.windows.items() if i in kept})
 
 
 def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total: int) -> Optional[Dict[str, Any]]:

@@ -15,7 +15,7 @@ from rpc_capture import C2S, Call
 
 from .batch import CallBatch, Inner, compressed_all, round_trip_all
 from .codec import Codec, Compressed, Streams, stream_key
-from .histogram import nearest_rank
+from .histogram import nearest_ranks
 from .results import Problem, Sizes
 from .round_trip import Outcome, compressed, error_text, round_trip
 from .wire import Batcher, Closed, WirePolicy, WireTally
@@ -286,8 +286,8 @@ class CodecTally:
         if not count:
             return None
         total = sum(n * k for n, k in self.sizes.items())
-        return Sizes(total, total / count, int(nearest_rank(self.sizes, 50)), int(nearest_rank(self.sizes, 99)),
-                     min(self.sizes), max(self.sizes))
+        p50, p99 = nearest_ranks(self.sizes, (50, 99))
+        return Sizes(total, total / count, int(p50), int(p99), min(self.sizes), max(self.sizes))
 
     def problem_list(self) -> Tuple[Problem, ...]:
         """Problem groups, undeclared first, then by count."""

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from rpc_capture import Call
 
 from .codec import Codec, Streams, encoded_or_none, stream_key
-from .histogram import nearest_rank
+from .histogram import nearest_ranks
 from .packet_timing import PacketOps, PacketPlan
 from .progress import Progress, quiet
 
@@ -280,8 +280,9 @@ def _percentiles_by_method(times: List[float], methods: List[str]) -> Dict[str, 
 
 
 def _percentiles(values: List[float]) -> Dict[str, float]:
-    histogram = Counter(values)
-    return {"n": len(values), **{f"p{pct}": nearest_rank(histogram, pct) for pct in (50, 90, 99)}, "max": max(values)}
+    pcts = (50, 90, 99)
+    return {"n": len(values), **{f"p{pct}": value for pct, value in zip(pcts, nearest_ranks(Counter(values), pcts))},
+            "max": max(values)}
 
 
 def _memory_per_call(func: Callable[[Any], Any], items: List[Any]) -> Dict[str, float]:

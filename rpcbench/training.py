@@ -66,23 +66,25 @@ class Training:
 TRAIN_CALLS = 20_000  #: about how many calls, at most, dictionaries are trained on
 
 
-def wanted(config: RunConfig, registry: Registry) -> Dict[str, Type[Compressor]]:
-    """The inner codecs the run's trained codecs need a dictionary for, and the compressor that trains each."""
+def wanted(ids: Sequence[str], registry: Registry) -> Dict[str, Type[Compressor]]:
+    """The inner codecs the run's trained codecs (of ``ids``) need a dictionary for, and the compressor that
+    trains each."""
     found: Dict[str, Type[Compressor]] = {}
-    for codec_id in registry.expand(config.codecs):
+    for codec_id in ids:
         trained = registry.trained_compressor(codec_id)
         if trained and trained[0].split("+")[0] in registry.codecs:
             found.setdefault(*trained)
     return found
 
 
-def train_dictionaries(config: RunConfig, registry: Registry, counts: Sequence[int],
+def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str], counts: Sequence[int],
                        progress: Progress = quiet) -> Optional[Training]:
-    """Train one dictionary per inner codec the run's trained codecs need, on the first calls of each trace
-    (``counts``: calls per trace) or on ``--train-trace``, and infer a schema for the typed codecs from every
-    call of the traces when the run has none for them (rpcbench/inference.py); None if neither is needed."""
-    needed = wanted(config, registry)
-    inferring = inference.Inference(config) if inference.wanted(config, registry) else None
+    """Train one dictionary per inner codec the run's trained codecs (of ``ids``) need, on the first calls of
+    each trace (``counts``: calls per trace) or on ``--train-trace``, and infer a schema for the typed codecs from
+    every call of the traces when the run has none for them (rpcbench/inference.py); None if neither is
+    needed."""
+    needed = wanted(ids, registry)
+    inferring = inference.Inference(config) if inference.wanted(config, ids) else None
     if not needed and inferring is None:
         return None
     progress("training", "reading the training calls" if inferring is None else

@@ -25,7 +25,7 @@ from rpc_capture import C2S, S2C, Call
 
 from .codec import Streams
 from .errors import BenchError
-from .histogram import nearest_rank
+from .histogram import nearest_rank, nearest_ranks
 
 PER_CALL = "per-call"
 SIZE_CLASSES = (125, 65535)  #: WebSocket's 7-bit and 16-bit payload lengths (RFC 6455 5.2): packets counted by class
@@ -380,11 +380,12 @@ def wire_figures(policy: WirePolicy, state: Dict[str, Any], transport: Transport
                                  "size_classes": list(figures[4:]), "wire_bytes": figures[_PAYLOAD] + headers}
     calls = sum(d["calls"] for d in directions.values())
     latency = state["latency"]
+    payload_p50, payload_p99 = nearest_ranks(state["payloads"], (50, 99))
     return {"wire": policy.text, "tick_ms": policy.tick_ms, "mtu": policy.mtu, "tick_confidence": policy.confidence,
             "quantized": list(policy.quantized), "transport": transport.name, "packet_overhead": extra,
             "calls": calls, **{key: sum(d[key] for d in directions.values())
                                for key in ("packets", "payload_bytes", "fragmented", "wire_bytes")},
-            "payload_p50": nearest_rank(state["payloads"], 50), "payload_p99": nearest_rank(state["payloads"], 99),
+            "payload_p50": payload_p50, "payload_p99": payload_p99,
             "latency_mean_ms": sum(int(k) * n for k, n in latency.items()) * LATENCY_UNIT_MS / calls if calls else 0.0,
             "latency_p99_ms": nearest_rank(latency, 99) * LATENCY_UNIT_MS, "packet_ns": state["ns"],
             "problem": state["problem"], "by_direction": directions}
@@ -480,3 +481,22 @@ def resolve(policies: Sequence[WirePolicy], guess: TickGuess) -> Tuple[WirePolic
             policy = replace(policy, tick_ms=guess.tick_ms, confidence=guess.confidence)
         out.append(policy)
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class TraceWire:
+    """One trace's --wire policies, resolved once before the size pass by the tick its first calls show."""
+
+    policies: Tuple[WirePolicy, ...]
+    tick: Optional[TickGuess] = None  #: what its timestamps showed (None: the run has no batched policy)
+    timed: Optional[WirePolicy] = None  #: the policy whose packets timing replays (the run's first batched one)
+
+
+def trace_wire(policies: Tuple[WirePolicy, ...], head: Iterable[Call]) -> TraceWire:
+    """A trace's policies from its first calls ``head`` (read only when a policy is batched)."""
+    first = next((p for p in policies if p.batched), None)
+    if first is None:
+        return TraceWire(policies)
+    guess = detect_tick(head)
+    resolved = resolve(policies, guess)
+    return TraceWire(resolved, guess, next((p for p in resolved if p.text == first.text), None))

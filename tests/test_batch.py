@@ -109,15 +109,17 @@ def test_priorities_are_the_per_call_priorities_bit_for_bit():
 @pytest.mark.parametrize("keep", [1, 7, 300])
 def test_candidates_are_the_calls_of_smallest_priority_per_method(keep):
     rng = random.Random(keep)
-    methods = [rng.choice("abcdef") for _ in range(5000)]
+    calls = [Call(rng.choice("abcdef"), [i], i) for i in range(5000)]
     candidates = Candidates(keep)
-    for start in range(0, len(methods), BATCH):
-        indices = list(range(start, min(start + BATCH, len(methods))))
-        candidates.offer_all(methods[start:start + BATCH], priorities(9, 0, np.array(indices, np.uint64), 1), indices)
+    for start in range(0, len(calls), BATCH):
+        indices = list(range(start, min(start + BATCH, len(calls))))
+        candidates.offer_all(calls[start:start + BATCH], priorities(9, 0, np.array(indices, np.uint64), 1), indices)
     ranked = {}
-    for index, method in enumerate(methods):
-        ranked.setdefault(method, []).append((priority(9, 0, index, 1), index))
-    assert candidates.export() == {m: heapq.nsmallest(keep, found) for m, found in ranked.items()}
+    for index, call in enumerate(calls):
+        ranked.setdefault(call.method, []).append((priority(9, 0, index, 1), index))
+    drawn = candidates.export()
+    assert drawn.ranked == {m: tuple(heapq.nsmallest(keep, found)) for m, found in ranked.items()}
+    assert drawn.calls == {i: calls[i] for pairs in drawn.ranked.values() for _, i in pairs}
 
 
 @pytest.mark.parametrize("shuffled", [False, True])

@@ -22,9 +22,11 @@ from rpcbench.executors import InProcess, open_executor
 from rpcbench.progress import quiet
 from rpcbench.simulate import simulate
 from rpc_capture.stats import TraceStats
-from rpcbench.size_pass import SizePass
+from rpcbench.plan import Plan, make_plan
+from rpcbench.size_pass import run_size_pass
+from rpcbench.size_result import SizePass
 from rpcbench.tally import CodecTally, check_call
-from rpcbench.trace_index import index_traces, resolve_traces
+from rpcbench.trace_index import resolve_traces
 
 CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1,msgpack+delta"
 SLOW_CODEC = '''
@@ -74,17 +76,16 @@ def fleet_dir(tmp_path_factory) -> Path:
     return folder
 
 
-def make_pass(config: RunConfig, codecs=None) -> SizePass:
-    """The size pass of ``config`` (its codecs unless ``codecs``), not run yet."""
-    registry = config.registry()
-    return SizePass(config, codecs or config.create_codecs(registry)[0], index_traces(config, True))
+def make_pass(config: RunConfig) -> Plan:
+    """The plan of ``config``'s run, ready for its size pass."""
+    return make_plan(config, config.registry(), quiet)
 
 
-def run_pass(fleet: SizePass, executor=None) -> None:
+def run_pass(plan: Plan, executor=None) -> SizePass:
     """The size pass on ``executor`` (default: its config's: Dask when ``dask`` is set, else watched forks)."""
-    config = fleet.config
+    config = plan.config
     with executor or open_executor(config.dask, config.jobs, config.codec_timeout, quiet) as running:
-        fleet.run(running)
+        return run_size_pass(plan, running)
 
 
 def csv_rows(folder: Path) -> list:
@@ -135,8 +136,7 @@ def test_chunks_merge_to_the_one_process_figures(fleet_dir, chunk_calls):
     config = RunConfig(trace=trace, codecs=tuple(CODECS.split(",")) + ("protobuf",), sample_calls=None,
                        chunk_calls=chunk_calls, floor=False)
     registry = config.registry()
-    fleet = make_pass(config)
-    run_pass(fleet)
+    fleet = run_pass(make_pass(config))
     one = [CodecTally(registry.create(c), config.wire) for c in config.codecs]
     for index, call in enumerate(TraceReader(trace)):
         check_call(one, index, call)
@@ -161,9 +161,8 @@ def test_timing_sample_is_stratified_and_independent_of_chunking(fleet_dir):
     for chunk in (1000, 10**6):
         config = RunConfig(trace=traces[0], traces=traces, codecs=("json",), sample=300, chunk_calls=chunk,
                            floor=False)
-        fleet = make_pass(config)
-        run_pass(fleet)
-        samples.append(fleet.sample())
+        fleet = run_pass(make_pass(config))
+        samples.append(fleet.sample(config.sample))
     assert samples[0] == samples[1]
     assert len(samples[0]) == 300
     assert {c.method for c in samples[0]} >= {"odd", "even", "sync_position"}  # every trace has its share
@@ -178,6 +177,27 @@ def test_batch_starts_and_seek_read_the_same_calls(fleet_dir):
         reader = TraceReader(path)
         reader.seek(offset, before)
         assert list(reader) == every[before:]
+
+
+def test_the_timing_sample_comes_from_the_pass_itself_and_equals_the_calls_at_its_indices(fleet_dir, tmp_path):
+    """The pass keeps the sample's calls as it reads them: with the traces gone afterwards, the sample of any
+    size up to --sample is still there, and it is the calls found at those indices in the files, in order."""
+    traces = []
+    for name in ("a.rpct", "b.rpct"):
+        (tmp_path / name).write_bytes((fleet_dir / name).read_bytes())
+        traces.append(str(tmp_path / name))
+    config = RunConfig(trace=traces[0], traces=tuple(traces), codecs=("json",), sample=300, chunk_calls=700,
+                       floor=False, jobs=2)
+    fleet = run_pass(make_pass(config))
+    for path in traces:
+        os.remove(path)
+    for size in (300, 120):
+        sample = fleet.sample(size)
+        wanted = fleet._sample_indices(size)
+        assert len(sample) == sum(map(len, wanted.values())) >= size  # each stratum at least one call
+        from_files = [call for i, indices in sorted(wanted.items())
+                      for call in TraceReader(str(fleet_dir / Path(traces[i]).name)).calls(indices)]
+        assert sample == from_files
 
 
 def test_sampled_size_pass_gives_intervals_that_hold_the_exact_figure(fleet_dir, tmp_path):
@@ -253,18 +273,19 @@ def test_a_worker_killed_mid_run_still_counts_every_call_once(fleet_dir, tmp_pat
                       silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
         config = RunConfig(trace=traces[0], traces=traces, codecs=("slowjson",), codec_files=(str(plugin),),
                            dask=cluster.scheduler_address, sizes_only=True, chunk_calls=1000)
-        fleet = make_pass(config)
+        plan = make_pass(config)
         errors: list = []
-        runner = threading.Thread(target=lambda: _run_catching(fleet, errors))
+        done: list = []
+        runner = threading.Thread(target=lambda: _run_catching(plan, done, errors))
         runner.start()
         address, pid = _busy_worker(client)
         os.kill(pid, signal.SIGKILL)
         runner.join(timeout=300)
         assert not runner.is_alive() and not errors, errors
         assert pid not in client.run(os.getpid).values()  # the worker really died (its nanny started another)
+    fleet = done[0]
     monkeypatch.setenv("SLOW_CODEC_S", "0")
-    reference = make_pass(dataclasses.replace(config, dask=None))
-    run_pass(reference, InProcess(quiet))
+    reference = run_pass(make_pass(dataclasses.replace(config, dask=None)), InProcess(quiet))
     for got, want in zip([*fleet.traces, fleet], [*reference.traces, reference]):
         mine, theirs = got.tallies[0].export(), want.tallies[0].export()
         mine.pop("ns"), theirs.pop("ns")
@@ -272,9 +293,9 @@ def test_a_worker_killed_mid_run_still_counts_every_call_once(fleet_dir, tmp_pat
     assert sum(fleet.tallies[0].sizes.values()) + fleet.tallies[0].failures == 7300
 
 
-def _run_catching(fleet: SizePass, errors: list) -> None:
+def _run_catching(plan: Plan, done: list, errors: list) -> None:
     try:
-        run_pass(fleet)
+        done.append(run_pass(plan))
     except BaseException as e:  # reported by the test thread
         errors.append(e)
 
@@ -324,8 +345,8 @@ def _figures(size_pass: SizePass) -> dict:
     """Everything the size pass gives but its clock: tallies, statistics, floor, the timing sample."""
     tallies = _states(size_pass.tallies)
     floor = {k: v for k, v in (size_pass.floor or {}).items() if k != "seconds"}
-    return {"tallies": tallies, "stats": size_pass.stats.summary(), "floor": floor, "sample": size_pass.sample(),
-            "held": size_pass.plan.held, "measured": size_pass.measured}
+    return {"tallies": tallies, "stats": size_pass.stats.summary(), "floor": floor, "sample": size_pass.sample(300),
+            "held": size_pass.sampling.held, "measured": size_pass.measured}
 
 
 @pytest.mark.parametrize("run", [dict(jobs=0), dict(jobs=2), dict(jobs=1, chunk_calls=1000),
@@ -334,12 +355,12 @@ def test_one_trace_gives_the_same_figures_sample_floor_and_dictionaries_on_every
     """A single trace is a fleet of one: here, in watched forks or on Dask, whole or in chunks, the same bytes,
     the same timing sample, the same floor and the same trained dictionaries; and the figures are those of
     every call after the held-out first 20 % through each codec in turn."""
-    from rpcbench.pipeline import _size_phase
-
     base = RunConfig(codecs=ENGINE_CODECS, sample=300, jobs=0)
-    _, training, codecs, reference = _size_phase(base, base.registry(), quiet)
+    base_plan = make_pass(base)
+    reference, training, codecs = run_pass(base_plan), base_plan.training, base_plan.codecs
     config = dataclasses.replace(base, **run)
-    _, other_training, _, size_pass = _size_phase(config, config.registry(), quiet)
+    plan = make_pass(config)
+    size_pass, other_training = run_pass(plan), plan.training
     assert _figures(size_pass) == _figures(reference)
     assert training and other_training and training.dictionaries == other_training.dictionaries
     assert training.held == (4000,) and training.source == "the first 20% of the trace (4,000 calls)"
@@ -358,12 +379,10 @@ def test_one_trace_gives_the_same_figures_sample_floor_and_dictionaries_on_every
 def test_a_fleet_floor_is_its_traces_floors_summed(fleet_dir):
     traces = tuple(resolve_traces([str(fleet_dir / "a.rpct"), str(fleet_dir / "b.rpct")]))
     config = RunConfig(trace=traces[0], traces=traces, codecs=("json",), jobs=0)
-    fleet = make_pass(config)
-    run_pass(fleet)
+    fleet = run_pass(make_pass(config))
     alone = []
     for trace in traces:
-        one = make_pass(dataclasses.replace(config, trace=trace, traces=()))
-        run_pass(one)
+        one = run_pass(make_pass(dataclasses.replace(config, trace=trace, traces=())))
         alone.append(one.floor)
     assert fleet.floor["calls"] == sum(f["calls"] for f in alone) == 5600
     best = sum(f["bytes_per_call"] * f["calls"] for f in alone) / 5600

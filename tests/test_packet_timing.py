@@ -24,8 +24,9 @@ from rpcbench.packet_timing import PacketOps, PacketPlan, tick_windows
 from rpcbench.pipeline import run_benchmark
 from rpcbench.results import load, wire_timing
 from rpcbench.simulate import simulate_profile
-from rpcbench.size_pass import SizePass
-from rpcbench.trace_index import index_traces
+from rpcbench.plan import make_plan
+from rpcbench.progress import quiet
+from rpcbench.size_pass import run_size_pass
 from rpcbench.timing import TimingJob
 from rpcbench.wire import WirePolicy, parse_policies
 from rpcbench.reports import build, capacity, terminal_text
@@ -70,18 +71,20 @@ def test_a_sample_times_whole_windows_chosen_by_their_first_call() -> None:
     """A partial sample: every window timed is one the size pass sends, whole, with its first call sampled."""
     config = RunConfig(trace=str(DICT_TRACE), codecs=("json",), sample=300, sizes_only=True, jobs=0, floor=False,
                        wire=parse_policies(BATCHED))
-    codecs, _ = config.create_codecs(config.registry())
-    size_pass = SizePass(config, codecs, index_traces(config, count=False))
     with open_executor(None, 0, config.codec_timeout, lambda *a: None) as executor:
-        size_pass.run(executor)
-    plan = size_pass.packet_plan()
+        size_pass = run_size_pass(make_plan(config, config.registry(), quiet), executor)
+    plan = size_pass.packet_plan(config.sample)
     assert plan is not None and plan.policy == BATCHED and plan.mtu == 1200
     def ids(calls: Any) -> tuple:
         return tuple((c.t, c.conn, c.dir, c.method) for c in calls)
 
-    sampled = set(ids(size_pass.sample()))
-    every = {ids(w) for _, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), size_pass.policies[0][0])}
+    sampled = set(ids(size_pass.sample(config.sample)))
+    policy = size_pass.traces[0].wire.policies[0]
+    every = {ids(w) for _, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), policy)}
     assert {ids(w) for w in plan.windows} <= every
+    first_sampled = size_pass._sample_indices(config.sample)[0]  # the windows a second read of the trace would give
+    assert plan.windows == tuple(tuple(w) for first, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), policy)
+                                 if first in first_sampled)
     assert all(ids(w)[0] in sampled for w in plan.windows)
     assert sum(len(w) for w in plan.windows) > len(plan.windows)  # batches, not single calls
 

@@ -16,7 +16,7 @@ import pytest
 from rpc_capture import TraceWriter, open_trace
 from rpcbench.commands.progress import ProgressDisplay, clock, eta_of, plain_line, rate_of
 from rpcbench.config import DEFAULT_TRACE, RunConfig
-from rpcbench.executors import report, share_done
+from rpcbench.executors import calls_of, report, share_done
 from rpcbench.pipeline import run_benchmark
 from rpcbench.pieces import FloorTask, PieceTask, plan_pieces
 from rpcbench.trace_index import index_trace
@@ -34,11 +34,13 @@ class Span:
 
 def test_share_done_counts_finished_tasks_and_each_running_one_up_to_its_beat() -> None:
     tasks = [Span(0, 600), Span(600, 400), Span(0, 1000)]
-    assert share_done([], [], tasks) == 0
-    assert share_done([tasks[0]], [(tasks[1], 699), (tasks[2], 499)], tasks) == pytest.approx((600 + 100 + 500) / 2000)
-    assert share_done([], [(tasks[1], -1)], tasks) == 0  # a beat not yet at its first call
-    assert share_done(tasks, [], tasks) == 1
-    assert share_done([], [], [Span(0, 0)]) is None  # nothing counts its calls: progress in tasks
+    total = calls_of(tasks)
+    assert total == 2000
+    assert share_done(0, [], total) == 0
+    assert share_done(600, [(tasks[1], 699), (tasks[2], 499)], total) == pytest.approx((600 + 100 + 500) / 2000)
+    assert share_done(0, [(tasks[1], -1)], total) == 0  # a beat not yet at its first call
+    assert share_done(total, [], total) == 1
+    assert share_done(0, [], calls_of([Span(0, 0)])) is None  # nothing counts its calls: progress in tasks
 
 
 def test_the_pieces_of_a_trace_cover_its_calls_once_per_group_of_codecs(tmp_path: Any) -> None:

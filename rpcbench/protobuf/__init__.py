@@ -18,7 +18,7 @@ from .compile import compile_descriptors, condense_errors, well_known_include
 from .convert import (ENUM_FORMS, Converters, MessageConverter, field_kind, find_limit, jsonlike, map_value_field,
                       positional_fields, value_kwargs, value_to_python)
 from .infer import TraceShapes, infer, infer_calls, is_identifier, package_for
-from .schema import INFERRED_CHANGE, PROTO_DIR, Method, Schema, Settings, load, read_mapping
+from .schema import DEFAULT_SETTINGS, INFERRED_CHANGE, PROTO_DIR, Method, Schema, Settings, load, read_mapping
 from .wire import read_field, read_varint, varint
 
 __all__ = [
@@ -26,6 +26,6 @@ __all__ = [
     "ENUM_FORMS", "Converters", "MessageConverter", "field_kind", "find_limit", "jsonlike", "map_value_field",
     "positional_fields", "value_kwargs", "value_to_python",
     "TraceShapes", "infer", "infer_calls", "is_identifier", "package_for",
-    "INFERRED_CHANGE", "PROTO_DIR", "Method", "Schema", "Settings", "load", "read_mapping",
+    "DEFAULT_SETTINGS", "INFERRED_CHANGE", "PROTO_DIR", "Method", "Schema", "Settings", "load", "read_mapping",
     "read_field", "read_varint", "varint",
 ]

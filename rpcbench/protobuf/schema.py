@@ -50,7 +50,10 @@ class Settings:
     inferred: bool = False  #: ``files`` is a schema inferred from the run's traces (rpcbench/inference.py)
 
 
-def load(chosen: Settings = Settings()) -> Schema:
+DEFAULT_SETTINGS = Settings()  #: every .proto in proto/ (frozen, so one shared default is safe)
+
+
+def load(chosen: Settings = DEFAULT_SETTINGS) -> Schema:
     """The schema for ``chosen`` (default: every .proto in ``proto/``); compiling is cached on disk."""
     files = [Path(f) for f in chosen.files] or sorted(PROTO_DIR.glob("*.proto"))
     if not files:

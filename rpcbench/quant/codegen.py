@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import struct
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import msgpack
 
@@ -59,10 +59,6 @@ def flush(out: List[bytes], a: int, n: int) -> Tuple[int, int]:
     return a & ((1 << keep) - 1), keep
 
 
-def _out(path: str, value: Any, why: str) -> OutOfProfile:
-    return OutOfProfile(path, value, why)
-
-
 class UnknownKeys(TypeError):
     """A dict of args with keys its message has no field for."""
 
@@ -73,7 +69,8 @@ def _unknown(path: str, value: Dict[Any, Any], known: frozenset) -> UnknownKeys:
 
 
 _ENV: Dict[str, Any] = {
-    "_vu": _vu, "_vz": _vz, "_rv": _rv, "_flush": flush, "_out": _out, "_unknown": _unknown, "_fromb": int.from_bytes,
+    "_vu": _vu, "_vz": _vz, "_rv": _rv, "_flush": flush, "_out": OutOfProfile, "_unknown": _unknown,
+    "_fromb": int.from_bytes,
     "_pd": struct.Struct(">d").pack, "_ud": struct.Struct(">d").unpack, "_pf": struct.Struct(">f").pack,
     "_uf": struct.Struct(">f").unpack, "_mp": msgpack.Packer(use_bin_type=True).pack,
     "_mu": functools.partial(msgpack.unpackb, strict_map_key=False), "_BIT": {True: 1, False: 0},
@@ -136,7 +133,7 @@ class Generated:
             dec += ["    v = {}"]
             for slot in message.slots:
                 enc += [f"    x0 = v.get({slot.key!r})", *self._slot_encode(slot, 1)]
-                absent = "        v[{!r}] = None".format(slot.key) if slot.presence == NULLABLE else "        pass"
+                absent = f"v[{slot.key!r}] = None" if slot.presence == NULLABLE else "pass"
                 dec += [*self._slot_decode(slot, 1, absent), f"    v[{slot.key!r}] = x0" if slot.presence == NONE
                         else ""]
         self._lines += [*enc, "    return a, n", *[line for line in dec if line], "    return v, r", ""]
@@ -152,16 +149,16 @@ class Generated:
         return [f"{pad}if x0 is None:", f"{pad}    a <<= 1", f"{pad}    n += 1", f"{pad}else:",
                 f"{pad}    a = a << 1 | 1", f"{pad}    n += 1", *self._encode(slot.node, "x0", depth + 1, 0)]
 
-    def _slot_decode(self, slot: Slot, depth: int, absent: str = "") -> List[str]:
-        """Lines decoding the slot's field into ``x0`` (for a field with presence: into ``v`` when present)."""
+    def _slot_decode(self, slot: Slot, depth: int, absent: Optional[str] = None) -> List[str]:
+        """Lines decoding the slot's field into ``x0``; for a field with presence and an ``absent`` statement
+        (unindented), into ``v`` when present and ``absent`` when not (without one: ``x0`` is None then)."""
         pad = "    " * depth
         if slot.presence == NONE:
             return self._decode(slot.node, "x0", depth, 0)
-        present = [f"{pad}    v[{slot.key!r}] = x0"] if absent else []
-        missing = [f"{pad}else:", absent.replace("        ", pad + "    ", 1)] if absent else [
-            f"{pad}else:", f"{pad}    x0 = None"]
+        present = [f"{pad}    v[{slot.key!r}] = x0"] if absent is not None else []
+        missing = f"{pad}    {absent}" if absent is not None else f"{pad}    x0 = None"
         return [f"{pad}r -= 1", f"{pad}if big >> r & 1:", *self._decode(slot.node, "x0", depth + 1, 0),
-                *present, *missing]
+                *present, f"{pad}else:", missing]
 
     def _encode(self, node: Node, x: str, depth: int, level: int) -> List[str]:
         """Lines encoding the value in variable ``x`` as ``node``."""

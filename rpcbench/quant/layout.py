@@ -21,13 +21,16 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from google.protobuf.descriptor import FieldDescriptor
+
 from ..precision import Profile, Rule
 from ..protobuf import field_kind, map_value_field, positional_fields
 
 INT, FLOAT, BOOL, STR, BYTES, ENUM, ANY = "int", "float", "bool", "str", "bytes", "enum", "any"
 NONE, OPTIONAL, NULLABLE = "none", "optional", "nullable"  #: a slot's presence: none, absent -> missing, -> None
-_SCALAR_KINDS = {"TYPE_DOUBLE": FLOAT, "TYPE_FLOAT": FLOAT, "TYPE_BOOL": BOOL, "TYPE_STRING": STR,
-                 "TYPE_BYTES": BYTES}
+_SCALAR_KINDS = {FieldDescriptor.TYPE_DOUBLE: FLOAT, FieldDescriptor.TYPE_FLOAT: FLOAT,
+                 FieldDescriptor.TYPE_BOOL: BOOL, FieldDescriptor.TYPE_STRING: STR,
+                 FieldDescriptor.TYPE_BYTES: BYTES}  #: a scalar field's type -> its kind (any other: INT)
 TOLERANCE = 1e-9  #: relative slack on "within half a step" (the decimal rounding of the decoded value)
 
 
@@ -181,13 +184,8 @@ def _value(fd: Any, path: str, profile: Profile, busy: Tuple[str, ...]) -> Node:
         return _message(fd.message_type, path, profile, busy)
     if kind != "scalar":
         return Leaf(ANY, path, profile.rule(path))
-    scalar = _SCALAR_KINDS.get(_type_label(fd), INT)
+    scalar = _SCALAR_KINDS.get(fd.type, INT)
     return Leaf(scalar, path, profile.rule(path), single=fd.type == fd.TYPE_FLOAT)
-
-
-def _type_label(fd: Any) -> str:
-    """``TYPE_DOUBLE``... of a field descriptor."""
-    return next((name for name in _SCALAR_KINDS if getattr(fd, name) == fd.type), "")
 
 
 def varint_bits(n: int) -> int:
