@@ -31,6 +31,7 @@ from scipy import stats
 
 from rpc_capture import open_trace
 from rpcbench.codec import stream_key
+from rpcbench.floor import dictionary_size
 from rpcbench.registry import Registry
 
 ZSTD_BEFORE_MAX = 512 << 10  #: the floor before issue 28 tried zstd on streams up to this many bytes
@@ -38,15 +39,10 @@ BUNDLED = ("samples/battle.rpct", "samples/battle_dict.rpct", "tests/data/minecr
 Compress = Callable[[bytes], int]
 
 
-def dictionary_size(stream: bytes) -> int:
-    """The stream's size as a power of two (at least LZMA's 4 KiB, at most preset 9's 64 MiB)."""
-    return min(64 << 20, 1 << max(12, (len(stream) - 1).bit_length()))
-
-
 def lzma_size(fmt: int, filter_id: int, preset: int = 9, **options: int) -> Compress:
     """A compressor: LZMA at ``preset`` in ``fmt`` (.xz, .lzma or raw), its dictionary the stream's size."""
     def size(stream: bytes) -> int:
-        chain = [{"id": filter_id, "preset": preset, "dict_size": dictionary_size(stream), **options}]
+        chain = [{"id": filter_id, "preset": preset, "dict_size": dictionary_size(len(stream)), **options}]
         return len(lzma.compress(stream, format=fmt, filters=chain))
     return size
 

@@ -30,7 +30,7 @@ from .codec import Codec, stream_key
 FLOOR_MAX_BYTES = 64 << 20  #: JSON bytes kept for the floor (about 370,000 calls of the bundled kind)
 COMPRESSOR = "lzma -9"  #: what the floor compresses each stream with, as results and reports name it
 LZMA_PRESET = 9
-LZMA_DICT_MAX = 64 << 20  #: preset 9's dictionary: a stream longer than this one gets no bigger one
+LZMA_DICT_MAX = 64 << 20  #: preset 9's dictionary
 THREADS = 2  #: streams compressed at once (lzma releases the GIL)
 
 
@@ -77,9 +77,14 @@ def compressed_size(parts: Sequence[bytes]) -> int:
     as a power of two: the same bytes as preset 9's 64 MiB on any stream up to that, without setting up a
     64 MiB dictionary and match finder per stream."""
     stream = b"".join(parts)
-    dictionary = min(LZMA_DICT_MAX, 1 << max(12, (len(stream) - 1).bit_length()))  # LZMA's least is 4 KiB
-    filters = [{"id": lzma.FILTER_LZMA1, "preset": LZMA_PRESET, "dict_size": dictionary}]
+    filters = [{"id": lzma.FILTER_LZMA1, "preset": LZMA_PRESET, "dict_size": dictionary_size(len(stream))}]
     return len(lzma.compress(stream, format=lzma.FORMAT_ALONE, filters=filters))
+
+
+def dictionary_size(stream_bytes: int) -> int:
+    """LZMA's dictionary for a stream: its size as a power of two, at least LZMA's least (4 KiB), at most
+    preset 9's 64 MiB (a longer stream gets no bigger one)."""
+    return min(LZMA_DICT_MAX, 1 << max(12, (stream_bytes - 1).bit_length()))
 
 
 def floor_figures(totals: Sequence[Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
