@@ -116,12 +116,18 @@ class SizePass:
         pieces = plan_pieces(self.index, self.codecs, executor.slots, self._wire())
         floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
                               for i, t in enumerate(self.index)] if self.config.floor else []
-        answers = executor.run_all([*floors, *(PieceTask(self.config, p, self.plan) for p in pieces)],
-                                   "size pass: reading", sum(max(t.calls, 0) for t in self.index))
+        # the floors after the whole-trace pieces (the longest, one process each), before the chunks: a floor
+        # compresses on both cores (rpcbench.floor.THREADS), so it packs well once those end, and the chunks fill
+        # in around it; first, it kept a whole-trace piece waiting for its slot and that piece ran alone at the end
+        whole = sum(p.start is None for p in pieces)
+        tasks = [PieceTask(self.config, p, self.plan) for p in pieces]
+        answers = executor.run_all([*tasks[:whole], *floors, *tasks[whole:]], "size pass: reading",
+                                   sum(max(t.calls, 0) for t in self.index))
         self.dask = executor.info
-        for trace, totals in zip(self.traces, answers[:len(floors)]):
+        for trace, totals in zip(self.traces, answers[whole:whole + len(floors)]):
             trace.floor = totals
-        for summary in sorted(answers[len(floors):], key=lambda s: (s["piece"].trace, s["piece"].first_call)):
+        summaries = answers[:whole] + answers[whole + len(floors):]
+        for summary in sorted(summaries, key=lambda s: (s["piece"].trace, s["piece"].first_call)):
             self.traces[summary["piece"].trace].absorb(summary)
         self._note_ticks()
         self._merge_traces()
