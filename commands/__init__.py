@@ -28,6 +28,7 @@ SUBCOMMANDS = {
     "precision": "rpcbench.commands.precision",
     "report": "rpcbench.commands.report",
     "compare": "rpcbench.commands.compare",
+    "import": "rpcbench.commands.import_capture",
 }
 
 

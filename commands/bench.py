@@ -21,12 +21,13 @@ from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
 from rpcbench.trace_index import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
+from rpcbench.link import DEFAULT_LOSS_SEED, DEFAULT_RTT_MS, LinkSettings
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import CODECS_DIR, Registry, split_codec_list
 from rpcbench.results import Suite
 
-from .options import (add_report_options, dask_address, fraction, report_options, seconds, table_width, whole_number,
-                      wire_policies)
+from .options import (add_report_options, dask_address, fraction, finite_number, loss_rates, report_options, seconds,
+                      table_width, whole_number, wire_policies)
 from .progress import ProgressDisplay
 from .naming import program
 
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plugin_options(p)
     _add_compression_options(p)
     _add_fleet_options(p)
+    _add_link_options(p)
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     add_report_options(p)
     return p
@@ -139,6 +141,23 @@ def _add_fleet_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-calls", type=whole_number(2, 10**12), metavar="N",
                    help="the size pass measures a seeded sample of about N calls (uniform over every trace) and "
                    "gives each byte figure with a 95%% confidence interval, instead of measuring every call")
+
+
+def _add_link_options(p: argparse.ArgumentParser) -> None:
+    """The lossy link every codec is replayed over (docs/wire.md, "The lossy link")."""
+    p.add_argument("--loss", type=loss_rates, default=(), metavar="P[,P...]",
+                   help="replay every codec over a lossy link at these loss rates (percent per datagram, after "
+                   "--wire batching), side by side: stream codecs over a reliable ordered layer (resends, acks, "
+                   "head-of-line delay), +ackdelta against acked baselines, the others as plain UDP (lost calls)")
+    p.add_argument("--rtt", type=finite_number, default=DEFAULT_RTT_MS, metavar="MS",
+                   help="the link's round-trip time (default: %(default)g)")
+    p.add_argument("--jitter", type=finite_number, default=0.0, metavar="MS",
+                   help="each one-way delay is RTT/2 plus a uniform jitter of at most this much either way, at most "
+                   "half the RTT (default: 0)")
+    p.add_argument("--loss-burst", type=finite_number, default=1.0, metavar="N",
+                   help="mean length of a loss burst in datagrams (Gilbert-Elliott); 1: independent loss (default)")
+    p.add_argument("--loss-seed", type=int, default=DEFAULT_LOSS_SEED, metavar="N",
+                   help="seed of the losses and delays: the same seed, the same figures (default: %(default)s)")
 
 
 def _add_plugin_options(p: argparse.ArgumentParser) -> None:
@@ -202,7 +221,14 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         precision=precision.load(args.precision) if args.precision else precision.NO_PROFILE,
         train_fraction=args.train_fraction, train_trace=args.train_trace, dict_size=args.dict_size,
         zstd_window_log=args.zstd_window_log, floor=not args.no_floor, command=tuple(argv), wire=args.wire,
-        transport=args.transport, packet_overhead=args.packet_overhead)
+        transport=args.transport, packet_overhead=args.packet_overhead, link=link_settings(args))
+
+
+def link_settings(args: argparse.Namespace) -> LinkSettings:
+    """The lossy link the options describe (one-line error for a combination no link has)."""
+    settings = LinkSettings(args.loss, args.rtt, args.jitter, args.loss_burst, args.loss_seed)
+    settings.check()
+    return settings
 
 
 def write_outputs(suite: Suite, folder: Path, no_report: bool, options: ReportOptions,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from rpcbench.reports import ReportOptions
 from rpcbench.reports.capacity import DEFAULT_CCU, DEFAULT_EGRESS_PRICE, GOALS
@@ -93,6 +93,19 @@ def money(text: str) -> float:
     if not 0 <= value < float("inf"):  # NaN fails too
         raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, not {text[:40]}")
     return value
+
+
+def finite_number(text: str) -> float:
+    """An argparse ``type`` for a number (what range it may take is the option's owner's to say)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+
+
+def loss_rates(text: str) -> Tuple[float, ...]:
+    """``--loss``: comma-separated loss rates in percent per datagram (checked by ``LinkSettings.check``)."""
+    return tuple(finite_number(part.strip().rstrip("%")) for part in text.split(","))
 
 
 def wire_policies(text: str) -> Any:

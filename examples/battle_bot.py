@@ -3,7 +3,7 @@
 
     python examples/battle_bot.py --port 7777 --bots 4
 
-Each bot is one TCP connection to 127.0.0.1. A bot clicks somewhere to move every few
+Each bot is one connection to 127.0.0.1 (``--transport``, as the server's). A bot clicks somewhere to move every few
 ticks, casts a skill at an enemy that looks close enough, heartbeats once a second and
 chats now and then, until the server sends ``battle_end`` or closes the connection (or
 ``--max-seconds`` passes). Seeded: the same ``--seed`` makes the same decisions.
@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from battle_server import frame, read_frame  # noqa: E402  (the wire format lives with the server)
+from rpc_capture import C2S  # noqa: E402
+from battle_net import TRANSPORTS, Link, SentLog, dial, message  # noqa: E402  (the transports and the wire format)
 
 CHAT = ("gg", "push mid!", "back back", "nice 🔥", "集合打龙！", "미드 갱 간다", "wait for me")
 
@@ -62,16 +64,16 @@ class Bot:
         elif method == "battle_end":
             self.ended = True
 
-    async def play(self, host: str, port: int, deadline: float) -> None:
-        reader, writer = await asyncio.open_connection(host, port)
+    async def play(self, transport: str, host: str, port: int, deadline: float, log: SentLog) -> None:
+        link: Link = await dial(transport, host, port, log)
 
         def send(method: str, args: Any) -> None:
-            writer.write(frame(method, args))
+            link.send(message(method, args))
             self.sent += 1
 
         async def listen() -> None:
             while not self.ended:
-                msg = await read_frame(reader)
+                msg = await link.recv()
                 if msg is None:
                     self.ended = True
                     return
@@ -103,16 +105,14 @@ class Bot:
                     send("move", {"to": [self.rng.uniform(0, 100), self.rng.uniform(0, 100)], "frame": frame_no})
                 if self.rng.random() < 0.01:
                     send("chat", {"text": self.rng.choice(CHAT)})
-                await writer.drain()
+                await link.drain()
+            await link.drain()
         except ConnectionError:
             pass
         finally:
             listener.cancel()
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except (ConnectionError, asyncio.CancelledError):
-                pass
+            link.close()
+            await asyncio.sleep(0.05)  # let the close go out
 
     def _closest_enemy(self) -> Optional[tuple]:
         if not self.enemies:
@@ -123,7 +123,12 @@ class Bot:
 async def run(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.max_seconds
     bots = [Bot(i, args.seed) for i in range(args.bots)]
-    results = await asyncio.gather(*(b.play(args.host, args.port, deadline) for b in bots), return_exceptions=True)
+    log_file = open(args.log_sent, "w", encoding="utf-8") if args.log_sent else None
+    log = SentLog(log_file, C2S)
+    results = await asyncio.gather(*(b.play(args.transport, args.host, args.port, deadline, log) for b in bots),
+                                   return_exceptions=True)
+    if log_file is not None:
+        log_file.close()
     errors = [r for r in results if isinstance(r, BaseException)]
     for e in errors:
         print(f"battle_bot: {type(e).__name__}: {e}", file=sys.stderr)
@@ -140,6 +145,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--bots", type=int, default=4, help="connections to open, one bot each (default 4)")
     p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long (default 120)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--transport", choices=TRANSPORTS, default="tcp", help="as the server's --transport (default tcp)")
+    p.add_argument("--log-sent", metavar="PATH", help="write one JSON line per message sent (see battle_net.py)")
     return asyncio.run(run(p.parse_args(argv)))
 
 

@@ -7,8 +7,10 @@ Run it, then point bots at it (``examples/battle_bot.py``), then replay the trac
     python examples/battle_bot.py --port 7777 --bots 4
     python run_bench.py --trace battle.rpct
 
-Wire protocol (made up, but shaped like real ones): each frame is a 4-byte big-endian
-length followed by UTF-8 JSON ``{"m": method, "a": args}``. Clients call ``join``,
+Wire protocol (made up, but shaped like real ones): each message is UTF-8 JSON
+``{"m": method, "a": args}``, after a 4-byte big-endian length on TCP (the default), or one
+WebSocket message or UDP datagram each with ``--transport ws|ws-deflate|udp``
+(``examples/battle_net.py``; ``--log-sent`` logs every message sent). Clients call ``join``,
 ``move``, ``cast_skill``, ``heartbeat`` and ``chat``; the server calls ``welcome``,
 ``sync_position``, ``damage``, ``skill_result``, ``battle_event``, ``state_snapshot``,
 ``heartbeat_ack``, ``chat`` and ``battle_end``.
@@ -27,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import random
-import struct
 import sys
 import time
 from pathlib import Path
@@ -40,31 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from rpc_capture import C2S, S2C, recorder  # noqa: E402  # rpc_capture
 
-FRAME = struct.Struct(">I")
-MAX_FRAME = 1 << 20
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from battle_net import TRANSPORTS, Link, SentLog, listen, message  # noqa: E402  (the transports and the wire format)
+
 ARENA = 100.0
 SPEED = 12.0  #: units per second
 SKILLS = {1: (90, 25.0, 1.0), 2: (160, 15.0, 3.0), 3: (300, 10.0, 8.0)}  #: skill -> (damage, range, cooldown s)
 MAX_HP = 1000
 RESPAWN_S = 2.0
-
-
-def frame(method: str, args: Any) -> bytes:
-    body = json.dumps({"m": method, "a": args}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return FRAME.pack(len(body)) + body
-
-
-async def read_frame(reader: asyncio.StreamReader) -> Optional[tuple]:
-    """The next ``(method, args)`` from the stream, or None at end of stream."""
-    try:
-        head = await reader.readexactly(FRAME.size)
-        (n,) = FRAME.unpack(head)
-        if n > MAX_FRAME:
-            raise ValueError(f"frame of {n} bytes")
-        msg = json.loads(await reader.readexactly(n))
-        return msg["m"], msg.get("a")
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return None
 
 
 class Hero:
@@ -86,7 +69,7 @@ class BattleServer:
         self.tick_rate = tick_rate
         self.rng = random.Random(seed)
         self.rec = rec
-        self.writers: Dict[int, asyncio.StreamWriter] = {}
+        self.writers: Dict[int, Link] = {}
         self.heroes: Dict[int, Hero] = {}  # by connection id
         self.score = [0, 0]
         self.next_conn = 1
@@ -107,7 +90,7 @@ class BattleServer:
     def _send(self, conn: int, method: str, args: Any) -> None:
         w = self.writers.get(conn)
         if w is not None and not w.is_closing():
-            w.write(frame(method, args))
+            w.send(message(method, args))
 
     def broadcast(self, method: str, make_args: Any) -> None:
         """Send to every player; ``make_args()`` builds fresh args per call (never shared)."""
@@ -119,13 +102,13 @@ class BattleServer:
         if handler is not None and isinstance(args, dict):
             handler(conn, **args)
 
-    async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle_client(self, link: Link) -> None:
         conn = self.next_conn
         self.next_conn += 1
-        self.writers[conn] = writer
+        self.writers[conn] = link
         try:
             while not self.done.is_set():
-                msg = await read_frame(reader)
+                msg = await link.recv()
                 if msg is None:
                     break
                 try:
@@ -135,7 +118,7 @@ class BattleServer:
         finally:
             self.writers.pop(conn, None)
             self.heroes.pop(conn, None)
-            writer.close()
+            link.close()
 
     # -------------------------------------------------------------- handlers (client -> server)
 
@@ -261,16 +244,19 @@ async def serve(args: argparse.Namespace) -> int:
     rec = recorder(args.record, metadata={"game": "examples/battle_server.py", "players": args.players,
                                           "tick_rate": args.tick_rate}, compresslevel=args.compress or None)
     game = BattleServer(args.players, args.ticks, args.tick_rate, rec, seed=args.seed)
-    server = await asyncio.start_server(game.handle_client, "127.0.0.1", args.port)
-    port = server.sockets[0].getsockname()[1]
-    print(f"battle_server: listening on 127.0.0.1:{port}", flush=True)
+    log_file = open(args.log_sent, "w", encoding="utf-8") if args.log_sent else None
+    server, port = await listen(args.transport, args.port, SentLog(log_file, S2C), game.handle_client)
+    print(f"battle_server: listening on 127.0.0.1:{port} ({args.transport})", flush=True)
     try:
-        async with server:
-            await asyncio.wait_for(game.run_battle(args.join_timeout), args.max_seconds)
+        await asyncio.wait_for(game.run_battle(args.join_timeout), args.max_seconds)
+        await asyncio.sleep(0.2)  # let the last messages and the closes go out
     except asyncio.TimeoutError:
         print(f"battle_server: stopped after --max-seconds {args.max_seconds:g}", file=sys.stderr)
     finally:
+        server.close()
         stats = rec.close()  # rpc_capture: drain the queue, write the end record with the counters
+        if log_file is not None:
+            log_file.close()
     if args.record:
         print(f"battle_server: recorded {stats.get('recorded', 0):,} of {stats.get('offered', 0):,} calls "
               f"({sum(v for k, v in stats.items() if k.startswith('dropped')):,} dropped) to {args.record}", flush=True)
@@ -289,6 +275,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--compress", type=int, choices=range(0, 10), default=0, metavar="LEVEL",
                    help="gzip level for the trace")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--transport", choices=TRANSPORTS, default="tcp",
+                   help="tcp (4-byte length prefix; default), ws, ws-deflate (WebSocket) or udp: see battle_net.py")
+    p.add_argument("--log-sent", metavar="PATH", help="write one JSON line per message sent (see battle_net.py)")
     args = p.parse_args(argv)
     return asyncio.run(serve(args))
 

@@ -17,7 +17,7 @@ from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, capacity, coverage, fleet, measured, precision, reference, study, wire
+from . import analysis, capacity, captured, coverage, fleet, measured, precision, reference, study, wire
 from .analysis import CodecFigures
 from .breakdown import Breakdown, MethodBytes, breakdown, method_bytes
 from .capacity import DEFAULT_OPTIONS, Plan, ReportOptions
@@ -81,6 +81,7 @@ class Decision:
     calls_line: str = ""  #: the calls measured, of the trace's, and what the held-out ones were for
     schema_line: Optional[str] = None  #: where the typed codecs' schema came from, when inferred
     precision: precision.PrecisionView = precision.PrecisionView(None, (), (), None)  #: profile, lossy codecs
+    capture: Optional[captured.CaptureCheck] = None  #: an imported trace: the wire model against the capture
 
     @property
     def failing(self) -> FrozenSet[str]:
@@ -122,7 +123,7 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
         findings=tuple(study.retest(compared)),
         fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref), wire=wire_view,
         calls_line=measured.calls_line(suite), schema_line=measured.schema_line(suite),
-        precision=precision.view(suite, plan))
+        precision=precision.view(suite, plan), capture=captured.check(suite, wire_view.chosen))
 
 
 def _same_calls(r: CodecResult, ref: Optional[CodecResult]) -> Optional[coverage.SameCalls]:

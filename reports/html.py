@@ -133,7 +133,7 @@ def render_report(d: Decision, charts: Mapping[str, str]) -> str:
     parts = [part for part in PARTS if part.applies(d)]
     return env.get_template("report.html").render(
         title=page_title(suite), suite=suite, parts=parts, calls_line=d.calls_line, schema_line=d.schema_line,
-        gathered={part.id: part.gather(d) for part in parts},
+        capture_line=d.capture.line if d.capture else None, gathered={part.id: part.gather(d) for part in parts},
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         script=(TEMPLATES / "sort.js").read_text(encoding="utf-8"),
         figures=figures, general_figures=[f for name, f in figures.items() if name not in SECTION_CHARTS],

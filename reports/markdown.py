@@ -51,7 +51,8 @@ def render_markdown(d: Decision) -> str:
     cols = [c for c in columns(d) if c.kind in MD_COLUMNS]
     return env.get_template("report.md").render(
         title=page_title(suite), suite=suite, calls_line=d.calls_line, schema_line=d.schema_line,
-        precision=d.precision, verdict=d.verdict, front_axes=d.front_axes, summary=summary_section(d).facts,
+        capture_line=d.capture.line if d.capture else None, precision=d.precision, verdict=d.verdict,
+        front_axes=d.front_axes, summary=summary_section(d).facts,
         head=[(c.title, c.numeric) for c in cols],
         rows=[[c.cell(r) for c in cols] for r in suite.results], warnings=d.warnings,
         notes=footnotes(d), methods=[(m.method, fmt_count(m.calls), fmt_share(m.call_share))

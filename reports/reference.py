@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Tuple
 
+from rpcbench.captured import CAPTURE_KEY, CAPTURED
 from rpcbench.errors import BenchError
 from rpcbench.results import CodecResult, Suite
 
@@ -27,17 +28,22 @@ def choose_reference(results: Sequence[CodecResult], wanted: Sequence[Optional[s
 
 def baseline(suite: Suite, requested: Optional[str]) -> Tuple[Optional[CodecResult], str]:
     """The run's reference codec, the verdict's baseline, and where it came from: ``--baseline`` (BenchError if this
-    run did not measure it), else the trace's ``current_format`` metadata when it names a measured codec, else
+    run did not measure it), else the ``captured`` row on a trace imported from a packet capture (what the server
+    sends today, byte for byte), else the trace's ``current_format`` metadata when it names a measured codec, else
     json, else the first codec measured."""
     if requested and not ((found := suite.find(requested)) is not None and found.sizes is not None):
         measured = ", ".join(r.codec for r in suite.results if r.sizes)
         raise BenchError(f"--baseline {requested[:60]}: not measured in this run (measured: {measured[:300]})")
-    current = (suite.trace.get("metadata") or {}).get(BASELINE_KEY)
+    metadata = suite.trace.get("metadata") or {}
+    captured = CAPTURED if metadata.get(CAPTURE_KEY) else None
+    current = metadata.get(BASELINE_KEY)
     current = str(current) if current else None
-    chosen, matched = choose_reference(suite.results, (requested, current, DEFAULT_REFERENCE),
+    chosen, matched = choose_reference(suite.results, (requested, captured, current, DEFAULT_REFERENCE),
                                        lambda r: r.sizes is not None)
     if requested:
         return chosen, "--baseline"
+    if captured and matched == captured:
+        return chosen, "the packet capture: the bytes the server sends today"
     if current and matched == current:
         return chosen, f"the trace's {BASELINE_KEY} metadata"
     note = f"{BASELINE_KEY} {current[:40]!r} was not run; " if current else ""

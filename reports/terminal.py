@@ -18,7 +18,7 @@ def terminal_text(d: Decision, width: Optional[int] = None, full: str = "report.
     """The table (fitted to ``width``; ``full`` names the file with every column), the fleet lines, then the
     verdict: the lines a run or a rebuilt report ends with."""
     head = [d.calls_line + "."] + ([d.schema_line] if d.schema_line else []) + (
-        [d.precision.line] if d.precision.line else [])
+        [d.precision.line] if d.precision.line else []) + ([d.capture.line] if d.capture else [])
     closing = [*d.precision.closing, *(note for note in (d.precision.floor_note, d.precision.cpu_note) if note)]
     return "\n".join([format_table(d, width, full), *fleet_lines(d), *fit_lines(lossy_lines(d.precision), width), "",
                       *fit_lines(head, width), *fit_lines(d.verdict.lines(), width), *fit_lines(wire_note(d), width),

@@ -262,7 +262,9 @@ def _savings(mine: Capacity, theirs: Capacity, options: ReportOptions) -> str:
     text += f"; {verb} {_gb(abs(saved_gb))}/month of egress (${abs(saved_usd):,.0f}/month)"
     if options.goal == "balanced":
         total = then.total_usd.value - now.total_usd.value
-        text += f", {'saves' if total >= 0 else 'costs'} ${abs(total):,.0f}/month in all (egress + cores + state)"
+        untimed = "; the baseline's cores not counted: not timed" if theirs.server_us is None else ""
+        text += (f", {'saves' if total >= 0 else 'costs'} ${abs(total):,.0f}/month in all "
+                 f"(egress + cores + state{untimed})")
     return text + f" at {options.ccu:,} CCU"
 
 

@@ -5,7 +5,8 @@ One call per line, a JSON object::
     {"method": "move", "args": {...}, "t": 1732250000000000000, "dir": "c2s", "conn": 7}
 
 ``method`` (str) and ``args`` (any JSON) are required; ``t`` (int ns), ``dir``
-(``"c2s"``/``"s2c"``) and ``conn`` (int or str) are optional. Bytes inside args are
+(``"c2s"``/``"s2c"``), ``conn`` (int or str) and ``wire`` (the payload as captured, base64)
+are optional. Bytes inside args are
 MongoDB Extended JSON: ``{"$binary": {"base64": "...", "subType": "00"}}``. Blank lines
 are skipped. JSON cannot express int dict keys or tuples: exporting a binary trace
 writes them as str keys and arrays.
@@ -26,7 +27,7 @@ from .trace import TraceError, _new_tuple
 
 log = logging.getLogger("rpc_capture")
 
-_FIELDS = {"method", "args", "t", "dir", "conn"}
+_FIELDS = {"method", "args", "t", "dir", "conn", "wire"}
 T_RANGE = (-(1 << 63), (1 << 63) - 1)  #: ``t`` as any language's signed 64-bit nanosecond clock holds it
 MAX_LINE = 16 << 20  #: longest line accepted, bytes (as a binary trace's record limit)
 BOM = b"\xef\xbb\xbf"  #: a UTF-8 byte order mark, which some Windows editors put first
@@ -176,7 +177,19 @@ def _call_from(obj: Any) -> Call:
     conn = obj.get("conn", 0)
     if type(conn) is not int and type(conn) is not str:
         raise ValueError('"conn" must be an integer or a string')
+    if "wire" in obj:
+        return _new_tuple(Call, (method, obj["args"], t, direction, conn, _wire_bytes(obj["wire"])))
     return _new_tuple(Call, (method, obj["args"], t, direction, conn))
+
+
+def _wire_bytes(text: Any) -> bytes:
+    """A line's ``"wire"``: standard base64 with padding, as bytes."""
+    if type(text) is not str:
+        raise ValueError('"wire" must be a base64 string')
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as e:
+        raise ValueError(f'bad base64 in "wire" ({e})') from None
 
 
 
@@ -195,6 +208,8 @@ def write_jsonl(calls: Iterable[Call], out: Union[str, os.PathLike, IO[str]]) ->
 def json_line(call: Call) -> str:
     """One call as a JSON Lines line (with trailing newline)."""
     obj = {"t": call.t, "dir": call.dir, "conn": call.conn, "method": call.method, "args": call.args}
+    if call.wire is not None:
+        obj["wire"] = base64.b64encode(call.wire).decode("ascii")
     try:
         line = json.dumps(obj, ensure_ascii=False, default=_to_extended, separators=(",", ":")) + "\n"
     except RecursionError:

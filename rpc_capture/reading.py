@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from .jsonl import BOM, JsonlReader
 from .trace import MAGIC, TraceError, TraceReader
@@ -18,6 +18,14 @@ def damage_note(reader: Union[TraceReader, JsonlReader]) -> Optional[str]:
         f"{dropped:,} call(s)")
     return (f"{reader.path}: salvaged: skipped {len(reader.skipped)} damaged stretch(es), "
             f"{sum(n for _, n in reader.skipped):,} bytes, losing {lost}")
+
+
+def trace_header(path: Union[str, os.PathLike]) -> Dict[str, Any]:
+    """A trace's header JSON (a binary trace's metadata, e.g. an imported trace's ``"capture"``),
+    read without reading any call; a JSON Lines trace has none: ``{}``."""
+    reader = open_trace(path)
+    reader.close()
+    return dict(reader.metadata)
 
 
 def open_trace(path: Union[str, os.PathLike], salvage: bool = False) -> Union[TraceReader, JsonlReader]:

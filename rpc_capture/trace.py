@@ -7,7 +7,8 @@ implementation. In short::
                | record*
     record  := kind u8 | body_len u32 | body | crc32(kind, body_len, body) u32
     kinds   := "B" batch of calls | "S" stats (JSON object) | "E" end (JSON object, last record)
-    batch   := tag (16 bytes, version 3) | a list of (method, args, t, dir, conn) tuples in marshal format 4
+    batch   := tag (16 bytes, version 3) | a list of calls in marshal format 4
+    call    := (method, args, t, dir, conn) | (method, args, t, dir, conn, wire): wire only when set
 
 All integers are little-endian. Values are stored as CPython's ``marshal`` writes them
 (format 4, data types only; see :mod:`rpc_capture.values`), so writing a batch is one
@@ -63,7 +64,7 @@ _REC_HEAD = struct.Struct("<BI")
 _CRC = struct.Struct("<I")
 _LIST_HEAD = struct.Struct("<Bi")  #: marshal's list code and item count, the start of a batch body
 _DIRS = {C2S: C2S, S2C: S2C}  #: valid directions, mapped to the shared constants
-_new_tuple = tuple.__new__  #: builds a Call from a call tuple in C: ``_new_tuple(Call, item)``
+_new_tuple = tuple.__new__  #: builds a Call from a call tuple (5 or 6 items) in C: ``_new_tuple(Call, item)``
 
 
 class TraceError(Exception):
@@ -74,7 +75,8 @@ class TraceError(Exception):
 
 
 def encode_batch(calls: Sequence[tuple]) -> bytes:
-    """The batch record(s) for ``(method, args, t, dir, conn)`` tuples of exact types.
+    """The batch record(s) for ``(method, args, t, dir, conn)`` tuples of exact types (or
+    6-tuples ending with ``wire``, bytes).
 
     The fast path of every writer: a type check per call, two ``marshal`` calls (one
     writes, one proves the reader will take it: no cycle, expansion bounded) and the
@@ -96,20 +98,31 @@ def encode_batch(calls: Sequence[tuple]) -> bytes:
 
 
 def _check_types(calls: Sequence[tuple]) -> None:
-    """ValueError/TypeError unless every call is a 5-tuple with exact method/t/dir/conn types."""
-    for method, _, t, direction, conn in calls:
+    """ValueError/TypeError unless every call is a 5-tuple with exact method/t/dir/conn types
+    or a 6-tuple of those and ``wire`` bytes."""
+    for call in calls:
+        if len(call) == 5:
+            method, _, t, direction, conn = call
+        else:
+            method, _, t, direction, conn, wire = call
+            if type(wire) is not bytes:
+                raise ValueError("a call needs checking")
         if (type(method) is not str or type(t) is not int or direction not in _DIRS
                 or (type(conn) is not int and type(conn) is not str)):
             raise ValueError("a call needs checking")
 
 
 def recordable(call: Any) -> tuple:
-    """``call`` (a :class:`Call` or ``(method, args, t, dir, conn)`` tuple) as a tuple that
-    :func:`encode_batch` takes: values made exact types (see :func:`values.plain`).
+    """``call`` (a :class:`Call` or ``(method, args, t, dir, conn[, wire])`` tuple) as a tuple that
+    :func:`encode_batch` takes: values made exact types (see :func:`values.plain`), a None
+    ``wire`` left out (a 5-tuple).
 
     Raises TypeError/ValueError naming what can't be recorded.
     """
-    method, args, t, direction, conn = call
+    if len(call) not in (5, 6):
+        raise ValueError(f"a call has {len(call)} items, not (method, args, t, dir, conn[, wire])")
+    method, args, t, direction, conn = call[:5]
+    wire = call[5] if len(call) == 6 else None
     if not isinstance(method, str):
         raise TypeError(f"method is {type(method).__name__}, not str")
     if not isinstance(t, int) or isinstance(t, bool):
@@ -118,13 +131,17 @@ def recordable(call: Any) -> tuple:
         raise ValueError(f"direction {direction!r} is neither {C2S!r} nor {S2C!r}")
     if isinstance(conn, bool) or not isinstance(conn, (int, str)):
         raise TypeError(f"connection id is {type(conn).__name__}; only int and str are recorded")
-    item = (method, args, t, _DIRS[direction], conn)
+    if wire is not None and not isinstance(wire, (bytes, bytearray, memoryview)):
+        raise TypeError(f"wire is {type(wire).__name__}, not bytes")
+    stored_wire = () if wire is None else (bytes(wire),)
+    item = (method, args, t, _DIRS[direction], conn) + stored_wire
     try:  # exact types already (at any depth marshal writes): nothing to convert
         encode_batch([item])
         return item
     except (TypeError, ValueError):
         pass
-    item = (values.plain(method), values.plain(args), values.plain(t), _DIRS[direction], values.plain(conn))
+    item = (values.plain(method), values.plain(args), values.plain(t), _DIRS[direction], values.plain(conn),
+            *stored_wire)
     encode_batch([item])
     return item
 
@@ -169,11 +186,13 @@ class TraceWriter:
         self._file.write(_FILE_HEAD.pack(MAGIC, VERSION, len(header)) + header)
 
     def write(self, call: Any) -> None:
-        """Append one call (a :class:`Call` or ``(method, args, t, dir, conn)`` tuple).
+        """Append one call (a :class:`Call` or ``(method, args, t, dir, conn[, wire])`` tuple).
 
         Raises TypeError/ValueError, and writes nothing, if it can't be recorded.
         """
         item = tuple(call)
+        if len(item) == 6 and item[5] is None:  # a Call without wire is stored as a 5-tuple
+            item = item[:5]
         try:  # the fast check; the slow one converts odd types, or explains a failure
             encode_batch([item])
         except (TypeError, ValueError):  # a call no record can hold must fail here, not later with the part batch
@@ -507,7 +526,7 @@ class TraceReader:
         holding our key made it (the fast path), else by the pure-Python decoder, which is
         safe on any bytes."""
         if tagged:  # built as they are handed out: no list of them (an eighth of the fast path)
-            return map(_new_tuple, repeat(Call), marshal.loads(body[self._tag_size:]))
+            return map(_new_tuple, repeat(Call), marshal.loads(body[self._tag_size:]))  # 5- and 6-tuples alike
         data = bytes(body[self._tag_size:])
         try:
             items, end = values.load(data)
@@ -561,9 +580,12 @@ def find_record(data: bytes, start: int, stop: Optional[int] = None, tagged: boo
 
 def _call(item: Any) -> Call:
     """One call tuple of a batch, checked: ValueError unless it is a well-formed call."""
-    if type(item) is not tuple or len(item) != 5:
-        raise ValueError("a call is not a 5-tuple")
-    method, args, t, direction, conn = item
+    if type(item) is not tuple or (len(item) != 5 and len(item) != 6):
+        raise ValueError("a call is neither a 5-tuple nor a 6-tuple")
+    method, args, t, direction, conn = item[:5]
+    wire = item[5] if len(item) == 6 else None
+    if len(item) == 6 and type(wire) is not bytes:
+        raise ValueError("wire (a call's sixth item) is not bytes")
     if type(method) is not str:
         raise ValueError("method is not a str")
     if type(t) is not int:
@@ -573,7 +595,7 @@ def _call(item: Any) -> Call:
     direction = _DIRS.get(direction) if type(direction) is str else None
     if direction is None:
         raise ValueError("direction is neither 'c2s' nor 's2c'")
-    return Call(method, args, t, direction, conn)
+    return Call(method, args, t, direction, conn, wire)
 
 
 def _open_maybe_gzip(path: str) -> tuple:

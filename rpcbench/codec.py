@@ -54,6 +54,12 @@ class Codec(abc.ABC):
       connections. Such a codec sets ``ordered_delivery = True``: a lost or reordered
       message breaks every later one of its stream, so it needs a reliable, ordered
       transport, and the report says so beside its figures.
+    * ``timed``: False for a row whose CPU figures would not be a codec's work (``captured``, whose encode
+      hands back bytes a packet capture recorded): the run measures its bytes and fidelity only.
+    * ``ack_baselines``: True for a stage that keeps state per connection but survives loss
+      because it encodes against what the receiver acknowledged (``+ackdelta``): it gives
+      ``sender()`` and ``receiver()`` halves that a lossy link drives with its acks, and its
+      plain ``encode``/``decode`` stand for an ideal link (each message acked before the next).
     * ``state_bytes()``: memory one stream's instance keeps (the sender's compressor plus
       the receiver's decompressor), measured after the trace's calls went through it;
       ``shared_state_bytes()``: memory kept once for all connections (a dictionary).
@@ -65,6 +71,8 @@ class Codec(abc.ABC):
     changes: ClassVar[Mapping[str, str]] = {}
     per_connection: ClassVar[bool] = False
     ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (state across calls)
+    timed: ClassVar[bool] = True  #: False: bytes and fidelity only (``captured``: its encode is a copy)
+    ack_baselines: ClassVar[bool] = False  #: state across calls kept in step by acks (sender()/receiver())
 
     @abc.abstractmethod
     def encode(self, call: Call) -> bytes:
@@ -195,7 +203,9 @@ class Compressed(Codec):
         self.inner = inner
         self.compressor = compressor
         self.per_connection = inner.per_connection or compressor.per_connection  # type: ignore[misc]
-        self.ordered_delivery = inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
+        # acks cannot drive an ack_baselines stage through a compressor: its plain encode needs an ideal link
+        self.ordered_delivery = (inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
+                                 or inner.ack_baselines)
         self.changes = inner.changes  # type: ignore[misc]
         self.library = "+".join(self.libraries()) or None  # type: ignore[misc]  # json+zstd: zstandard, not stdlib
         self._steps = (inner.encode, compressor.compress, compressor.decompress, inner.decode)  # bound once

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import protobuf
+from .captured import use_capture
 from .precision import NO_PROFILE, Profile
 from .codec import Codec
 from .errors import BenchError
 from .isolation import DEFAULT_CODEC_TIMEOUT
 from .registry import Registry
+from .link import LinkSettings
 from .wire import PER_CALL, WirePolicy
 
 PACKAGE = Path(__file__).resolve().parent  #: holds the bundled codecs/, proto/, samples/ (links in a clone)
@@ -72,6 +74,9 @@ class RunConfig:
     wire: Tuple[WirePolicy, ...] = (WirePolicy(PER_CALL),)  #: how calls leave the server (--wire; docs/wire.md)
     transport: str = "none"  #: the headers results.csv's wire bytes include (--transport)
     packet_overhead: int = 0  #: the game's own bytes per packet (--packet-overhead)
+    #: the trace's capture facts when imported from one (the captured row); not hashed (a dict), compared
+    capture: Optional[Dict[str, Any]] = field(default=None, hash=False)
+    link: LinkSettings = LinkSettings()  #: the lossy link each codec is replayed over (--loss; none: no replay)
 
     @property
     def trace_files(self) -> Tuple[str, ...]:
@@ -91,6 +96,7 @@ class RunConfig:
             registry.load_file(file)
         for spec in self.codec_classes:
             registry.load_class(spec)
+        use_capture(registry, self.capture, self.proto)
         return registry
 
     def create_codecs(self, registry: Registry) -> Tuple[List[Codec], List[str]]:

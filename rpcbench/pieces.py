@@ -15,11 +15,12 @@ from rpc_capture.stats import TraceStats
 from .codec import Codec
 from .config import RunConfig
 from .floor import Floor
+from .link_replay import replay_trace
 from .registry import Registry
 from .sampling import SIZE_SALT, TIMING_SALT, Candidates, SamplePlan, priority
 from .tally import CodecTally, check_call, send_rest
 from .trace_index import TraceIndex
-from .wire import DETECT_CALLS, Batcher, TickGuess, WirePolicy, detect_tick, resolve
+from .wire import DETECT_CALLS, TRANSPORTS, Batcher, TickGuess, WirePolicy, detect_tick, resolve
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,40 @@ class FloorTask:
 
     def blame(self, position: int, reason: str) -> "FloorTask":
         return self
+
+
+@dataclass(frozen=True)
+class LinkTask:
+    """One trace replayed over the lossy link (``--loss``, :mod:`rpcbench.link_replay`) as an executor's task:
+    it reads the whole trace once, then replays it through every codec, --wire policy and loss rate."""
+
+    config: RunConfig
+    trace: int
+    path: str
+    plan: SamplePlan
+    codecs: Tuple[str, ...] = ()
+    span: Tuple[int, int] = (0, 0)  #: its calls are not counted in the progress line
+    failed: Tuple[Tuple[str, str], ...] = ()  #: (codec, why) of codecs stopped by the watch: skipped
+
+    def prepare(self) -> None:
+        _registry(self.config)
+
+    def run(self, beat: Any) -> Dict[str, Any]:
+        every = list(open_trace(self.path, self.config.salvage))
+        calls = [call for index, call in enumerate(every) if not self.plan.held_out(self.trace, index)]
+        policies = self.config.wire
+        if any(p.batched for p in policies):  # the tick read from the same first calls as the size pass reads
+            policies = resolve(policies, detect_tick(every[:DETECT_CALLS]))
+        failed = dict(self.failed)
+        live = [name for name in self.codecs if name not in failed]
+        states = replay_trace(_registry(self.config).create, live, calls, every[0].t if every else 0, policies,
+                              self.config.link, TRANSPORTS[self.config.transport], self.config.packet_overhead,
+                              beat)
+        return {"trace": self.trace, "states": {**states, **{name: {"error": why} for name, why in failed.items()}}}
+
+    def blame(self, position: int, reason: str) -> "LinkTask":
+        live = [name for name in self.codecs if name not in dict(self.failed)]
+        return dataclasses.replace(self, failed=(*self.failed, (live[position], reason)))
 
 
 def _reader_info(reader: Any) -> Dict[str, Any]:

@@ -30,6 +30,7 @@ from .floor import floor_figures
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
+from .captured import use_capture, with_capture
 from .pieces import use_registry
 from .size_pass import PassFigures, SizePass, TracePass
 from .tally import CodecTally
@@ -45,8 +46,13 @@ TimingAnswers = Dict[str, TimingAnswer]  #: codec name -> its timing
 
 
 def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None) -> Suite:
-    """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's)."""
-    registry = registry or config.registry()
+    """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's). A trace
+    imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`)."""
+    config = with_capture(config)
+    if registry is None:
+        registry = config.registry()
+    else:
+        use_capture(registry, config.capture, config.proto)
     started = time.perf_counter()
     config, training, codecs, size_pass = _size_phase(config, registry, progress)
     trace = size_pass.record(training.summary() if training else None)
@@ -62,7 +68,7 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
     packets = None if config.sizes_only else size_pass.packet_plan()
     timing_started = time.perf_counter()
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
-    timed = [] if config.sizes_only else [c for c in codecs if c.name not in failed]
+    timed = [] if config.sizes_only else [c for c in codecs if c.name not in failed and c.timed]
     timings, interrupted = time_sample(config, plan, timed, sample, progress, packets)
     timings.update(failed)
     durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
@@ -263,9 +269,9 @@ def _codec_result(tally: CodecTally, added: PassFigures, timing: TimingAnswer, r
         origin=registry.origin(codec.base.id) or "", calls=sum(tally.sizes.values()), failures=tally.failures,
         mismatches=tally.mismatches, sizes=tally.size_stats(),
         encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
-        problems=added.problems, estimate=added.estimate, wire=packet_cpu(added.wire, timing),
+        problems=added.problems, estimate=added.estimate, wire=packet_cpu(added.wire, timing), link=added.link,
         by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
-        error=timing.get("error") or (None if rounds.get("encode") else not_timed),
+        error=timing.get("error") or (None if rounds.get("encode") or not codec.timed else not_timed),
         stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}
                 for op, stages in timing.get("stage_rounds", {}).items() if stages},
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,

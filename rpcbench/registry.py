@@ -46,11 +46,12 @@ _LEVEL_ITEM = re.compile(r"^\d+(?:\.\.\d+)?$")  #: 3 or 1..9: a level list's ite
 class Registry:
     """Codec and compressor classes by id, plus the plugin files that were skipped and why.
 
-    ``codec_options`` maps a codec id to keyword arguments for its constructor (the run's
-    protobuf schemas for ``protobuf``, say), ``compressor_options`` a compressor name to
-    those of its constructor (``window_log`` for ``zstdstream``): settings reach codecs as
-    data, never globals. ``dictionaries`` maps an inner codec id to the dictionary trained
-    on its bytes, for ``trained`` compressors (``json+zstddict-3`` uses ``dictionaries["json"]``).
+    ``codec_options`` maps a codec id or call stage name to keyword arguments for its
+    constructor (the run's protobuf schemas for ``protobuf``, the id fields of ``ackdelta``,
+    say), ``compressor_options`` a compressor name to those of its constructor
+    (``window_log`` for ``zstdstream``): settings reach codecs as data, never globals.
+    ``dictionaries`` maps an inner codec id to the dictionary trained on its bytes, for
+    ``trained`` compressors (``json+zstddict-3`` uses ``dictionaries["json"]``).
     """
 
     def __init__(self, codec_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
@@ -195,7 +196,7 @@ class Registry:
         if m and m["name"] in self.stages and m["level"] is None:
             if isinstance(codec, Compressed):
                 raise BenchError(f"{codec_id!r}: {m['name']} works on calls: put it before any compressor")
-            return self.stages[m["name"]](codec)
+            return self.stages[m["name"]](codec, **self.codec_options.get(m["name"], {}))
         if not m or m["name"] not in self.compressors:
             raise BenchError(
                 f"unknown compressor {m['name'] if m else part!r} in {codec_id!r}"

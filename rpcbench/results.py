@@ -19,14 +19,15 @@ from typing import Any, Dict, List, Optional, Tuple
 from .errors import BenchError
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS, PROBLEM_KEYS, check_suite
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
 #: 1 to 3 have no per-direction bytes (``by_direction``) or per-connection traffic (``trace.per_connection``),
 #: per-trace results of a fleet (``traces``), estimates or example traces; 1 to 4 hold the dictionaries' calls out
 #: of a fleet by a seeded share and have no fleet floor (the one size pass of version 5: docs/results-format.md);
 #: 1 to 5 have no wire figures (``wire``: packets per --wire policy, docs/wire.md); 4 to 6 keep one codec's bytes per
-#: connection (``trace.per_connection.codec``: json, or the first codec), 7 every codec's (``bytes``)
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+#: connection (``trace.per_connection.codec``: json, or the first codec), 7 every codec's (``bytes``); 1 to 7 have no
+#: lossy link replays (``link``: per --wire policy and --loss rate, docs/wire.md)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 CONFIDENCE = 0.95  #: of every interval the results give (a median's rounds, a sampled size pass's estimates)
 #: A round more than this factor above the fastest round of its timing ran while the machine
@@ -43,6 +44,7 @@ CSV_COLUMNS = (
     "encode_us", "encode_ci_low_us", "encode_ci_high_us", "decode_us", "decode_ci_low_us", "decode_ci_high_us",
     "ci_confidence", "declared_only", "state_bytes_per_conn", "ordered_delivery", "floor_ratio", "trace",
     "wire", "packets", "payload_bytes", "wire_bytes", "fragmented", "packet_encode_us", "packet_decode_us", "error",
+    "loss_pct", "resend_bytes", "latency_p50_ms", "latency_p99_ms", "lost_calls",
 )
 MERGED = "*"  #: results.csv's ``trace`` of the rows over every trace of the run
 
@@ -208,6 +210,8 @@ class CodecResult:
     wire: Tuple[Dict[str, Any], ...] = ()
     #: a lossy codec (quant): field path -> {"changed": values back within their step, "max_error", "step"}
     lossy: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    #: per --wire policy and --loss rate: its replay over the lossy link (rpcbench.link.link_figures)
+    link: Tuple[Dict[str, Any], ...] = ()
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -317,15 +321,22 @@ def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
 
 def csv_rows(r: CodecResult, trace: str = MERGED) -> List[List[Any]]:
     """The codec's results.csv rows: one per --wire policy (the wire columns empty without wire figures; the
-    packets' CPU per call only on the batched policy that was timed), each ending with the codec's error."""
+    packets' CPU per call only on the batched policy that was timed), each ending with the codec's error; with
+    lossy link replays (--loss), one per policy and loss rate, each with its policy's wire columns and the
+    replay's columns (``wire_bytes`` then the replay's: resends, acks and their headers included)."""
     row = csv_row(r, trace)
     error = r.error or ""  # why the codec has no timing or no figures (a plugin that hung or aborted...)
     if not r.wire:
-        return [row + [""] * 7 + [error]]
-    return [row + [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"],
-                   *(f"{t.median_us:.3f}" if (t := wire_timing(w, op)) else "" for op in ("encode", "decode")),
-                   error]
-            for w in r.wire]
+        return [row + [""] * 7 + [error] + [""] * 5]
+    rows = []
+    for w in r.wire:
+        wire = [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"],
+                *(f"{t.median_us:.3f}" if (t := wire_timing(w, op)) else "" for op in ("encode", "decode")), error]
+        replays = [k for k in r.link if k["wire"] == w["wire"]]
+        rows.extend([row + wire[:1] + [k["packets"], k["payload_bytes"], k["wire_bytes"]] + wire[4:] +
+                     [f"{k['loss_pct']:g}", k["resend_bytes"], f"{k['latency_p50_ms']:.1f}",
+                      f"{k['latency_p99_ms']:.1f}", k["lost_calls"]] for k in replays] or [row + wire + [""] * 5])
+    return rows
 
 
 def wire_timing(w: Dict[str, Any], op: str) -> Optional[Timing]:
@@ -410,4 +421,5 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         estimate=r.get("estimate"),
         wire=tuple(r.get("wire", ())),
         lossy=r.get("lossy", {}),
+        link=tuple(r.get("link", ())),
     )

@@ -19,7 +19,7 @@ _RESULT_FIELDS = {"codec": str, "config": dict, "library": (str, type(None)), "l
 _OPTIONAL_RESULT_FIELDS = {"stages": dict, "latency": dict, "memory": dict, "dictionary": (dict, type(None)),
                            "state_bytes_per_conn": int, "shared_state_bytes": int, "ordered_delivery": bool,
                            "floor_ratio": (int, float, type(None)), "by_direction": dict,
-                           "estimate": (dict, type(None)), "wire": list, "lossy": dict}
+                           "estimate": (dict, type(None)), "wire": list, "lossy": dict, "link": list}
 _SHARE_FIELDS = {"calls": int, "bytes": int}  #: what every by_method / by_direction entry holds (it may hold more)
 _SIZES_FIELDS = {"total": int, "mean": _NUMBER, "p50": int, "p99": int, "min": int, "max": int}
 _NONE = type(None)
@@ -38,6 +38,12 @@ _WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE)
                 "problem": (str, _NONE), "by_direction": dict}
 _WIRE_DIRECTION_FIELDS = {"calls": int, "packets": int, "payload_bytes": int, "fragmented": int, "wire_bytes": int,
                           "size_classes": list}
+#: a replay over the lossy link (schema 8: rpcbench.link.link_figures), and its figures per direction
+_LINK_COUNTS = ("calls", "delivered_calls", "lost_calls", "packets", "lost_packets", "ack_packets", "lost_acks",
+                "payload_bytes", "resend_bytes", "ack_bytes", "wire_bytes")
+_LINK_FIELDS = {"wire": str, "loss_pct": _NUMBER, "delivery": str, **dict.fromkeys(_LINK_COUNTS, int),
+                "lost_by_method": dict, "latency_p50_ms": _NUMBER, "latency_p99_ms": _NUMBER, "mismatches": int,
+                "problem": (str, _NONE), "by_direction": dict}
 _PROBLEM_FIELDS = {"kind": str, "feature": str, "declared": bool, "count": int, "example_index": int,
                    "example_method": str, "example_path": str, "detail": str}
 _OPTIONAL_PROBLEM_FIELDS = {"example_trace": (str, type(None))}
@@ -186,6 +192,20 @@ def _check_result(r: Any, where: str) -> None:
         _fields(p, _PROBLEM_FIELDS, f"{where}.problems[{j}]", _OPTIONAL_PROBLEM_FIELDS)
     for j, w in enumerate(r.get("wire", ())):
         _check_wire(w, f"{where}.wire[{j}]")
+    for j, k in enumerate(r.get("link", ())):
+        _check_link(k, f"{where}.link[{j}]")
+
+
+def _check_link(k: Any, where: str) -> None:
+    """One replay over the lossy link: its counts whole and not negative, in total and per direction."""
+    _fields(k, _LINK_FIELDS, where)
+    _finite(k, _LINK_FIELDS, where)
+    _counts(k["lost_by_method"], f"{where}.lost_by_method")
+    for direction in ("c2s", "s2c"):
+        figures = k["by_direction"].get(direction)
+        spec = dict.fromkeys(_LINK_COUNTS, int)
+        _fields(figures, spec, f"{where}.by_direction.{direction}")
+        _finite(figures, spec, f"{where}.by_direction.{direction}")
 
 
 def _check_wire(w: Any, where: str) -> None:

@@ -28,8 +28,9 @@ from .environment import file_sha256
 from .errors import BenchError
 from .executors import Executor, Task
 from .floor import floor_figures
+from .link import link_figures, merged
 from .packet_timing import PacketPlan, tick_windows
-from .pieces import FloorTask, Piece, PieceTask, plan_pieces
+from .pieces import FloorTask, LinkTask, Piece, PieceTask, plan_pieces
 from .results import Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import SamplePlan, proportional_quotas, sampled_estimate
@@ -47,6 +48,7 @@ class PassFigures:
     problems: Tuple[Problem, ...]  #: each with the trace its example came from
     estimate: Optional[Dict[str, Any]]  #: a sampled pass's estimates with their intervals (None: every call)
     wire: Tuple[Dict[str, Any], ...]  #: its packets per --wire policy (none once the codec failed)
+    link: Tuple[Dict[str, Any], ...] = ()  #: its replays over the lossy link per policy and loss rate (--loss)
 
 
 @dataclass
@@ -62,6 +64,7 @@ class TracePass:
     reader: Dict[str, Any] = field(default_factory=dict)
     floor: Optional[Dict[str, Any]] = None  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
     tick: Optional[TickGuess] = None  #: the tick its timestamps show (batched --wire only)
+    link: Dict[str, Any] = field(default_factory=dict)  #: per codec, its lossy link replays (:class:`LinkTask`)
 
     def absorb(self, summary: Dict[str, Any]) -> None:
         """Add one piece's summary (pieces of a trace arrive here in call order)."""
@@ -116,17 +119,22 @@ class SizePass:
         pieces = plan_pieces(self.index, self.codecs, executor.slots, self._wire())
         floors: List[Task] = [FloorTask(self.config, i, t.path, self.plan)
                               for i, t in enumerate(self.index)] if self.config.floor else []
-        # the floors after the whole-trace pieces (the longest, one process each), before the chunks: a floor
+        # the floors (and link replays) after the whole-trace pieces, the longest, before the chunks: a floor
         # compresses on both cores (rpcbench.floor.THREADS), so it packs well once those end, and the chunks fill
         # in around it; first, it kept a whole-trace piece waiting for its slot and that piece ran alone at the end
+        names = tuple(c.name for c in self.codecs)
+        links: List[Task] = [LinkTask(self.config, i, t.path, self.plan, names)
+                             for i, t in enumerate(self.index)] if self.config.link.loss else []
         whole = sum(p.start is None for p in pieces)
         tasks = [PieceTask(self.config, p, self.plan) for p in pieces]
-        answers = executor.run_all([*tasks[:whole], *floors, *tasks[whole:]], "size pass: reading",
+        answers = executor.run_all([*tasks[:whole], *floors, *links, *tasks[whole:]], "size pass: reading",
                                    sum(max(t.calls, 0) for t in self.index))
         self.dask = executor.info
         for trace, totals in zip(self.traces, answers[whole:whole + len(floors)]):
             trace.floor = totals
-        summaries = answers[:whole] + answers[whole + len(floors):]
+        for replays in answers[whole + len(floors):whole + len(floors) + len(links)]:
+            self.traces[replays["trace"]].link = replays["states"]
+        summaries = answers[:whole] + answers[whole + len(floors) + len(links):]
         for summary in sorted(summaries, key=lambda s: (s["piece"].trace, s["piece"].first_call)):
             self.traces[summary["piece"].trace].absorb(summary)
         self._note_ticks()
@@ -138,6 +146,8 @@ class SizePass:
         policies = self.config.wire
         if any(p.batched for p in policies) and self.sampled:
             raise BenchError("--wire: batching by tick needs every call of a connection: not with --sample-calls")
+        if self.config.link.loss and self.sampled:
+            raise BenchError("--loss: the lossy link replays every call of a connection: not with --sample-calls")
         return policies
 
     def _note_ticks(self) -> None:
@@ -244,7 +254,22 @@ class SizePass:
         carrier = TRANSPORTS[self.config.transport]
         wire = tuple(wire_figures(w.policy, w.export(), carrier, self.config.packet_overhead)
                      for w in tally.wire.values()) if not tally.error else ()
-        return PassFigures(problems, estimate, wire)
+        return PassFigures(problems, estimate, wire, () if tally.error else self._link(name, trace))
+
+    def _link(self, name: str, trace: Optional[TracePass]) -> Tuple[Dict[str, Any], ...]:
+        """A codec's lossy link figures, of one ``trace`` or merged over every trace (per policy and rate, in the
+        order of --wire and --loss; none when a replay of it failed, which is logged)."""
+        replays = [t.link.get(name) for t in ([trace] if trace else self.traces) if self.config.link.loss]
+        failed = next((r["error"] for r in replays if isinstance(r, dict)), None)
+        if failed or not replays:
+            if failed:
+                log.warning("%s: %s", name, failed)
+            return ()
+        together: Dict[Tuple[str, float], List[Dict[str, Any]]] = {}
+        for states in replays:
+            for policy, rate, state in states or ():
+                together.setdefault((policy, rate), []).append(state)
+        return tuple(link_figures(policy, rate, merged(states)) for (policy, rate), states in together.items())
 
     @property
     def per_trace(self) -> List[TracePass]:
@@ -256,6 +281,7 @@ class SizePass:
         return {"sizes_only": self.config.sizes_only, "dask": self.dask, "traces": len(self.traces),
                 "wire": [p.text for p in self.config.wire], "transport": self.config.transport,
                 "packet_overhead": self.config.packet_overhead, "ticks": self.ticks,
+                **self.config.link.summary(),
                 "size_pass_calls": self.measured,
                 "size_pass_method": "seeded sample, uniform over calls" if self.sampled else "every call"}
 

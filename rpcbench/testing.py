@@ -28,7 +28,7 @@ def check_codec(codec: Codec, calls: Iterable[Call]) -> None:
     * determinism: the same call (stream of calls) gives the same bytes twice;
     * per-connection codecs: a stream started at any of several points of ``calls``, and
       two connections interleaved call by call, still round trip; and the codec declares
-      that it needs ordered delivery (``ordered_delivery``).
+      that it needs ordered delivery (``ordered_delivery``) or keeps its state by acks (``ack_baselines``).
     """
     calls = list(calls)
     if not calls:
@@ -41,8 +41,9 @@ def check_codec(codec: Codec, calls: Iterable[Call]) -> None:
         for start in range(step, len(calls), step):
             problems += _stream_problems(codec, calls[start:], f"stream started at call {start}")
         problems += _stream_problems(codec, calls, "two connections interleaved", connections=2)
-        if not codec.ordered_delivery:
-            problems.append("keeps state per connection but does not declare ordered_delivery = True")
+        if not codec.ordered_delivery and not codec.ack_baselines:
+            problems.append("keeps state per connection but does not declare ordered_delivery = True "
+                            "(nor ack_baselines)")
     if problems:
         shown = "\n  ".join(problems[:10])
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""

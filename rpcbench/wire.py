@@ -227,10 +227,14 @@ class Batcher:
         self._open.clear()
         return out
 
+    def flush_time(self, key: Any, window: int, times: Sequence[int]) -> int:
+        """When a batch leaves: at the end of its tick window, or at its last call where the direction's
+        timestamps are already the flush (quantized)."""
+        return max(times) if key[1] in self.policy.quantized else (self.origin or 0) + (window + 1) * self._tick_ns
+
     def _close(self, key: Any, batch: Tuple[int, List[int], List[Any]]) -> Closed:
         window, times, rows = batch
-        flush = max(times) if key[1] in self.policy.quantized else \
-            (self.origin or 0) + (window + 1) * self._tick_ns
+        flush = self.flush_time(key, window, times)
         latency = self.latency
         for t in times:
             latency[max(0, (flush - t + _UNIT_NS // 2) // _UNIT_NS)] += 1

@@ -35,8 +35,8 @@ def values(without: Container[str] = ()) -> st.SearchStrategy:
     return st.recursive(scalars, containers, max_leaves=20)
 
 
-def calls(without: Container[str] = ()) -> st.SearchStrategy:
-    """Whole calls: method, args, timestamp, direction, connection."""
+def calls(without: Container[str] = (), wires: bool = False) -> st.SearchStrategy:
+    """Whole calls: method, args, timestamp, direction, connection; with ``wires``, some with captured bytes."""
     return st.builds(
         Call,
         method=st.text(min_size=1, max_size=30, alphabet=st.characters(codec="utf-8")),
@@ -44,6 +44,7 @@ def calls(without: Container[str] = ()) -> st.SearchStrategy:
         t=st.integers(0, (1 << 63) - 1),
         dir=st.sampled_from([C2S, S2C]),
         conn=INT64 | st.text(max_size=10, alphabet=st.characters(codec="utf-8")),
+        wire=st.none() | st.binary(max_size=40) if wires else st.none(),
     )
 
 

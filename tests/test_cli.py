@@ -161,7 +161,7 @@ def test_failing_codec_is_reported_and_the_others_carry_on(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--repeat", "0"], "--repeat: must be at least 1"),
-    (["--codecs", "json,nope"], "unknown codec 'nope'; known: bson, cbor, json"),
+    (["--codecs", "json,nope"], "unknown codec 'nope'; known: bson, captured, cbor, json"),
     (["--trace", "/nonexistent/x.rpct"], "/nonexistent/x.rpct: cannot open"),
     (["--codec", "nomodule_xyz:Thing"], "No module named 'nomodule_xyz'"),
 ])

@@ -80,7 +80,7 @@ def test_zlibstream_shrinks_repeated_messages_per_connection():
 
 
 def test_unknown_ids_list_the_known_ones():
-    with pytest.raises(BenchError, match=r"unknown codec 'nope'; known: bson, cbor, json, msgpack, .*orjson, "
+    with pytest.raises(BenchError, match=r"unknown codec 'nope'; known: bson, captured, cbor, json, msgpack, .*orjson, "
                                          r".*ujson.*<codec>\+zlib-<level>"):
         REGISTRY.create("nope")
     with pytest.raises(BenchError, match=r"unknown compressor 'lz9' in 'json\+lz9-1'; did you mean 'lz4'\?; "

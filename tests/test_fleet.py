@@ -302,7 +302,7 @@ def test_results_json_keeps_per_trace_results(fleet_dir, tmp_path):
     assert run_bench("--trace", f"{fleet_dir}/[ab].rpct", "--codecs", "json", "--sizes-only", "--out", out,
                      "--no-report", "--quiet").returncode == 0
     data = json.loads((out / "results.json").read_text())
-    assert data["schema_version"] == results.SCHEMA_VERSION == 7
+    assert data["schema_version"] == results.SCHEMA_VERSION == 8
     assert [t["trace"]["calls"] for t in data["traces"]] == [2500, 3100]
     assert data["trace"]["calls"] == 5600 and data["trace"]["traces"] == 2
     assert data["results"][0]["sizes"]["total"] == sum(t["results"][0]["sizes"]["total"] for t in data["traces"])

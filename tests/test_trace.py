@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rpc_capture import Call, JsonlReader, TraceError, TraceReader, TraceWriter, open_trace, write_jsonl
+from rpc_capture import Call, JsonlReader, TraceError, TraceReader, TraceWriter, open_trace, trace_header, write_jsonl
 from rpc_capture import C2S
 from rpc_capture import keys as K
 from rpc_capture import trace as T
@@ -173,6 +173,63 @@ def test_file_round_trip(tmp_path, sample):
     assert reader.truncated_bytes == 0
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)
+@given(st.lists(calls(wires=True), max_size=100))
+def test_wire_reads_back_by_both_paths_and_jsonl(tmp_path, monkeypatch, sample):
+    """A call's ``wire`` (6-tuple) and its absence (5-tuple, wire None) read back through the tagged path,
+    the safe decoder and JSON Lines alike, in batches of all-5, all-6 and mixed tuples."""
+    use_key(monkeypatch, "58" * 32)
+    path, lines = tmp_path / "t.rpct", tmp_path / "t.jsonl"
+    with TraceWriter(path) as w:
+        for call in sample:
+            w.write(call)
+    fast, safe = list(TraceReader(path)), list(TraceReader(path, use_key=False))
+    write_jsonl(sample, lines)
+    assert repr(fast) == repr(safe) == repr(sample)
+    assert [c.wire for c in open_trace(lines)] == [c.wire for c in sample]
+    assert [len(c) for c in fast] == [5 if c.wire is None else 6 for c in sample]  # as stored
+
+
+def test_a_call_without_wire_is_stored_as_a_five_tuple(tmp_path, monkeypatch):
+    """Traces without captured bytes stay byte for byte what older readers take; one with them holds 6-tuples,
+    and a call is the tuple stored (a recorded call still unpacks into five names)."""
+    use_key(monkeypatch, "59" * 32)
+    path = tmp_path / "t.rpct"
+    with TraceWriter(path) as w:
+        w.write(Call("m", [1], 2, "s2c", 3))
+        w.write(Call("m", [1], 2, "s2c", 3, b"\x93\x01"))
+        w.write(("m", [1], 2, "s2c", 3, bytearray(b"ab")))
+    data = path.read_bytes()
+    at, batches = T._FILE_HEAD.size + T._FILE_HEAD.unpack_from(data)[2], []
+    while at < len(data):
+        kind, n = T._REC_HEAD.unpack_from(data, at)
+        if kind == T.KIND_BATCH:
+            batches.append(V.load(data[at + T._REC_HEAD.size + K.TAG_SIZE:at + T._REC_HEAD.size + n])[0])
+        at += T._REC_HEAD.size + n + 4
+    assert batches == [[("m", [1], 2, "s2c", 3), ("m", [1], 2, "s2c", 3, b"\x93\x01"), ("m", [1], 2, "s2c", 3, b"ab")]]
+    assert [c.wire for c in TraceReader(path)] == [None, b"\x93\x01", b"ab"]
+    with pytest.raises(TypeError, match="wire is str"):
+        TraceWriter(tmp_path / "u.rpct").write(("m", [1], 2, "s2c", 3, "text"))
+
+
+def test_jsonl_wire_is_base64(tmp_path):
+    path = tmp_path / "w.jsonl"
+    write_jsonl([Call("m", 1, 5, "s2c", 3, b"\x00\xff")], path)
+    assert '"wire":"AP8="' in path.read_text(encoding="utf-8")
+    path.write_text('{"method": "m", "args": 1, "wire": "!!"}\n', encoding="utf-8")
+    with pytest.raises(TraceError, match='bad base64 in "wire"'):
+        list(JsonlReader(path))
+
+
+def test_trace_header_reads_the_metadata_alone(tmp_path):
+    path = tmp_path / "t.rpct"
+    with TraceWriter(path, {"capture": {"framing": "u16"}}) as w:
+        w.write(Call("m", 1))
+    assert trace_header(path) == {"capture": {"framing": "u16"}}
+    write_jsonl([Call("m", 1)], tmp_path / "t.jsonl")
+    assert trace_header(tmp_path / "t.jsonl") == {}
+
+
 def write_sample(path, n=600, **kw):
     """``n`` calls written through TraceWriter: batch records of BATCH_CALLS (128) calls."""
     sample = [Call("move", {"id": i, "pos": [i * 0.5, -1.25], "raw": bytes([i % 256])}, i, "c2s", i % 3)
@@ -184,7 +241,7 @@ def write_sample(path, n=600, **kw):
 
 
 def record_size(calls) -> int:
-    return len(T.encode_batch([tuple(c) for c in calls]))
+    return len(T.encode_batch([T.recordable(c) for c in calls]))
 
 
 HEADER_END = T._FILE_HEAD.size + len(b'{"game": "g"}')
@@ -250,7 +307,10 @@ def test_hostile_length_is_refused_before_allocating(tmp_path):
     (V.dump([("m", [], 0, "up", 0)]), "direction is neither"),
     (V.dump([("m", [], 0, "c2s", None)]), "connection id is not an int or str"),
     (V.dump([("m", [], 0.5, "c2s", 0)]), "call time is not an int"),
-    (V.dump([["m", [], 0, "c2s", 0]]), "not a 5-tuple"),
+    (V.dump([["m", [], 0, "c2s", 0]]), "neither a 5-tuple nor a 6-tuple"),
+    (V.dump([("m", [], 0, "c2s", 0, b"w", 1)]), "neither a 5-tuple nor a 6-tuple"),
+    (V.dump([("m", [], 0, "c2s", 0, "w")]), "wire .* is not bytes"),
+    (V.dump([("m", [], 0, "c2s", 0, None)]), "wire .* is not bytes"),
     (V.dump([("m", compile("1", "x", "eval"), 0, "c2s", 0)]), "unsupported marshal type code"),
 ])
 @pytest.mark.parametrize("version", [2, 3])
@@ -407,3 +467,18 @@ def test_jsonl_binary_is_bytes_however_its_key_is_escaped(tmp_path, key):
     path.write_text('{"method": "m", "args": {"%s": {"base64": "AQI=", "subType": "00"}}}\n'
                     '{"method": "n", "args": {"binary": 1}}\n' % key, encoding="utf-8")
     assert list(JsonlReader(path)) == [Call("m", b"\x01\x02"), Call("n", {"binary": 1})]
+
+
+def test_a_call_is_five_items_without_wire_and_six_with_it():
+    import pickle
+
+    plain, captured = Call("m", [1], 2, "s2c", 3), Call("m", [1], 2, "s2c", 3, b"\x93")
+    assert plain == Call("m", [1], 2, "s2c", 3, None) == ("m", [1], 2, "s2c", 3) and len(captured) == 6
+    method, args, t, direction, conn = plain  # a recorded call unpacks as it always did
+    assert (plain.wire, captured.wire, captured.conn) == (None, b"\x93", 3)
+    assert plain._replace(wire=b"x") == Call("m", [1], 2, "s2c", 3, b"x") and captured._replace(wire=None) == plain
+    assert captured._replace(t=9).wire == b"\x93" and captured._asdict()["wire"] == b"\x93"
+    assert pickle.loads(pickle.dumps(captured)) == captured and Call._make(tuple(captured)) == captured
+    assert repr(captured) == "Call(method='m', args=[1], t=2, dir='s2c', conn=3, wire=b'\\x93')"
+    with pytest.raises(ValueError, match="no field"):
+        plain._replace(size=1)
