@@ -7,7 +7,8 @@ A trace imported from a capture (``run_bench.py import``) keeps each call's payl
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from rpc_capture import Call
-from rpcbench.codec import Codec, Compressor, Received
+from rpcbench.captured import SERVER_DEFLATE
+from rpcbench.codec import Codec, Compressed, Compressor, Received
 from rpcbench.errors import BenchError
 
 
@@ -17,13 +18,14 @@ class Captured(Codec):
     permessage-deflate (one stream per connection and direction: the compression context carries over from
     message to message, so it needs ordered delivery, as the game's own link had).
 
-    Not timed: its encode hands back recorded bytes (no work), and a permessage-deflate capture decodes only
-    whole streams, not the timing's sample of calls. Its bytes and fidelity are the figures; the CPU of
-    today's format is the game codec's own row (``json``...), which the run measures as usual.
+    Its CPU is what the server does today (:meth:`timed_work`): the game's codec encoding each call of the timing
+    sample and decoding it back, behind a raw deflate stream per connection and direction where the capture had
+    permessage-deflate (at the zlib level and window that give back the captured bytes, when one does:
+    :func:`rpcbench.captured.server_deflate`), run over the sample in order as any ``+zlibstream`` codec. Its own
+    encode hands back recorded bytes, and the sample's captured messages cannot be inflated out of their stream.
     """
 
     id = "captured"
-    timed = False
 
     def __init__(self, capture: Optional[Mapping[str, Any]] = None, game: Optional[Codec] = None,
                  read: Optional[Callable[[bytes], Received]] = None, inflater: Optional[Compressor] = None) -> None:
@@ -36,6 +38,11 @@ class Captured(Codec):
         self.method_field = str(capture.get("method_field", "method"))
         self.args_field = str(capture.get("args_field", "args"))
         self.deflate = inflater is not None
+        settings = capture.get(SERVER_DEFLATE) or {}
+        self.deflate_level = settings.get("level") if self.deflate else None  #: the level timed
+        self.deflate_window_bits = settings.get("window_bits") if self.deflate else None
+        #: the levels that gave back the server's first messages byte for byte ([]: none did, the level is a guess)
+        self.deflate_levels_reproduced = list(settings.get("reproduced", [])) if self.deflate else None
         self.per_connection = self.ordered_delivery = self.deflate  # type: ignore[misc]
         self.changes = game.changes  # type: ignore[misc]
         self.library = game.library  # type: ignore[misc]
@@ -52,6 +59,15 @@ class Captured(Codec):
             data = self._inflater.decompress(data)
         return self._read(data)
 
+    def pass_over(self, call: Call) -> None:
+        """Inflate a message the run does not measure: the next ones of its stream refer to it."""
+        if self._inflater is not None and call.wire is not None:
+            self._inflater.decompress(call.wire)
+
+    def timed_work(self) -> Codec:
+        """The game's codec, behind a deflate stream of the captured level and window for permessage-deflate."""
+        return self._game if self._inflater is None else Compressed(self._game, self._inflater.connection())
+
     def connection(self) -> "Captured":
         if self._inflater is None:
             return self
@@ -66,4 +82,6 @@ class Captured(Codec):
 
     def config(self) -> Dict[str, Any]:
         return {"decode_with": self.decode_with, "method_field": self.method_field, "args_field": self.args_field,
-                "deflate": self.deflate}
+                "deflate": self.deflate, "timed_as": self.timed_work().name, "deflate_level": self.deflate_level,
+                "deflate_window_bits": self.deflate_window_bits,
+                "deflate_levels_reproduced": self.deflate_levels_reproduced}

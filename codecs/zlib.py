@@ -41,13 +41,16 @@ class ZlibStream(Compressor):
     per_connection = True
     ordered_delivery = True
 
-    def __init__(self, level=None) -> None:
+    def __init__(self, level=None, window_bits: int = zlib.MAX_WBITS) -> None:
+        """``window_bits``: the sender's LZ77 window, 2**9 to 2**15 bytes (permessage-deflate's
+        ``server_max_window_bits``; ``captured`` times the one a capture's bytes reproduce with)."""
         super().__init__(level)
-        self._compressor = zlib.compressobj(self.level, zlib.DEFLATED, -zlib.MAX_WBITS)
-        self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._window_bits = window_bits
+        self._compressor = zlib.compressobj(self.level, zlib.DEFLATED, -window_bits)
+        self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)  # inflates any window up to 2**15
 
     def connection(self) -> "ZlibStream":
-        return ZlibStream(self.level)
+        return ZlibStream(self.level, self._window_bits)
 
     def compress(self, data: bytes) -> bytes:
         c = self._compressor

@@ -19,6 +19,7 @@ from rpcbench.reports import Decision, ReportOptions, build, decide, terminal_te
 from rpcbench import precision, protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
+from rpcbench.reports.loss import chosen_rate
 from rpcbench.trace_index import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.link import DEFAULT_LOSS_SEED, DEFAULT_RTT_MS, LinkSettings
@@ -191,6 +192,8 @@ def main(argv: List[str]) -> int:
         return 0
     if options.baseline and options.baseline not in registry.expand(config.codecs):
         raise BenchError(f"--baseline {options.baseline[:60]}: not one of --codecs")
+    if options.loss is not None:  # a --decide-loss rate the run will not measure: said before the run, not after it
+        chosen_rate(config.link.loss, options.loss)
     out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
     with OutputFolder(out, args.force) as folder, ProgressDisplay(enabled=not args.quiet) as progress:

@@ -74,6 +74,11 @@ def coverage_percent(text: str) -> float:
     return value / 100
 
 
+def loss_percent(text: str) -> float:
+    """An argparse ``type`` for ``--decide-loss``: a loss rate in % from 0 to 100."""
+    return coverage_percent(text) * 100
+
+
 def dask_address(text: str) -> str:
     """An argparse ``type`` for ``--dask``: ``local``, ``local:N`` or a scheduler address."""
     from rpcbench.executors import parse_dask
@@ -140,6 +145,10 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--decide-wire", metavar="POLICY",
                    help="the --wire policy the verdict and capacity plan use (default: the run's first batched "
                    "policy, else per-call)")
+    g.add_argument("--decide-loss", type=loss_percent, metavar="PCT",
+                   help="the --loss rate the verdict and capacity plan decide at, on the lossy link's figures (wire "
+                   "bytes with resends and acks; calls lost, added latency) (default: the lowest nonzero rate the "
+                   "run measured)")
     g.add_argument("--min-coverage", type=coverage_percent, default=DEFAULT_MIN_COVERAGE, metavar="PCT",
                    help="share of the trace's calls a codec must be able to send to be recommended or ranked "
                    "(declared value changes such as tuple -> list do not count against it; calls it fails to "
@@ -164,4 +173,4 @@ def report_options(args: argparse.Namespace) -> ReportOptions:
     """The verdict's and planner's options as parsed by :func:`add_report_options`."""
     return ReportOptions(goal=args.goal, baseline=args.baseline, ccu=args.ccu, egress_price=args.egress_price,
                          transport=args.transport, packet_overhead=args.packet_overhead, wire=args.decide_wire,
-                         min_coverage=args.min_coverage)
+                         min_coverage=args.min_coverage, loss=args.decide_loss)

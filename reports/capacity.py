@@ -28,8 +28,9 @@ import scipy.stats
 from rpcbench.results import CodecResult, Suite, Timing
 from rpcbench.wire import TRANSPORTS, Transport
 
-from . import wire
+from . import loss, wire
 from .coverage import DEFAULT_MIN_COVERAGE
+from .loss import NO_LOSS, LossView
 from .reference import baseline
 
 SECONDS_PER_MONTH = 730 * 3600  #: a month of 730 hours (8,760 h / 12), as cloud price lists count it
@@ -59,6 +60,7 @@ class ReportOptions:
     min_coverage: float = DEFAULT_MIN_COVERAGE  #: share of the calls a codec must send to be compared (coverage.py)
     packet_overhead: int = 0  #: the game's own header bytes per packet (--packet-overhead)
     wire: Optional[str] = None  #: --wire policy decided on (None: the first batched, else per-call)
+    loss: Optional[float] = None  #: --loss rate (%) decided at (None: the lowest nonzero the run measured)
 
 
 DEFAULT_OPTIONS = ReportOptions()
@@ -122,6 +124,7 @@ class Plan:
     ci_note: str = ""
     policy: Optional[str] = None  #: the --wire policy whose packets the traffic is (None: one per call)
     cpu_note: str = "timed per message"  #: what the CPU per call of server cores and client decode is
+    loss_pct: Optional[float] = None  #: the --loss rate whose link figures the traffic is (None: no lossy link)
 
     def find(self, codec: str) -> Optional[Capacity]:
         """The codec's row, if it has one."""
@@ -129,12 +132,13 @@ class Plan:
 
 
 def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional[str] = None,
-         reference: Optional[CodecResult] = None) -> Plan:
+         reference: Optional[CodecResult] = None, link: LossView = NO_LOSS) -> Plan:
     """Capacity figures of every codec with per-direction bytes, from the trace's per-connection traffic and
     ``reference``'s bytes per connection (default: the run's reference codec, :func:`reports.reference.baseline`;
     results of versions 4 to 6 hold one codec's, which is then used): its packets under the --wire ``policy``
     when the results have them (headers per packet, ``extra`` bytes of the game's own each), else its calls one
-    per packet."""
+    per packet; with a lossy ``link``, a codec's traffic is its link figures at the decided rate (resends, acks and
+    the run's headers included)."""
     carrier = TRANSPORTS[transport]
     table = suite.trace.get("per_connection")
     reference = reference or baseline(suite, None)[0]
@@ -147,7 +151,7 @@ def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional
     calls = {d: np.array(table[f"{d}_calls"], dtype=float) for d in (C2S, S2C)}
     ref_bytes = {d: np.array(table["bytes"][reference.codec][f"{d}_bytes"], dtype=float) for d in (C2S, S2C)}
     codecs = [r for r in suite.results if r.by_direction]
-    weights = [[_weights(r, reference, d, carrier, extra, policy) for d in (C2S, S2C)] for r in codecs]
+    weights = [[_weights(r, reference, d, carrier, extra, policy, link) for d in (C2S, S2C)] for r in codecs]
     estimates, ci_note = _bootstrap(spans, calls, ref_bytes, weights)
     rates = {C2S: estimates[0], S2C: estimates[1]}
     rows = {}
@@ -158,7 +162,7 @@ def plan(suite: Suite, transport: str = "none", extra: int = 0, policy: Optional
         rows[r.codec] = Capacity(r.codec, down, up, server, decode * rates[S2C] if decode else None,
                                  r.state_bytes_per_conn)
     return Plan(rows, carrier, len(spans), float(spans.sum()), rates, None, ci_note, policy,
-                _cpu_note(codecs, policy))
+                _cpu_note(codecs, policy), link.chosen)
 
 
 def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResult]) -> Optional[str]:
@@ -177,9 +181,11 @@ def _missing(suite: Suite, table: Optional[dict], reference: Optional[CodecResul
 
 
 def _weights(r: CodecResult, reference: CodecResult, direction: str, carrier: Transport, extra: int,
-             policy: Optional[str]) -> Tuple[float, float]:
-    """(scale of the reference's bytes, header bytes per call) of the codec in ``direction``."""
-    figures = wire.policy_figures(r, policy, carrier.name, extra) if policy else None
+             policy: Optional[str], link: LossView) -> Tuple[float, float]:
+    """(scale of the reference's bytes, header bytes per call) of the codec in ``direction``: on the lossy link at
+    its decided rate when the codec was measured there, else under the --wire ``policy``, else one call per packet."""
+    figures = (loss.figures(r, link.policy, link.chosen) or
+               (wire.policy_figures(r, policy, carrier.name, extra) if policy else None))
     found = wire.weights(r, reference, figures, direction)
     return found or (_scale(r, reference, direction), _header(r, direction, carrier) + extra)
 

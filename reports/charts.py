@@ -26,6 +26,7 @@ from .chart_kit import (COLORS, DOMINATED, FAILING, FAILING_MARK, note_right, pl
                         value_axis)
 from .decision import Decision
 from .formatting import fmt_ratio, fmt_us, latency_us
+from . import loss
 from .wire import tick_series
 
 WIDTH_IN = 10.5
@@ -33,6 +34,7 @@ DECISION_WIDTH_IN = 6.6  #: the first screen's chart, beside the verdict: about 
 FRONT_IN = 3.1  #: height of its front panel, inches
 PICK = "#2e7d32"  #: the verdict's pick: the capacity table's green
 UP_COLOR = "#a8bfe0"  #: client-to-server kbit/s, stacked after the downstream
+LOSS_MARKERS = ("o", "s", "^", "D", "v", "P")  #: one per codec of the loss chart, on both its panels
 WIRE_CODECS = 5  #: codecs on the kbit/s-against-tick chart: the fewest wire bytes under the chosen policy
 PNG_DPI = 150  #: --charts PNGs: sharp on a slide
 STAGE_ROOM = 1.45  #: the stages chart's axis reaches this many times its longest bar (room for the note right of it)
@@ -450,6 +452,38 @@ def wire_chart(d: Decision) -> Optional[Figure]:
     return fig
 
 
+def loss_chart(d: Decision) -> Optional[Figure]:
+    """Against the loss rate, for the codecs the decision leads with (:attr:`Decision.loss_codecs`): kbit/s per player
+    on the wire, both ways (left), and the delay loss adds, p99, of those not over plain UDP (right); the decided
+    rate dotted. Each codec keeps its colour and marker on both panels."""
+    v = d.loss
+    panels = [loss.series(v, d.loss_codecs, "kbps"), loss.series(v, loss.delayed(v, d.loss_codecs), "latency_p99_ms")]
+    if not v.shown or len(v.rates) < 2 or not panels[0]:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH_IN, 3.8), layout="constrained")
+    pick = d.verdict.pick.codec if d.verdict.pick else None
+    style = {c: (f"C{i % 10}", LOSS_MARKERS[i % len(LOSS_MARKERS)]) for i, c in enumerate(panels[0])}
+    for ax, lines in zip(axes, panels):
+        for codec, points in lines.items():
+            colour, marker = style[codec]
+            ax.plot([x for x, _ in points], [y for _, y in points], marker=marker, color=colour,
+                    label=codec + (" (recommended)" if codec == pick else "") if ax is axes[0] else None,
+                    linewidth=2.6 if codec == pick else 1.4, zorder=3 if codec == pick else 2)
+        ax.axvline(v.chosen, color=DOMINATED, linestyle=":", zorder=1)
+        ax.set_xticks(list(v.rates), [f"{r:g}" for r in v.rates])
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel(f"loss, % of packets (dotted: the verdict's {loss.pct(v.chosen or 0.0)})")
+    axes[0].set_title(f"kbit/s per player on the wire ({v.policy})")
+    axes[0].set_ylabel("kbit/s per player, both ways")
+    axes[1].set_title("Delay added by loss, p99")
+    axes[1].set_ylabel("ms over loss-free delivery")
+    if not panels[1]:
+        axes[1].text(0.5, 0.5, "every codec shown goes over plain UDP:\nno delay, lost calls instead",
+                     transform=axes[1].transAxes, ha="center", va="center", color="#555555")
+    _legend_below(fig)
+    return fig
+
+
 CHARTS: Dict[str, Callable[[Decision], Optional[Figure]]] = {
     "decision": decision_chart,
     "pareto": pareto_chart,
@@ -457,6 +491,7 @@ CHARTS: Dict[str, Callable[[Decision], Optional[Figure]]] = {
     "timing": timing_chart,
     "levels": levels_chart,
     "wire": wire_chart,
+    "loss": loss_chart,
     "tails": tails_chart,
     "stages": stages_chart,
 }

@@ -11,19 +11,21 @@ stability, rankings, front, warnings), :mod:`reports.verdict`, :mod:`reports.cap
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis, capacity, captured, coverage, fleet, measured, precision, reference, study, wire
+from . import analysis, capacity, captured, coverage, fleet, loss, measured, precision, reference, study, wire
 from .analysis import CodecFigures
 from .breakdown import Breakdown, MethodBytes, breakdown, method_bytes
 from .capacity import DEFAULT_OPTIONS, Plan, ReportOptions
+from .loss import NO_LOSS, LossView
 from .verdict import Verdict, recommend
 
 TOP_METHODS = 12  #: rows of the "where the bytes go" table
+LOSS_CODECS = 6  #: codecs of the terminal's loss tables and the loss charts: the pick, the baseline, the fewest bytes
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class Decision:
     calls_line: str = ""  #: the calls measured, of the trace's, and what the held-out ones were for
     schema_line: Optional[str] = None  #: where the typed codecs' schema came from, when inferred
     precision: precision.PrecisionView = precision.PrecisionView(None, (), (), None)  #: profile, lossy codecs
+    loss: LossView = NO_LOSS  #: each codec per --loss rate, the rate decided at
+    loss_codecs: Tuple[str, ...] = ()  #: the codecs the terminal's loss tables and the loss charts show
     capture: Optional[captured.CaptureCheck] = None  #: an imported trace: the wire model against the capture
 
     @property
@@ -100,10 +104,18 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
     figures = {r.codec: analysis.codec_figures(r, ref, _same_calls(r, ref)) for r in suite.results}
     compared = coverage.comparable(suite, options.min_coverage)  # every comparison: codecs over the same calls
     wire_view = wire.view(suite, options.transport, options.packet_overhead, options.wire)
-    plan = capacity.plan(compared, options.transport, options.packet_overhead, wire_view.chosen, ref)
-    axes = wire.front_axes(wire_view, suite) or analysis.message_axes(suite)
+    link = loss.view(suite, options.loss, wire_view.chosen)
+    axes = loss.front_axes(link, wire.front_axes(wire_view, suite) or analysis.message_axes(suite))
     front = analysis.pareto_front(compared, axes)
-    verdict = recommend(suite, options, plan, (ref, note), figures, [r.codec for r in front])
+
+    def verdict_at(view: LossView) -> Tuple[Plan, Verdict]:  # the plan and verdict on the link at view's rate
+        at = capacity.plan(compared, options.transport, options.packet_overhead, wire_view.chosen, ref, view)
+        return at, recommend(suite, options, at, (ref, note), figures, [r.codec for r in front], view)
+
+    plan, verdict = verdict_at(link)
+    picks = {rate: verdict_at(loss.at_rate(link, rate))[1].pick for rate in link.rates if rate != link.chosen}
+    if picks:  # would the pick change at the run's other loss rates?
+        verdict = replace(verdict, caveats=[*verdict.caveats, loss.other_rates(verdict.pick, picks)])
     ranked = analysis.rankings(compared)
     headlines = tuple(_headline(label, ranking[0]) for label, ranking in ranked.items() if ranking)
     notable = [*front, *(suite.result(h.codec) for h in headlines)]
@@ -123,7 +135,9 @@ def decide(suite: Suite, options: ReportOptions = DEFAULT_OPTIONS) -> Decision:
         findings=tuple(study.retest(compared)),
         fleet=fleet.judge(suite, ref.codec if ref else None), breakdown=breakdown(suite, ref), wire=wire_view,
         calls_line=measured.calls_line(suite), schema_line=measured.schema_line(suite),
-        precision=precision.view(suite, plan), capture=captured.check(suite, wire_view.chosen))
+        precision=precision.view(suite, plan), loss=link,
+        loss_codecs=loss.leading(link, [r.codec for r in shown], LOSS_CODECS),
+        capture=captured.check(suite, wire_view.chosen))
 
 
 def _same_calls(r: CodecResult, ref: Optional[CodecResult]) -> Optional[coverage.SameCalls]:

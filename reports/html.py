@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -26,7 +26,7 @@ from markupsafe import Markup
 
 from rpcbench.results import CodecResult, Suite
 
-from . import analysis
+from . import analysis, loss
 from .breakdown import MIN_TAIL_CALLS, MethodTails, SampleShare, StageSplit
 from . import capacity
 from .capacity import Estimate
@@ -54,11 +54,15 @@ CHART_CAPTIONS = {
              "the slowest call (max, a single call: often an interrupt rather than the codec).",
     "wire": "Per player, kbit/s both ways on the wire (headers included) against the tick the server batches "
             "its calls by (--wire tick:MS policies), for the codecs with the fewest wire bytes.",
+    "loss": "Against the loss rate of the run's --loss, for the pick, the baseline and the codecs with the fewest wire "
+            "bytes at the decided rate (dotted): left, kbit/s per player both ways on the wire (resends, acks and "
+            "headers included); right, the delay loss adds to a message, p99 (resend waits and head-of-line; 0 over "
+            "plain UDP, where a lost call is lost instead). The table below gives the same figures.",
     "stages": "Each multi-step codec's encode and decode split into its stages (each timed on its own, median); "
               "the black tick is the whole operation's median, timed separately.",
 }
 #: charts shown inside their own sections rather than under "Charts"
-SECTION_CHARTS = ("decision", "tails", "stages", "wire")
+SECTION_CHARTS = ("decision", "tails", "stages", "wire", "loss")
 LATENCY_PCTS = ("p50", "p90", "p99", "max")
 CODEC_COLUMNS = 10  #: codec columns of one table (p99 by method, a fleet's traces): more are split into tables of
                    #: this many, each as wide as 1280 px allows
@@ -234,6 +238,21 @@ def wire_section(d: Decision) -> Section:
     return Section(tables={"wire": plain_table(cost, cost_rows, numeric=range(2, len(cost))),
                            "sending": plain_table(sending, sending_rows, numeric=range(2, len(sending)))},
                    facts={"chosen": w.chosen, "transport": w.transport, "notes": [*w.notes, *problems]})
+
+
+def loss_section(d: Decision) -> Section:
+    """Every codec at every loss rate, fewest wire bytes first within a rate (the cells: :func:`reports.loss.cells`)."""
+    v = d.loss
+    head = ("loss %", *loss.COLUMNS)
+    rows = [(f"{rate:g}", *loss.cells(r)) for rate in v.rates for r in v.at(rate)]
+    table = plain_table(head, rows, numeric=[0, *range(3, 6), *range(7, len(head))],
+                        row_class=lambda n: "recommended" if rows[n][1] == _pick(d) else "")
+    return Section(tables={"loss": replace(table, css="loss")},
+                   facts={"link": v.link, "policy": v.policy, "rate": v.rate_text, "flags": list(v.flags)})
+
+
+def _pick(d: Decision) -> str:
+    return d.verdict.pick.codec if d.verdict.pick else ""
 
 
 def fidelity_section(d: Decision) -> Section:
@@ -550,6 +569,7 @@ PARTS: Tuple[Part, ...] = (
     Part("verdict", "Verdict", from_page_globals, collapsed=False),
     Part("capacity", "Capacity and cost", capacity_section, collapsed=False),
     Part("wire", "On the wire", wire_section, lambda d: d.wire.compared),
+    Part("loss", "Under loss", loss_section, lambda d: d.loss.shown),
     Part("summary", "Summary", summary_section, collapsed=False),
     Part("bytes", "Where the bytes go", bytes_section),
     Part("study", "The study re-tested", from_page_globals),

@@ -16,6 +16,7 @@ from typing import Any, Dict
 import jinja2
 
 
+from . import loss
 from .decision import Decision
 from .formatting import fmt_count, fmt_share, fmt_us, shown
 from .html import TEMPLATES, page_title, summary_section
@@ -57,7 +58,15 @@ def render_markdown(d: Decision) -> str:
         rows=[[c.cell(r) for c in cols] for r in suite.results], warnings=d.warnings,
         notes=footnotes(d), methods=[(m.method, fmt_count(m.calls), fmt_share(m.call_share))
                                      for m in d.breakdown.methods[:TOP_METHODS]],
-        more_methods=max(0, len(d.breakdown.methods) - TOP_METHODS), **wire_part(d))
+        more_methods=max(0, len(d.breakdown.methods) - TOP_METHODS), **wire_part(d), **loss_part(d))
+
+
+def loss_part(d: Decision) -> Dict[str, Any]:
+    """The loss section's values (none without --loss): every codec at every rate, as report.html's table."""
+    v = d.loss
+    return {"loss_head": ("loss %", *loss.COLUMNS), "loss_rows": [(f"{rate:g}", *loss.cells(r)) for rate in v.rates
+                                                                 for r in v.at(rate)],
+            "loss_link": v.link, "loss_policy": v.policy, "loss_rate": v.rate_text, "loss_flags": v.flags}
 
 
 def wire_part(d: Decision) -> Dict[str, Any]:

@@ -42,11 +42,26 @@ def baseline(suite: Suite, requested: Optional[str]) -> Tuple[Optional[CodecResu
                                        lambda r: r.sizes is not None)
     if requested:
         return chosen, "--baseline"
-    if captured and matched == captured:
-        return chosen, "the packet capture: the bytes the server sends today"
+    if captured and matched == captured and chosen is not None:
+        return chosen, f"the packet capture: the bytes the server sends today{captured_cpu(chosen)}"
     if current and matched == current:
         return chosen, f"the trace's {BASELINE_KEY} metadata"
     note = f"{BASELINE_KEY} {current[:40]!r} was not run; " if current else ""
     if matched == DEFAULT_REFERENCE:
         return chosen, f"{note}{DEFAULT_REFERENCE}, the default"
     return chosen, f"{note}{DEFAULT_REFERENCE} was not run: the first codec measured"
+
+
+def captured_cpu(row: CodecResult) -> str:
+    """What the ``captured`` row's CPU figures time (its config, codecs/captured.py): ``; its CPU: json + deflate
+    level 6, window 2**12 (the server's first messages come back byte for byte at level 6, 7, 8, 9)``."""
+    config = row.config
+    work = f"; its CPU: {config.get('decode_with')}"
+    if not config.get("deflate"):
+        return work
+    level, window, found = (config.get(k) for k in ("deflate_level", "deflate_window_bits",
+                                                    "deflate_levels_reproduced"))
+    work += f" + deflate level {level}, window 2**{window}"
+    if not found:
+        return work + " (the level is unknown: none gives back the captured bytes; zlib's default is timed)"
+    return work + f" (the server's first messages come back byte for byte at level {', '.join(map(str, found))})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from . import precision
+from . import loss, precision
 from .decision import Decision
 from .table import fit_lines, format_table
 from .wire import closing_lines
@@ -22,6 +22,7 @@ def terminal_text(d: Decision, width: Optional[int] = None, full: str = "report.
     closing = [*d.precision.closing, *(note for note in (d.precision.floor_note, d.precision.cpu_note) if note)]
     return "\n".join([format_table(d, width, full), *fleet_lines(d), *fit_lines(lossy_lines(d.precision), width), "",
                       *fit_lines(head, width), *fit_lines(d.verdict.lines(), width), *fit_lines(wire_note(d), width),
+                      *loss_lines(d, width),
                       *fit_lines(([""] if closing else []) + closing, width)])
 
 
@@ -46,6 +47,24 @@ def wire_note(d: Decision) -> List[str]:
         return []
     leading = [*(w.rankings.get(w.chosen, ())[:WIRE_CODECS_SHOWN]), *([d.reference] if d.reference else [])]
     return ["", *closing_lines(w, list(dict.fromkeys(leading)))]
+
+
+def loss_lines(d: Decision, width: Optional[int] = None) -> List[str]:
+    """The lossy link's tables, one per loss rate, of the codecs the decision leads with (never wrapped); then what
+    loss costs each (wrapped to ``width``)."""
+    v = d.loss
+    if not v.shown:
+        return []
+    out = ["", *fit_lines([f"under loss ({v.link}; {v.policy}; the verdict decided at {v.rate_text}):"], width)]
+    for rate in v.rates:
+        rows = [loss.cells(r, loss.TERMINAL_COLUMNS) for c in d.loss_codecs if (r := v.row(c, rate))]
+        more = len(v.rankings.get(rate, ())) - len(rows)
+        grid = [[f"{loss.pct(rate)} loss", *loss.TERMINAL_COLUMNS[1:]], *rows]
+        widths = [max(len(row[i]) for row in grid) for i in range(len(grid[0]))]
+        out += ["  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                for row in grid]
+        out += [f"  (+{more} more codecs in report.html)"] if more > 0 else []
+    return out + fit_lines([f"  {note}" for note in loss.flags(v, d.loss_codecs)], width)
 
 
 def fleet_lines(d: Decision) -> List[str]:

@@ -26,7 +26,8 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 from rpcbench.results import CodecResult, Suite, Timing
 from rpcbench.wire import PER_CALL
 
-from . import analysis, coverage, precision
+from . import analysis, coverage, loss, precision
+from .loss import NO_LOSS, LossView
 from .capacity import CORE_MONTH_PRICE, RAM_GB_MONTH_PRICE, Capacity, Plan, ReportOptions, figures
 from .wire import cpu_timing, priced_bytes_per_call
 from .formatting import fmt_bytes, fmt_ratio
@@ -65,12 +66,15 @@ def rule_text(goal: str, options: ReportOptions) -> str:
             f"cores at ${CORE_MONTH_PRICE:g}/vCPU-month + stream state memory at ${RAM_GB_MONTH_PRICE:g}/GB-month")
 
 
-def excluded(suite: Suite, options: ReportOptions) -> List[Tuple[str, str]]:
-    """Codecs that may not be recommended, with the reason."""
+def excluded(suite: Suite, options: ReportOptions, link: LossView = NO_LOSS) -> List[Tuple[str, str]]:
+    """Codecs that may not be recommended, with the reason. On a lossy ``link`` a codec needing ordered delivery
+    competes under --transport udp when the run priced it behind the link's reliable layer at the decided rate."""
     out = []
     for r in suite.results:
         if analysis.undeclared_calls(r):
             out.append((r.codec, f"{analysis.undeclared_calls(r):,} calls failed or came back different, undeclared"))
+        elif why := loss.broken(r, link):
+            out.append((r.codec, why))
         elif not r.sizes or (options.goal != "bandwidth" and (r.error or analysis.cpu_us(r) is None)):
             # bytes alone decide the bandwidth goal, so a run without timing (--sizes-only) can still answer it
             out.append((r.codec, "not fully measured" + (f" ({r.error})" if r.error else "")))
@@ -79,7 +83,7 @@ def excluded(suite: Suite, options: ReportOptions) -> List[Tuple[str, str]]:
         elif precision.is_lossy(r) and precision.profile_label(suite) is None:
             out.append((r.codec, "sends values at a precision nobody declared: a lossy codec competes only with "
                                  "the team's precision profile (--precision FILE)"))
-        elif options.transport == "udp" and r.ordered_delivery:
+        elif options.transport == "udp" and r.ordered_delivery and not loss.figures(r, link.policy, link.chosen):
             out.append((r.codec, "needs reliable, ordered delivery, which --transport udp does not give"))
     return out
 
@@ -105,15 +109,16 @@ def _score(goal: str, options: ReportOptions, plan: Plan) -> Optional[Callable[[
 
 
 def recommend(suite: Suite, options: ReportOptions, plan: Plan, reference: Tuple[Optional[CodecResult], str],
-              figures: Mapping[str, analysis.CodecFigures], front: Sequence[str]) -> Verdict:
+              figures: Mapping[str, analysis.CodecFigures], front: Sequence[str], link: LossView = NO_LOSS) -> Verdict:
     """The recommended codec for ``options.goal`` against the baseline (``reference``: the run's reference codec
     and where it came from, from :func:`reports.reference.baseline`), with the rule, caveats and exclusions;
     ``figures`` holds each codec's ratios to that reference; ``front`` is the Pareto front, said with it. When the
-    pick's cost interval overlaps another candidate's, the sentence says they are tied (:func:`tie`)."""
+    pick's cost interval overlaps another candidate's, the sentence says they are tied (:func:`tie`). On a lossy
+    ``link`` the plan's traffic is at the decided rate, and the rule says which rate that is."""
     baseline, where = reference
-    barred = excluded(suite, options)
+    barred = excluded(suite, options, link)
     front = list(front)
-    rule = rule_text(options.goal, options)
+    rule = rule_text(options.goal, options) + (f"; on the lossy link at {link.rate_text}" if link.shown else "")
     score = _score(options.goal, options, plan)
     names = {name for name, _ in barred}
     pool = [r for r in suite.results if r.codec not in names]
@@ -128,10 +133,11 @@ def recommend(suite: Suite, options: ReportOptions, plan: Plan, reference: Tuple
     sentence = _sentence(figures[pick.codec], pick, baseline, options, plan)
     tied = tie(ranked, _interval(options.goal, options, plan))
     if tied:
-        note = _bytes_note(tied, plan, options)
+        note = _bytes_note(tied, plan, options, link)
         sentence = f"{_tie_text(tied, options.goal, note)} Lowest point estimate: {sentence}"
-    return Verdict(options.goal, rule, baseline, where, pick, sentence, _caveats(pick, options, suite), barred,
-                   front, [r.codec for r, _ in tied], partial)
+    lossy = [loss.caveat(row)] if link.chosen is not None and (row := link.row(pick.codec, link.chosen)) else []
+    return Verdict(options.goal, rule, baseline, where, pick, sentence, [*lossy, *_caveats(pick, options, suite)],
+                   barred, front, [r.codec for r, _ in tied], partial)
 
 
 Interval = Callable[[CodecResult], Tuple[float, float, float]]  #: a candidate's cost: (low, point, high)
@@ -197,9 +203,14 @@ def _tie_text(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]], go
 
 
 def _bytes_note(tied: Sequence[Tuple[CodecResult, Tuple[float, float, float]]], plan: Plan,
-                options: ReportOptions) -> str:
-    """``B/call: json+zstddict-3 36.9, json+zlib-1 61.9``: the tied codecs' exact bytes per call, on the wire (with
-    the plan's headers) under the plan's batched --wire policy, else their mean message."""
+                options: ReportOptions, link: LossView) -> str:
+    """``B/call: json+zstddict-3 36.9, json+zlib-1 61.9``: the tied codecs' exact bytes per call, on the lossy link at
+    the decided rate, else on the wire (with the plan's headers) under the plan's batched --wire policy, else their
+    mean message."""
+    if link.chosen is not None:
+        rows = [(r.codec, row) for r, _ in tied if (row := link.row(r.codec, link.chosen))]
+        return (f"B/call on the wire at {loss.pct(link.chosen)} loss: "
+                + ", ".join(f"{codec} {row.bytes_per_call:.1f}" for codec, row in rows))
     policy = plan.policy if plan.policy not in (None, PER_CALL) else None
     sizes = [(r.codec, priced_bytes_per_call(r, policy, plan.transport.name, options.packet_overhead) if policy
               else r.sizes.mean if r.sizes else None) for r, _ in tied]
@@ -224,10 +235,12 @@ def _sentence(pick: analysis.CodecFigures, result: CodecResult, baseline: Option
         return f"{pick.codec}: keep the baseline; no codec of this run does better by this rule"
     text = f"{pick.codec}: {fmt_ratio(pick.bytes_ratio)} the bytes of {baseline.codec}"
     mine, theirs = plan.find(pick.codec), plan.find(baseline.codec)
-    if plan.policy not in (None, PER_CALL) and mine and theirs and theirs.down.value + theirs.up.value:
+    on_wire = plan.policy not in (None, PER_CALL) or plan.loss_pct is not None
+    if on_wire and mine and theirs and theirs.down.value + theirs.up.value:
         ratio = (mine.down.value + mine.up.value) / (theirs.down.value + theirs.up.value)
+        at = f", at {loss.pct(plan.loss_pct)} loss" if plan.loss_pct is not None else ""
         text = (f"{pick.codec}: {fmt_ratio(ratio)} the wire bytes of {baseline.codec} "
-                f"({plan.policy}, {plan.transport.name})")
+                f"({plan.policy}, {plan.transport.name}{at})")
     text += _cpu_ratios(pick, result, baseline, plan)
     if mine and theirs:
         text += _savings(mine, theirs, options)
@@ -262,9 +275,7 @@ def _savings(mine: Capacity, theirs: Capacity, options: ReportOptions) -> str:
     text += f"; {verb} {_gb(abs(saved_gb))}/month of egress (${abs(saved_usd):,.0f}/month)"
     if options.goal == "balanced":
         total = then.total_usd.value - now.total_usd.value
-        untimed = "; the baseline's cores not counted: not timed" if theirs.server_us is None else ""
-        text += (f", {'saves' if total >= 0 else 'costs'} ${abs(total):,.0f}/month in all "
-                 f"(egress + cores + state{untimed})")
+        text += f", {'saves' if total >= 0 else 'costs'} ${abs(total):,.0f}/month in all (egress + cores + state)"
     return text + f" at {options.ccu:,} CCU"
 
 

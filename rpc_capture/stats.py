@@ -5,9 +5,10 @@ one tally, so they always agree.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, Hashable, List, Optional
+from typing import Any, Dict, Hashable, List, Optional, Sequence
 
 from .call import C2S, Call
 
@@ -44,6 +45,32 @@ class TraceStats:
             self.t_min = t
         if self.t_max is None or t > self.t_max:
             self.t_max = t
+
+    def add_all(self, calls: Sequence[Call]) -> None:
+        """Count calls in trace order, as :meth:`add` each would: counted by C loops (``Counter``, ``dict``)
+        instead of per call, folded once per connection; out-of-order timestamps go through :meth:`add`."""
+        if not calls:
+            return
+        methods, _, times, dirs, conns, *_ = zip(*calls)
+        if any(map(operator.gt, times, times[1:])):
+            for call in calls:
+                self.add(call)
+            return
+        self.calls += len(calls)
+        self.methods.update(methods)
+        self.directions.update(dirs)
+        self.connections.update(conns)
+        first, last = dict(zip(reversed(conns), reversed(times))), dict(zip(conns, times))
+        ways = Counter(zip(conns, map(C2S.__eq__, dirs)))  #: (conn, c2s?) -> calls
+        for conn, t in last.items():  # in order of first appearance, as add() makes them
+            span = self.spans.get(conn)
+            if span is None:
+                span = self.spans[conn] = [first[conn], t, 0, 0]
+            span[0], span[1] = min(span[0], first[conn]), max(span[1], t)
+            span[2] += ways[conn, True]
+            span[3] += ways[conn, False]
+        self.t_min = times[0] if self.t_min is None else min(self.t_min, times[0])
+        self.t_max = times[-1] if self.t_max is None else max(self.t_max, times[-1])
 
     def merge(self, other: "TraceStats") -> None:
         """Add the counts of ``other`` (a tally of different calls) to these."""

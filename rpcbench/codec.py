@@ -54,8 +54,9 @@ class Codec(abc.ABC):
       connections. Such a codec sets ``ordered_delivery = True``: a lost or reordered
       message breaks every later one of its stream, so it needs a reliable, ordered
       transport, and the report says so beside its figures.
-    * ``timed``: False for a row whose CPU figures would not be a codec's work (``captured``, whose encode
-      hands back bytes a packet capture recorded): the run measures its bytes and fidelity only.
+    * ``timed_work()``: the codec whose encode and decode the timing runs for this row: itself, except for a
+      row whose ``encode`` does no work (``captured`` hands back bytes a packet capture recorded), which
+      names the codec doing what the recorded program did (the game's codec, plus its deflate stream).
     * ``ack_baselines``: True for a stage that keeps state per connection but survives loss
       because it encodes against what the receiver acknowledged (``+ackdelta``): it gives
       ``sender()`` and ``receiver()`` halves that a lossy link drives with its acks, and its
@@ -71,7 +72,6 @@ class Codec(abc.ABC):
     changes: ClassVar[Mapping[str, str]] = {}
     per_connection: ClassVar[bool] = False
     ordered_delivery: ClassVar[bool] = False  #: needs reliable, ordered delivery (state across calls)
-    timed: ClassVar[bool] = True  #: False: bytes and fidelity only (``captured``: its encode is a copy)
     ack_baselines: ClassVar[bool] = False  #: state across calls kept in step by acks (sender()/receiver())
 
     @abc.abstractmethod
@@ -85,6 +85,16 @@ class Codec(abc.ABC):
     def connection(self) -> "Codec":
         """A codec for one connection's calls in order; stateless codecs return self."""
         return self
+
+    def timed_work(self) -> "Codec":
+        """The codec the timing runs for this row's CPU figures (see the class docstring); itself by default."""
+        return self
+
+    def pass_over(self, call: Call) -> None:
+        """A call of this stream that the run does not measure (held out to train a dictionary, or outside
+        --size-fraction) goes by: a codec replaying a recorded stream (``captured`` with permessage-deflate, whose
+        next messages refer to this one's) reads it to stay in step; every other codec ignores it."""
+        return None
 
     def within_steps(self, call: Call, back: Call) -> Tuple[Call, Tuple[Tuple[str, float, float], ...],
                                                            Optional[Tuple[str, str]]]:
@@ -203,9 +213,10 @@ class Compressed(Codec):
         self.inner = inner
         self.compressor = compressor
         self.per_connection = inner.per_connection or compressor.per_connection  # type: ignore[misc]
-        # acks cannot drive an ack_baselines stage through a compressor: its plain encode needs an ideal link
-        self.ordered_delivery = (inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
-                                 or inner.ack_baselines)
+        self.ordered_delivery = inner.ordered_delivery or compressor.ordered_delivery  # type: ignore[misc]
+        # acks still drive an ack_baselines stage behind a compressor that keeps nothing across messages (each
+        # message, or batched each packet, compressed alone); behind a stream, ordered delivery is needed anyway
+        self.ack_baselines = inner.ack_baselines and not compressor.ordered_delivery  # type: ignore[misc]
         self.changes = inner.changes  # type: ignore[misc]
         self.library = "+".join(self.libraries()) or None  # type: ignore[misc]  # json+zstd: zstandard, not stdlib
         self._steps = (inner.encode, compressor.compress, compressor.decompress, inner.decode)  # bound once
@@ -232,6 +243,14 @@ class Compressed(Codec):
     def state_bytes(self) -> int:
         return self.inner.state_bytes() + self.compressor.state_bytes()
 
+    def sender(self) -> "CompressedSender":
+        """An ``ack_baselines`` inner stage's sending half, each message compressed."""
+        return CompressedSender(self.inner.sender(), self.compressor)  # type: ignore[attr-defined]
+
+    def receiver(self) -> "CompressedReceiver":
+        """Its receiving half, each message decompressed first."""
+        return CompressedReceiver(self.inner.receiver(), self.compressor)  # type: ignore[attr-defined]
+
     def shared_state_bytes(self) -> int:
         return self.inner.shared_state_bytes() + self.compressor.shared_state_bytes()
 
@@ -248,6 +267,35 @@ class Compressed(Codec):
     def config(self) -> Dict[str, Any]:
         return {**self.inner.config(), "compressor": self.compressor.name, "level": self.compressor.level,
                 **self.compressor.options()}
+
+
+class CompressedSender:
+    """The sending half of ``X+stage+compressor`` for a stage kept in step by acks (``X+ackdelta+zstd-3``)."""
+
+    def __init__(self, half: Any, compressor: Compressor) -> None:
+        self.half, self._compress = half, compressor.compress
+
+    def encode(self, call: Call, msg_id: int) -> bytes:
+        return self._compress(self.half.encode(call, msg_id))
+
+    def acked(self, msg_id: int) -> None:
+        self.half.acked(msg_id)
+
+    def view(self) -> Any:
+        return self.half.view()
+
+
+class CompressedReceiver:
+    """The receiving half of the same."""
+
+    def __init__(self, half: Any, compressor: Compressor) -> None:
+        self.half, self._decompress = half, compressor.decompress
+
+    def decode(self, data: bytes) -> Any:
+        return self.half.decode(self._decompress(data))
+
+    def state(self) -> Any:
+        return self.half.state()
 
 
 class CallStage(Codec):

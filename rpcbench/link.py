@@ -29,8 +29,12 @@ MAX_LOSS_PCT = 50.0  #: highest --loss rate (a Gilbert-Elliott chain with any bu
 #: ``ikcp_nodelay(kcp, 1, 10, 2, 1)``, less its fast resend (only the timeout resends here):
 SEGMENT_HEADER = 24  #: IKCP_OVERHEAD: conv 4, cmd 1, frg 1, wnd 2, ts 4, sn 4, una 4, len 4 B, on each data datagram
 ACK_BYTES = SEGMENT_HEADER  #: an ack is a segment of its own (IKCP_CMD_ACK) with no data
-ACKS_PER_DATAGRAM = 1400 // ACK_BYTES  #: acks of one flush share datagrams of up to IKCP_MTU_DEF, 1400 B
+DATAGRAM_BYTES = 1400  #: IKCP_MTU_DEF: a flush fills datagrams up to this, segment headers and acks included
+ACKS_PER_DATAGRAM = DATAGRAM_BYTES // ACK_BYTES  #: acks of one flush that share an ack-only datagram
 ACK_INTERVAL_MS = 10  #: the receiver flushes the acks it owes every interval (ikcp_update; fast mode: 10 ms)
+#: ``+ackdelta`` runs the netcode way (Gaffer On Games, "Reliability and Congestion Avoidance over UDP", 2008):
+PACKET_HEADER = 8  #: on every datagram: sequence 16 bit, ack 16 bit (the newest sequence received), ack_bits 32
+ACK_BITS = 32  #: ack_bits: which of the 32 sequences before ``ack`` arrived; older ones are never acked
 MIN_RTO_MS = 30  #: IKCP_RTO_NDL: the least RTO in fast mode
 BACKOFF = 1.5  #: fast mode: each resend's timeout is half as long again as the one before (rto += rto / 2)
 RELIABLE, UDP, ACKDELTA = "reliable", "udp", "ackdelta"  #: the three deliveries
@@ -88,7 +92,8 @@ class LinkSettings:
         """What results.json's settings record of the link."""
         return {"loss": list(self.loss), "rtt_ms": self.rtt_ms, "jitter_ms": self.jitter_ms,
                 "loss_burst": self.burst, "loss_seed": self.seed, "rto_ms": self.rto_ns / 1e6,
-                "ack_interval_ms": ACK_INTERVAL_MS, "segment_header_bytes": SEGMENT_HEADER, "ack_bytes": ACK_BYTES}
+                "ack_interval_ms": ACK_INTERVAL_MS, "segment_header_bytes": SEGMENT_HEADER, "ack_bytes": ACK_BYTES,
+                "packet_header_bytes": PACKET_HEADER, "ack_bits": ACK_BITS}
 
 
 def transitions(loss_pct: float, burst: float) -> Tuple[float, float]:
@@ -186,6 +191,29 @@ def link_figures(policy: str, loss_pct: float, state: Dict[str, Any]) -> Dict[st
             "latency_p50_ms": round(nearest_rank(latency, 50) * LATENCY_UNIT_MS, 1) if latency else 0.0,
             "latency_p99_ms": round(nearest_rank(latency, 99) * LATENCY_UNIT_MS, 1) if latency else 0.0,
             "mismatches": state["mismatches"], "problem": state["problem"], "by_direction": directions}
+
+
+class AckWindow:
+    """What a receiver of ``+ackdelta`` datagrams knows to ack: the newest sequence it got (``ack``) and which of
+    the ACK_BITS before it it got too (``ack_bits``, bit i: sequence ack - 1 - i), as Gaffer On Games keeps it.
+    Sequences here do not wrap (a 16-bit one does; ``sequence_greater_than`` makes that invisible)."""
+
+    def __init__(self) -> None:
+        self.ack, self.bits = -1, 0
+
+    def got(self, seq: int) -> None:
+        if seq > self.ack:
+            shift = seq - self.ack
+            self.bits = ((self.bits << shift) | (1 << (shift - 1) if self.ack >= 0 else 0)) & (2 ** ACK_BITS - 1)
+            self.ack = seq
+        elif seq < self.ack and self.ack - seq <= ACK_BITS:
+            self.bits |= 1 << (self.ack - seq - 1)
+
+    def covered(self) -> List[int]:
+        """The sequences a packet sent now acks (none before the first arrival)."""
+        if self.ack < 0:
+            return []
+        return [self.ack] + [self.ack - 1 - i for i in range(ACK_BITS) if self.bits >> i & 1]
 
 
 def header_bytes(transport: Transport, direction: str, payload: int, extra: int) -> int:

@@ -6,9 +6,12 @@ one datagram (a message over the MTU as several). Then, by the codec's delivery:
 
 * ``reliable`` (``ordered_delivery``: stream compressors, ``X+delta``): a reliable ordered layer as ENet's or
   KCP's. Each data datagram carries a segment header; the receiver acks every datagram it gets (a duplicate too)
-  with one ack datagram; a datagram not acked within the RTO is sent again, the RTO doubling at each resend;
-  calls reach the application in the order they were sent, so a call waits behind any earlier one still missing.
-* ``ackdelta`` (``ack_baselines``: the ``+ackdelta`` stage): plain datagrams, never resent, acked as above; each
+  with a 24 B ack segment, riding on the next datagram its end sends back, else in an ack-only datagram at its
+  next flush; a datagram not acked within the RTO is sent again, the RTO growing at each resend; calls reach the
+  application in the order they were sent, so a call waits behind any earlier one still missing.
+* ``ackdelta`` (``ack_baselines``: the ``+ackdelta`` stage): plain datagrams, never resent, each with the netcode
+  header (sequence, ack, ack_bits) that acks what arrived the other way, a header-only packet when nothing goes
+  back in time (:class:`rpcbench.link.AckWindow`); each
   call is encoded when its packet leaves, against what the acks that have arrived by then say the receiver holds,
   and the receiver decodes each call it gets, checked against the call sent (the size pass's fidelity check).
 * ``udp`` (everything else): plain datagrams, no acks; a call in a lost datagram is lost.
@@ -28,9 +31,9 @@ from rpc_capture import C2S, S2C, Call
 
 from .codec import Codec, Compressed, Streams, encoded_or_none, received_call
 from .fidelity import compare
-from .link import (ACK, ACK_BYTES, ACK_PACKETS, ACKDELTA, ACKS_PER_DATAGRAM, CALLS, HEADERS, LOST_ACKS, LOST_CALLS,
-                   LOST_PACKETS, PACKETS, PAYLOAD, RELIABLE, RESEND, SEGMENT_HEADER, UDP, Channel, LinkSettings,
-                   LinkTally, header_bytes)
+from .link import (ACK, ACK_BYTES, ACK_PACKETS, ACKDELTA, ACKS_PER_DATAGRAM, CALLS, DATAGRAM_BYTES, HEADERS,
+                   LOST_ACKS, LOST_CALLS, LOST_PACKETS, PACKET_HEADER, PACKETS, PAYLOAD, RELIABLE, RESEND,
+                   SEGMENT_HEADER, UDP, AckWindow, Channel, LinkSettings, LinkTally, header_bytes)
 from .wire import Batcher, Closed, Transport, WirePolicy, framed, packets
 
 Batch = Tuple[int, Tuple[Any, str], List[int]]  #: (when it leaves in ns, (connection, direction), its calls' indices)
@@ -148,7 +151,8 @@ def replay_trace(make: Callable[[str], Codec], names: Sequence[str], calls: Sequ
 class Sent:
     """A packet sent (one or more datagrams, :data:`Unit`): the calls it carries, its datagrams' state at both ends."""
 
-    __slots__ = ("key", "calls", "sizes", "messages", "ids", "arrived", "left", "acked", "unacked", "base", "done")
+    __slots__ = ("key", "calls", "sizes", "messages", "ids", "arrived", "left", "acked", "unacked", "base", "done",
+                 "seqs")
 
     def __init__(self, key: Tuple[Any, str], calls: List[int], sizes: List[int], messages: List[bytes],
                  ids: List[int]) -> None:
@@ -158,6 +162,7 @@ class Sent:
         self.acked, self.unacked = [False] * len(sizes), len(sizes)  #: datagrams acked at the sender, and not yet
         self.base = 0  #: when it would have arrived without loss: sent + the longest first delay of its datagrams
         self.done: Optional[int] = None  #: when its last datagram arrived
+        self.seqs = [0] * len(sizes)  #: ackdelta: its datagrams' sequence numbers on their channel
 
 
 class Replay:
@@ -180,11 +185,19 @@ class Replay:
         self._units: List[Sent] = []  #: every packet sent, numbered in order
         self._queues: Dict[Any, Deque[int]] = {}  #: reliable: per stream, its units in order, from the next to deliver
         self._packed_ids: List[int] = []  #: ackdelta: the message ids of the batch being packed
-        self._pending: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: per channel, the acks owed on it
+        self._pending: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: reliable: per channel, acks owed on it
+        self._windows: Dict[Tuple[Any, str], AckWindow] = {}  #: ackdelta: per channel, what its receiver got
+        self._sequenced: Dict[Tuple[Any, str], List[Tuple[int, int]]] = {}  #: ackdelta: per channel, by sequence
+        self._owed: Dict[Tuple[Any, str], int] = {}  #: ackdelta: per channel whose end got data since it last
+        #: sent, when its header-only packet goes if nothing else leaves first
         self._interval = settings.ack_interval_ns
-        if self.delivery == ACKDELTA:
-            self._senders = Streams(codec.sender)  # type: ignore[attr-defined]
-            self._receivers = Streams(codec.receiver)  # type: ignore[attr-defined]
+        #: ackdelta: how long acks wait for a packet going back: a tick when batched (the end sends every tick
+        #: it has calls), else the reliable layer's interval
+        self._ack_wait = round(policy.tick_ms * 1_000_000) if policy.batched and policy.tick_ms else self._interval
+        if self.delivery == ACKDELTA:  # batched behind a compressor, the packet is compressed whole (the Packer)
+            halves: Any = codec.inner if policy.batched and isinstance(codec, Compressed) else codec
+            self._senders = Streams(halves.sender)
+            self._receivers = Streams(halves.receiver)
             self._ids = Streams(itertools.count)
             self.packer = Packer(codec, policy, self._ackdelta_encode)
         else:
@@ -254,16 +267,23 @@ class Replay:
         size = unit.sizes[piece]
         lost, delay = self._channel(conn, direction).send()
         reliable = self.delivery == RELIABLE
+        own = SEGMENT_HEADER if reliable else PACKET_HEADER if self.delivery == ACKDELTA else 0
         self.tally.add(direction, PACKETS)
         self.tally.add(direction, PAYLOAD, size)
-        self.tally.add(direction, HEADERS, header_bytes(self.transport, direction, size,
-                                                        self.extra + (SEGMENT_HEADER if reliable else 0)))
+        self.tally.add(direction, HEADERS, header_bytes(self.transport, direction, size, self.extra + own))
+        if self.delivery == ACKDELTA:
+            sequenced = self._sequenced.setdefault(unit.key, [])
+            unit.seqs[piece] = len(sequenced)
+            sequenced.append((number, piece))
+        acks = self._riding(unit.key, size)
         if attempt:
             self.tally.add(direction, RESEND, size)
         if lost:
             self.tally.add(direction, LOST_PACKETS)
         else:
             self._at(t + delay, ARRIVE, (number, piece))
+            if acks:
+                self._at(t + delay, ACKED, tuple(acks))
         if reliable:
             self._at(t + self.settings.timeout_ns(attempt), TIMEOUT, (number, piece, attempt))
         return delay
@@ -272,12 +292,17 @@ class Replay:
         """A data datagram reaches the receiver: acked (unless plain UDP); its unit's calls delivered once complete."""
         unit = self._units[number]
         conn, direction = unit.key
-        if self.delivery != UDP:  # its ack waits for the receiver's next flush
-            back = (conn, _OTHER[direction])
+        back = (conn, _OTHER[direction])
+        if self.delivery == RELIABLE:  # its ack rides on the next datagram going back, or goes at the next flush
             pending = self._pending.setdefault(back, [])
             if not pending:
                 self._at(-(-now // self._interval) * self._interval, FLUSH, back)
             pending.append((number, piece))
+        elif self.delivery == ACKDELTA:  # the next packet going back acks it, if still in its window
+            self._windows.setdefault(unit.key, AckWindow()).got(unit.seqs[piece])
+            if back not in self._owed:
+                self._owed[back] = now + self._ack_wait
+                self._at(now + self._ack_wait, FLUSH, back)
         if unit.arrived[piece]:
             return
         unit.arrived[piece] = True
@@ -292,21 +317,55 @@ class Replay:
         while queue and self._units[queue[0]].done is not None:  # in order: what waited behind this one goes too
             self._deliver(now, self._units[queue.popleft()])
 
+    def _riding(self, channel: Tuple[Any, str], size: int) -> List[Tuple[int, int]]:
+        """The acks a datagram of ``size`` payload bytes leaving on ``channel`` carries for the data coming the
+        other way. Reliable: the owed acks, 24 B each, as many as fit in DATAGRAM_BYTES (the rest wait); ackdelta:
+        those its header's ack and ack_bits cover, at no extra byte."""
+        if self.delivery == RELIABLE:
+            pending = self._pending.get(channel)
+            if not pending:
+                return []
+            room = max(0, (DATAGRAM_BYTES - SEGMENT_HEADER - size) // ACK_BYTES)
+            acks = pending[:room]
+            del pending[:room]
+            self.tally.add(channel[1], ACK, ACK_BYTES * len(acks))
+            return acks
+        if self.delivery == ACKDELTA:
+            self._owed.pop(channel, None)
+            return self._covered(channel)
+        return []
+
+    def _covered(self, channel: Tuple[Any, str]) -> List[Tuple[int, int]]:
+        """ackdelta: the datagrams a packet leaving on ``channel`` acks (by its header's ack and ack_bits)."""
+        data = (channel[0], _OTHER[channel[1]])
+        window = self._windows.get(data)
+        sequenced = self._sequenced.get(data, [])
+        return [sequenced[seq] for seq in window.covered()] if window is not None else []
+
     def _flush(self, now: int, channel: Tuple[Any, str]) -> None:
-        """The receiver's flush: the acks it owes on ``channel``'s way go out, ACKS_PER_DATAGRAM to a datagram."""
-        pending = self._pending.pop(channel)
+        """The receiver's flush: the acks it still owes on ``channel``'s way go out in ack-only datagrams.
+        Reliable: ACKS_PER_DATAGRAM to a datagram; ackdelta: one packet of the header alone, if anything
+        arrived since the last packet this end sent."""
+        if self.delivery == RELIABLE:
+            pending = self._pending.pop(channel, [])
+            for start in range(0, len(pending), ACKS_PER_DATAGRAM):
+                acks = pending[start:start + ACKS_PER_DATAGRAM]
+                self._ack_only(now, channel, ACK_BYTES * len(acks), acks)
+        elif self._owed.get(channel) == now:  # else a packet went back since, and a later deadline may be set
+            del self._owed[channel]
+            self._ack_only(now, channel, PACKET_HEADER, self._covered(channel))
+
+    def _ack_only(self, now: int, channel: Tuple[Any, str], size: int, acks: List[Tuple[int, int]]) -> None:
+        """An ack-only datagram of ``size`` bytes carrying ``acks`` into ``channel``."""
         direction = channel[1]
-        for start in range(0, len(pending), ACKS_PER_DATAGRAM):
-            acks = pending[start:start + ACKS_PER_DATAGRAM]
-            size = ACK_BYTES * len(acks)
-            lost, delay = self._channel(*channel).send()
-            self.tally.add(direction, ACK_PACKETS)
-            self.tally.add(direction, ACK, size)
-            self.tally.add(direction, HEADERS, header_bytes(self.transport, direction, size, self.extra))
-            if lost:
-                self.tally.add(direction, LOST_ACKS)
-            else:
-                self._at(now + delay, ACKED, tuple(acks))
+        lost, delay = self._channel(*channel).send()
+        self.tally.add(direction, ACK_PACKETS)
+        self.tally.add(direction, ACK, size)
+        self.tally.add(direction, HEADERS, header_bytes(self.transport, direction, size, self.extra))
+        if lost:
+            self.tally.add(direction, LOST_ACKS)
+        else:
+            self._at(now + delay, ACKED, tuple(acks))
 
     def _deliver(self, now: int, unit: Sent) -> None:
         direction = unit.key[1]

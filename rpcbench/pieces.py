@@ -7,18 +7,21 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from rpc_capture import Call, TraceReader, damage_note, open_trace
 from rpc_capture.stats import TraceStats
 
+from .batch import BATCH, CallBatch
 from .codec import Codec
 from .config import RunConfig
 from .floor import Floor
 from .link_replay import replay_trace
 from .registry import Registry
-from .sampling import SIZE_SALT, TIMING_SALT, Candidates, SamplePlan, priority
-from .tally import CodecTally, check_call, send_rest
+from .sampling import SIZE_SALT, TIMING_SALT, Candidates, SamplePlan, priorities
+from .tally import CodecTally, check_batch, check_call, send_rest
 from .trace_index import TraceIndex
 from .wire import DETECT_CALLS, TRANSPORTS, Batcher, TickGuess, WirePolicy, detect_tick, resolve
 
@@ -163,21 +166,33 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
         if beat is not None:
             beat[1] = position
         tallies.append(CodecTally(registry.create(name), wire))
-    stats, candidates, measured = TraceStats(), Candidates(plan.timing_calls), 0
+    stats, candidates = TraceStats(), Candidates(plan.timing_calls)
     batchers = {p.text: Batcher(p) for p in wire if p.batched}
-    for index, call in enumerate(calls, piece.first_call):
-        if index == 0:  # windows start at the trace's first timestamp, held out or not
-            for batcher in batchers.values():
-                batcher.origin = call.t
-        if plan.held_out(piece.trace, index):
-            continue
+    followers = [tally for tally in tallies if tally.follows_skipped]
+
+    def pass_over(indices: Sequence[int], chunk: Sequence[Call]) -> None:
+        for tally in followers:
+            for index, call in zip(indices, chunk):
+                tally.pass_over(index, call)
+
+    measured = 0
+    for indices, chunk in _chunks(piece, plan, calls, batchers, pass_over):
         if piece.count:
-            stats.add(call)
-            candidates.offer(call.method, priority(plan.seed, piece.trace, index, TIMING_SALT), index)
-        if plan.size_fraction < 1 and priority(plan.seed, piece.trace, index, SIZE_SALT) >= plan.size_fraction:
-            continue
-        measured += 1
-        check_call(tallies, index, call, beat, batchers)
+            stats.add_all(chunk)
+            candidates.offer_all([call.method for call in chunk],
+                                 priorities(plan.seed, piece.trace, np.array(indices, np.uint64), TIMING_SALT), indices)
+        for keep, run in _size_runs(plan, piece.trace, indices, bool(followers)):
+            sub = [chunk[i] for i in run] if len(run) < len(chunk) else chunk
+            ids = [indices[i] for i in run] if len(run) < len(chunk) else indices
+            if not keep:
+                pass_over(ids, sub)
+                continue
+            measured += len(sub)
+            if batchers:  # a batched policy's rows: each call with every codec's message
+                for index, call in zip(ids, sub):
+                    check_call(tallies, index, call, beat, batchers)
+            elif sub:
+                check_batch(tallies, CallBatch(ids, sub), beat)
     send_rest(tallies, batchers, beat)
     for position, tally in enumerate(tallies):
         if beat is not None:
@@ -190,6 +205,42 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             "measured": measured, "stats": stats if piece.count else None, "tick": tick,
             "candidates": candidates.export() if piece.count else None,
             "reader": _reader_info(reader) if piece.stop is None else None}
+
+
+def _size_runs(plan: SamplePlan, trace: int, indices: List[int],
+               in_order: bool) -> Iterator[Tuple[bool, List[int]]]:
+    """A chunk's positions split by ``--size-fraction``: (measured or not, positions). Measured ones come as one
+    run; ``in_order`` (a codec reads the skipped calls too) keeps the chunk's order, run by run."""
+    if plan.size_fraction >= 1:
+        yield True, list(range(len(indices)))
+        return
+    kept = priorities(plan.seed, trace, np.array(indices, np.uint64), SIZE_SALT) < plan.size_fraction
+    if not in_order:
+        yield True, np.flatnonzero(kept).tolist()
+        if not kept.all():
+            yield False, np.flatnonzero(~kept).tolist()
+        return
+    for keep, run in itertools.groupby(range(len(indices)), key=lambda i: bool(kept[i])):
+        yield keep, list(run)
+
+
+def _chunks(piece: Piece, plan: SamplePlan, calls: Iterator[Call], batchers: Dict[str, Batcher],
+            pass_over: Callable[[Sequence[int], Sequence[Call]], None]) -> Iterator[Tuple[List[int], List[Call]]]:
+    """The piece's calls not held out, :data:`BATCH` at a time with their indices in the trace; the held-out
+    ones go to ``pass_over`` (a stream replaying a recording reads them to stay in step); the batched
+    policies' windows start at the trace's first timestamp (held out or not)."""
+    first = piece.first_call
+    held = plan.held[piece.trace] if piece.trace < len(plan.held) else 0
+    for chunk in iter(lambda: list(itertools.islice(calls, BATCH)), []):
+        if first == 0:
+            for batcher in batchers.values():
+                batcher.origin = chunk[0].t
+        start, first = first, first + len(chunk)
+        skip = min(max(held - start, 0), len(chunk))
+        if skip:
+            pass_over(list(range(start, start + skip)), chunk[:skip])
+        if skip < len(chunk):
+            yield list(range(start + skip, first)), chunk[skip:]
 
 
 def _wire_of(piece: Piece, calls: Iterator[Call]) -> Tuple[Tuple[WirePolicy, ...], Optional[TickGuess],

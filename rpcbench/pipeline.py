@@ -68,7 +68,7 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
     packets = None if config.sizes_only else size_pass.packet_plan()
     timing_started = time.perf_counter()
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
-    timed = [] if config.sizes_only else [c for c in codecs if c.name not in failed and c.timed]
+    timed = [] if config.sizes_only else [c for c in codecs if c.name not in failed]
     timings, interrupted = time_sample(config, plan, timed, sample, progress, packets)
     timings.update(failed)
     durations = {"size_pass_s": round(size_pass_s, 2), "timing_s": round(time.perf_counter() - timing_started, 2)}
@@ -202,10 +202,10 @@ def _time_here(config: RunConfig, plan: Plan, codecs: List[Codec], sample: List[
     out: TimingAnswers = {}
     for done, j in enumerate(jobs):
         if interrupted:
-            out[j.codec.name] = j.result()
+            out[j.name] = j.result()
         else:
-            progress("tails and allocations", j.codec.name, done, len(jobs))
-            out[j.codec.name] = j.finish(config.tails, config.memory, MEMORY_CALLS)
+            progress("tails and allocations", j.name, done, len(jobs))
+            out[j.name] = j.finish(config.tails, config.memory, MEMORY_CALLS)
     return out, interrupted
 
 
@@ -271,7 +271,7 @@ def _codec_result(tally: CodecTally, added: PassFigures, timing: TimingAnswer, r
         encode=as_timing(rounds.get("encode")), decode=as_timing(rounds.get("decode")),
         problems=added.problems, estimate=added.estimate, wire=packet_cpu(added.wire, timing), link=added.link,
         by_method={m: {"calls": c, "bytes": b} for m, (c, b) in sorted(tally.by_method.items())},
-        error=timing.get("error") or (None if rounds.get("encode") or not codec.timed else not_timed),
+        error=timing.get("error") or (None if rounds.get("encode") else not_timed),
         stages={op: {name: t for name, v in stages.items() if (t := as_timing(v))}
                 for op, stages in timing.get("stage_rounds", {}).items() if stages},
         latency=timing.get("latency", {}), memory=timing.get("memory", {}), dictionary=dictionary,

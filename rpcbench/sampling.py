@@ -5,11 +5,12 @@ estimates of a sampled size pass with their intervals (:func:`sampled_estimate`)
 
 from __future__ import annotations
 
-import heapq
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+import numpy as np
 
 from .results import CONFIDENCE
 
@@ -25,6 +26,17 @@ def priority(seed: int, trace: int, index: int, salt: int) -> float:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
     return (z ^ (z >> 31)) / 2.0 ** 64
+
+
+def priorities(seed: int, trace: int, indices: np.ndarray, salt: int) -> np.ndarray:
+    """:func:`priority` of each call of ``indices`` (uint64) at once, bit for bit the same: numpy's uint64
+    arithmetic wraps modulo 2**64 as the masks do, and its conversion to float rounds to nearest as int's does."""
+    start = np.uint64((seed * 0x9E3779B97F4A7C15 + trace * 0xD1B54A32D192ED03 + salt) & _MASK)
+    z: np.ndarray = start + indices * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    ranks: np.ndarray = (z ^ (z >> np.uint64(31))).astype(np.float64) / 2.0 ** 64
+    return ranks
 
 
 def proportional_quotas(counts: Dict[Stratum, int], size: int) -> Dict[Stratum, int]:
@@ -61,21 +73,36 @@ class SamplePlan:
 
 
 class Candidates:
-    """The ``keep`` calls with the smallest priority per method: a bottom-k sample, mergeable exactly."""
+    """The ``keep`` calls with the smallest priority per method: a bottom-k sample, mergeable exactly.
+
+    Offers are kept per method as (priority, index) and cut back to the ``keep`` smallest whenever twice that
+    many piled up; each cut sets the priority a later call must be under to be kept at all."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
-        self.heaps: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (-priority, index) max-heap
+        self.ranked: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (priority, index), the smallest among them
+        self._bounds: Dict[str, float] = {}  #: method -> the priority a call must be under (none: any)
 
-    def offer(self, method: str, rank: float, index: int) -> None:
-        heap = self.heaps.setdefault(method, [])
-        if len(heap) < self.keep:
-            heapq.heappush(heap, (-rank, index))
-        elif rank < -heap[0][0]:
-            heapq.heapreplace(heap, (-rank, index))
+    def offer_all(self, methods: Sequence[str], ranks: np.ndarray, indices: Sequence[int]) -> None:
+        """Offer calls of ``methods`` with priorities ``ranks`` and trace ``indices``; a call not under its
+        method's bound is left out at once."""
+        ranked, listed = self.ranked, ranks.tolist()
+        bound = {method: self._bounds.get(method, math.inf) for method in dict.fromkeys(methods)}
+        for at in np.flatnonzero(ranks < np.fromiter(map(bound.__getitem__, methods), np.float64,
+                                                     len(methods))).tolist():
+            found = ranked.get(methods[at])
+            if found is None:
+                found = ranked[methods[at]] = []
+            found.append((listed[at], indices[at]))
+        for method, found in ranked.items():
+            if len(found) >= 2 * self.keep:
+                found.sort()
+                del found[self.keep:]
+                self._bounds[method] = found[-1][0]
 
     def export(self) -> Dict[str, List[Tuple[float, int]]]:
-        return {m: sorted((-r, i) for r, i in heap) for m, heap in self.heaps.items()}
+        """Per method, the ``keep`` smallest (priority, index), smallest first."""
+        return {m: sorted(found)[:self.keep] for m, found in self.ranked.items()}
 
 
 def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total: int) -> Optional[Dict[str, Any]]:

@@ -1,87 +1,24 @@
-"""One codec's running figures over the size pass (:class:`CodecTally`), and one call through every live
-codec of a task (:func:`check_call`): exact ``len()`` of the bytes, decode, compare with the original
-(fidelity), the call into each --wire policy's packets. Memory stays bounded: sizes are a histogram, problems
-are groups with their first example. Tallies of the same codec over successive calls merge exactly."""
+"""One codec's running figures over the size pass (:class:`CodecTally`), and one call (:func:`check_call`) or a
+batch of calls (:func:`check_batch`) through every live codec of a task: exact ``len()`` of the bytes, decode,
+compare with the original (fidelity), the call into each --wire policy's packets. Memory stays bounded: sizes
+are a histogram, problems are groups with their first example. Tallies of the same codec over successive
+calls merge exactly."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
+
+import numpy as np
 
 from rpc_capture import C2S, Call
 
-from .codec import Codec, Compressed, Streams, received_call, stream_key
-from .fidelity import OTHER, PRECISION, QUANTIZED, Limit, compare, features_of
+from .batch import CallBatch, Inner, compressed_all, round_trip_all
+from .codec import Codec, Compressed, Streams, stream_key
 from .histogram import nearest_rank
 from .results import Problem, Sizes
+from .round_trip import Outcome, compressed, error_text, round_trip
 from .wire import Batcher, Closed, WirePolicy, WireTally
-
-
-class Outcome(NamedTuple):
-    """One call through one codec: wire bytes (None if encoding failed), the problem if any, and its cost."""
-
-    data: Optional[bytes]
-    problem: Optional[Tuple[str, str, bool, str, str]]  #: kind, feature, declared, path, detail
-    ns: int  #: encode + decode time, for planning the timing phase
-    lossy: Tuple[Tuple[str, float, float], ...] = ()  #: (field path, error, step) of values back within their step
-
-
-def round_trip(codec: Codec, call: Call, declared: frozenset) -> Outcome:
-    """Encode, decode and compare one call, catching whatever the codec raises."""
-    timer = time.perf_counter_ns
-    t0 = timer()
-    try:
-        data = codec.encode(call)
-        if type(data) is not bytes:
-            raise TypeError(f"encode returned {type(data).__name__}, not bytes")
-    except Exception as e:
-        if isinstance(e, Limit):  # the codec named the limit it hit
-            return Outcome(None, ("encode", e.feature, e.feature in declared, e.path, _error_text(e)), timer() - t0)
-        found = sorted(features_of(call.args) & declared)
-        return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", _error_text(e)), timer() - t0)
-    try:
-        back = received_call(codec.decode(data))
-    except Exception as e:
-        return Outcome(data, ("decode", OTHER, False, "", _error_text(e)), timer() - t0)
-    ns = timer() - t0
-    try:
-        back, lossy, beyond = codec.within_steps(call, back)
-        if beyond:
-            return Outcome(data, ("mismatch", PRECISION, False, *beyond), ns, lossy)
-        diff = compare(call, back, declared)
-    except Exception as e:  # a decoded value no comparison copes with (a plugin's odd type): the codec's failure
-        return Outcome(data, ("mismatch", OTHER, False, "", f"cannot compare the decoded call: {_error_text(e)}"), ns)
-    if diff:
-        return Outcome(data, ("mismatch", diff.feature, diff.feature in declared, diff.path, diff.detail), ns, lossy)
-    if lossy:
-        path, error, step = lossy[0]
-        return Outcome(data, ("mismatch", QUANTIZED, QUANTIZED in declared, path,
-                              f"{len(lossy)} values within their step (first: off by {error:.3g}, step {step:g})"), ns,
-                       lossy)
-    return Outcome(data, None, ns)
-
-
-def _compressed(compressor: Any, base: Outcome) -> Outcome:
-    """The outcome of ``inner+compressor`` from the inner codec's outcome: compress, decompress, same bytes?"""
-    if base.data is None:
-        return base
-    timer = time.perf_counter_ns
-    t0 = timer()
-    try:
-        packed = compressor.compress(base.data)
-        if type(packed) is not bytes:
-            raise TypeError(f"compress returned {type(packed).__name__}, not bytes")
-    except Exception as e:
-        return Outcome(None, ("encode", OTHER, False, "", _error_text(e)), base.ns + timer() - t0)
-    try:
-        same = compressor.decompress(packed) == base.data
-    except Exception as e:
-        return Outcome(packed, ("decode", OTHER, False, "", _error_text(e)), base.ns + timer() - t0)
-    ns = base.ns + timer() - t0
-    if not same:
-        return Outcome(packed, ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones"), ns)
-    return base._replace(data=packed, ns=ns)
 
 
 class CodecTally:
@@ -112,6 +49,11 @@ class CodecTally:
         self._stateful = codec.per_connection  #: a session per stream (:meth:`check` asks per call: read once)
         inner = codec.inner if isinstance(codec, Compressed) else codec
         self._inner_stateful, self._inner_name = inner.per_connection, inner.name  #: the name: what shares its outcome
+        #: a batch at a time (:meth:`check_all`): no state across calls, and exact (no precision profile)
+        self._inner_batched = not inner.per_connection and type(inner).within_steps is Codec.within_steps
+        self.batched = self._inner_batched and not codec.per_connection
+        #: reads the calls the run does not measure, in order (a recorded stream: :meth:`Codec.pass_over`)
+        self.follows_skipped = codec.per_connection and type(codec).pass_over is not Codec.pass_over
 
     _STATE = ("sizes", "by_method", "by_direction", "by_connection", "failures", "mismatches", "problems", "lossy",
               "ns", "error", "state_bytes", "shared_state_bytes", "streams")
@@ -181,6 +123,16 @@ class CodecTally:
                 self.problems[key] = list(group)
         return new
 
+    def pass_over(self, index: int, call: Call) -> None:
+        """A call the run does not measure went by: the codec's stream reads it (:meth:`Codec.pass_over`); one that
+        breaks on it is this codec's error."""
+        if not self._stateful or self.error:
+            return
+        try:
+            self._sessions[stream_key(call)].pass_over(call)
+        except Exception as e:
+            self.fail(f"size pass stopped at call {index} (not measured): {error_text(e)}")
+
     def check(self, index: int, call: Call, shared: Optional[Dict[str, "Outcome"]] = None) -> None:
         """Encode, measure, decode and compare one call.
 
@@ -195,17 +147,15 @@ class CodecTally:
         else:
             base = shared.get(self._inner_name) or shared.setdefault(self._inner_name,
                                                                        round_trip(inner, call, self.declared))
-        outcome = _compressed(codec.compressor, base) if self._compresses else base
+        outcome = compressed(codec.compressor, base) if self._compresses else base
+        self._absorb(index, call, outcome)
+        if self.wire:
+            self._wire(call, outcome.data, base.data)
+
+    def _absorb(self, index: int, call: Call, outcome: Outcome) -> None:
+        """Count one call's outcome: its time, problem, values within their step and bytes."""
         self.ns += outcome.ns
-        for path, error, step in outcome.lossy:
-            self._lossy(path, 1, error, step)
-        if outcome.problem:
-            kind, feature, declared, path, detail = outcome.problem
-            if kind == "encode":
-                self.failures += 1
-            else:
-                self.mismatches += 1
-            self._problem(kind, feature, declared, index, call, path, detail)
+        self._judgement(index, call, outcome)
         if outcome.data is not None:
             n = len(outcome.data)
             self.sizes[n] += 1
@@ -215,8 +165,83 @@ class CodecTally:
             tally[0] += 1
             tally[1] += n
             self._count_traffic(call, n)
-        if self.wire:
-            self._wire(call, outcome.data, base.data)
+
+    def _judgement(self, index: int, call: Call, outcome: Outcome) -> None:
+        """Count a call's problem and its values back within their step."""
+        for path, error, step in outcome.lossy:
+            self._lossy(path, 1, error, step)
+        if outcome.problem:
+            kind, feature, declared, path, detail = outcome.problem
+            if kind == "encode":
+                self.failures += 1
+            else:
+                self.mismatches += 1
+            self._problem(kind, feature, declared, index, call, path, detail)
+
+    def check_all(self, batch: CallBatch, beat: Any = None) -> None:
+        """:meth:`check` each call of ``batch``: all at once when the codec is :attr:`batched` (counted per
+        batch when every call came back the same), else call by call; the figures are the same either way."""
+        done = self._batch(batch, beat) if self.batched else None
+        if done is None:
+            if self._inner_batched:  # a stream compressor on a stateless codec: the codec's outcomes, by batch
+                self._inner_batch(batch, beat)
+            for position, (index, call) in enumerate(zip(batch.indices, batch.calls)):
+                if beat is not None:
+                    beat[0] = index
+                try:
+                    self.check(index, call, _call_shared(batch, position))
+                except (Exception, SystemExit) as e:
+                    self.fail(f"size pass stopped at call {index}: {error_text(e)}")
+                    return
+            return
+        if done.stop is not None:
+            self.fail(f"size pass stopped at call {batch.indices[done.stop[0]]}: {done.stop[1]}")
+        elif None not in done.data:  # every call encoded: counted per batch, problems (if any) call by call
+            self._absorb_all(batch, cast(List[bytes], done.data), done.ns)
+            for index, call, outcome in zip(batch.indices, batch.calls, done.outcomes or ()):
+                if outcome is not None:
+                    self._judgement(index, call, outcome)
+        else:
+            inner = batch.shared[self._inner_name].data
+            each = done.ns // len(batch.calls)
+            for index, call, outcome, data, message in zip(batch.indices, batch.calls, cast(list, done.outcomes),
+                                                           done.data, inner):
+                outcome = outcome or Outcome(data, None, each)
+                self._absorb(index, call, outcome)
+                if self.wire:
+                    self._wire(call, outcome.data, message)
+
+    def _absorb_all(self, batch: CallBatch, data: List[bytes], ns: int) -> None:
+        """Count a batch whose calls all encoded: their time and bytes, grouped (problems are counted apart)."""
+        self.ns += ns
+        sizes = list(map(len, data))
+        self.sizes.update(sizes)
+        weights = np.array(sizes, np.float64)
+        per_direction = batch.directions.sums(weights)
+        _fold(self.by_method, batch.methods.keys, batch.methods.counts, batch.methods.sums(weights))
+        _fold(self.by_direction, batch.directions.keys, batch.directions.counts, per_direction)
+        for conn, c2s, s2c in batch.connection_bytes(weights):
+            pair = self.by_connection.get(conn)
+            if pair is None:
+                pair = self.by_connection[conn] = [0, 0]
+            pair[0] += c2s
+            pair[1] += s2c
+        for wire in self._per_call:
+            wire.add_all(batch.directions, per_direction, sizes, weights)
+
+    def _batch(self, batch: CallBatch, beat: Any) -> Inner:
+        """The batch through this codec (its inner codec's batch shared with the codecs on it)."""
+        base = self._inner_batch(batch, beat)
+        return compressed_all(cast(Any, self.codec).compressor, base, batch, beat) if self._compresses else base
+
+    def _inner_batch(self, batch: CallBatch, beat: Any) -> Inner:
+        """The batch through the inner codec (the codec itself if it does not compress), shared by the codecs
+        on it."""
+        base = batch.shared.get(self._inner_name)
+        if base is None:
+            inner = cast(Any, self.codec).inner if self._compresses else self.codec
+            base = batch.shared[self._inner_name] = round_trip_all(inner, batch, self.declared, beat)
+        return base
 
     def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes]) -> None:
         """The call into each --wire policy's packets: alone under per-call; under a batched policy, its
@@ -271,9 +296,27 @@ class CodecTally:
         return tuple(sorted(groups, key=lambda p: (p.declared, -p.count)))
 
 
-def _error_text(e: BaseException, limit: int = 160) -> str:
-    text = f"{type(e).__name__}: {e}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _fold(into: Dict[Any, List[int]], keys: List[Any], calls: List[int], sizes: List[int]) -> None:
+    """Add a batch's calls and bytes per key to ``into`` (key -> [calls, bytes]), new keys in the batch's order."""
+    for key, count, n in zip(keys, calls, sizes):
+        pair = into.get(key)
+        if pair is None:
+            pair = into[key] = [0, 0]
+        pair[0] += count
+        pair[1] += n
+
+
+def _call_shared(batch: CallBatch, position: int) -> Dict[str, Outcome]:
+    """The ``shared`` dict of call ``position`` for a tally that goes call by call (:meth:`CodecTally.check`),
+    holding the outcomes the batch already has of each inner codec."""
+    if batch.per_call is None:
+        batch.per_call = [{} for _ in batch.calls]
+    found = batch.per_call[position]
+    for name, inner in batch.shared.items():
+        if name not in found and inner.stop is None:
+            outcome = inner.outcomes[position] if inner.outcomes is not None else None
+            found[name] = outcome or Outcome(inner.data[position], None, inner.ns // len(inner.data))
+    return found
 
 
 def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = None,
@@ -294,13 +337,28 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
         try:
             tally.check(index, call, shared)
         except (Exception, SystemExit) as e:
-            tally.fail(f"size pass stopped at call {index}: {_error_text(e)}")
+            tally.fail(f"size pass stopped at call {index}: {error_text(e)}")
     if batchers:  # the call's messages (one per codec) join its batches; a batch it closes is sent
         row = [tally.message for tally in tallies]
         for text, batcher in batchers.items():
             closed = batcher.step(call, row)
             if closed is not None:
                 _send(tallies, text, closed, beat, f"at call {index}")
+
+
+def check_batch(tallies: List[CodecTally], batch: CallBatch, beat: Any = None) -> None:
+    """:func:`check_call` of each call of ``batch`` (no batched --wire policy: calls go alone), the codecs that
+    take a batch at once first (the others then reuse their inner codecs' outcomes)."""
+    if beat is not None:
+        beat[0] = batch.indices[0]
+    order = sorted(range(len(tallies)), key=lambda position: not tallies[position].batched)
+    for position in order:
+        tally = tallies[position]
+        if tally.error:
+            continue
+        if beat is not None:
+            beat[1] = position
+        tally.check_all(batch, beat)
 
 
 def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where: str) -> None:
@@ -317,7 +375,7 @@ def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where:
             wire.send(key, [m for m in column if m is not None] if None in column else
                       cast(Tuple[bytes, ...], column))
         except (Exception, SystemExit) as e:
-            tally.fail(f"size pass stopped {where}: {_error_text(e)}")
+            tally.fail(f"size pass stopped {where}: {error_text(e)}")
 
 
 def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher], beat: Any = None) -> None:
@@ -335,6 +393,6 @@ def send_rest(tallies: List[CodecTally], batchers: Dict[str, Batcher], beat: Any
             try:
                 wire.flush()
             except (Exception, SystemExit) as e:
-                tally.fail(f"size pass stopped at the end of the calls: {_error_text(e)}")
+                tally.fail(f"size pass stopped at the end of the calls: {error_text(e)}")
                 continue
             wire.latency = Counter(batcher.latency)

@@ -1,7 +1,7 @@
 """Checks for codec plugin authors: ``check_codec(MyCodec(), calls)`` in one line of a test.
 
 It runs the same round trip and fidelity comparison as the benchmark's size pass
-(:func:`rpcbench.tally.round_trip`), plus what the benchmark assumes without
+(:func:`rpcbench.round_trip.round_trip`), plus what the benchmark assumes without
 checking on every call: that encoding is deterministic, that ``decode`` keeps the
 ``(method, args)`` contract, and that a per-connection (stream) codec works wherever
 a connection's stream starts and however connections interleave.
@@ -14,7 +14,7 @@ from typing import Any, Iterable, List
 from rpc_capture import Call
 
 from .codec import Codec
-from .tally import round_trip
+from .round_trip import round_trip
 
 SPLITS = 8  #: stream start points tried for per-connection codecs
 

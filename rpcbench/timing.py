@@ -44,14 +44,15 @@ class TimingJob:
 
     def __init__(self, codec: Codec, sample: List[Call], gc_enabled: bool = False,
                  packets: Optional[PacketPlan] = None) -> None:
-        self.codec = codec
+        self.name = codec.name  #: the row's (``codec`` may hand the work to another: :meth:`Codec.timed_work`)
+        self.codec = codec.timed_work()
         self.gc_enabled = gc_enabled
-        self.calls, self.payloads = _encodable(codec, sample)
+        self.calls, self.payloads = _encodable(self.codec, sample)
         self.error: Optional[str] = None if self.calls else "no call of the sample could be encoded, nothing to time"
         self.loops = 1
         self.rounds: Dict[str, List[float]] = {"encode": [], "decode": []}
         self.stage_rounds: Dict[str, Dict[str, List[float]]] = {"encode": {}, "decode": {}}
-        self._stage_inputs = {} if codec.per_connection or self.error else self._prepare_stages()
+        self._stage_inputs = {} if self.codec.per_connection or self.error else self._prepare_stages()
         self._warm_ns = math.inf  #: the fastest warm-up replay, ns (the fastest: one crowded out would cut the loops)
         self.packets, self.packet_error = self._prepare_packets(packets)
         self.packet_policy = packets.policy if packets else None
@@ -336,7 +337,7 @@ def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float, s
 
     def play(job: TimingJob, r: int, position: int) -> bool:
         label = "warm-up" if r < warmup else f"round {r - warmup + 1}/{repeat}"
-        progress("timing", f"{label}: {job.codec.name}", r * len(live) + position, (warmup + repeat) * len(live))
+        progress("timing", f"{label}: {job.name}", r * len(live) + position, (warmup + repeat) * len(live))
         try:
             job.run_round(record=r >= warmup, stages=r - warmup < stage_rounds)
             if r == warmup - 1:

@@ -19,6 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from rpc_capture import C2S, S2C, Call
 
 from .codec import Streams
@@ -272,6 +274,20 @@ class WireTally:
         figures[_CALLS] += 1
         self.latency[0] += 1
 
+    def add_all(self, directions: Any, payloads: List[int], sizes: List[int], weights: np.ndarray) -> None:
+        """:meth:`add` of a batch's encoded calls, each of ``sizes`` bytes (``weights``: the same as floats):
+        ``directions`` (a :class:`rpcbench.batch.Grouping`) groups them by direction, ``payloads`` their bytes."""
+        classes = (weights > SIZE_CLASSES[0]).astype(np.intp) + (weights > SIZE_CLASSES[1])
+        by_class = np.bincount(directions.of * 3 + classes, minlength=3 * len(directions.keys)).tolist()
+        for d, (direction, count, payload) in enumerate(zip(directions.keys, directions.counts, payloads)):
+            figures = self._direction(direction)
+            figures[_CALLS] += count
+            figures[_PACKETS] += count
+            figures[_PAYLOAD] += payload
+            figures[4:7] = [a + b for a, b in zip(figures[4:7], by_class[3 * d:3 * d + 3])]
+        self.payloads.update(sizes)
+        self.latency[0] += len(sizes)
+
     def send(self, key: Any, messages: Sequence[bytes]) -> None:
         """Send the codec's ``messages`` of a closed batch of connection and direction ``key`` (those of its calls
         that encoded; none: nothing is sent): packed, framed, compressed when the codec compresses. A compressing
@@ -403,8 +419,6 @@ def detect_tick(calls: Iterable[Call], limit: int = DETECT_CALLS) -> TickGuess:
     cos(2 pi gap / T), within 10 % of the best (T/2 and T/3 score as well as T; 2T does not), refined to
     0.002 ms.
     """
-    import numpy as np
-
     gaps = _burst_gaps(calls, limit)
     flushes = np.array(gaps[S2C], dtype=float) / 1e6
     flushes = flushes[flushes <= MAX_GAP_MS][:MAX_GAPS]

@@ -229,8 +229,11 @@ def test_on_traffic_whose_fields_repeat_msgpack_ackdelta_sends_fewer_bytes_than_
     assert bytes_per_call("msgpack+ackdelta", calls) < bytes_per_call("msgpack+delta", calls)
 
 
-def test_a_compressor_after_ackdelta_makes_the_chain_ordered():
-    assert REGISTRY.create("msgpack+ackdelta+zstd-3").ordered_delivery  # no acks reach through it
+def test_acks_reach_ackdelta_through_a_compressor_but_not_through_a_stream():
+    alone = REGISTRY.create("msgpack+ackdelta+zstd-3")  # each message compressed alone: acks still drive the stage
+    assert alone.ack_baselines and not alone.ordered_delivery and alone.connection().ack_baselines
+    stream = REGISTRY.create("msgpack+ackdelta+zstdstream-3")
+    assert stream.ordered_delivery and not stream.ack_baselines
 
 
 def test_the_cli_measures_ackdelta_beside_msgpack_and_delta_end_to_end(tmp_path):

@@ -14,12 +14,12 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 
 from rpc_capture import Call, TraceWriter, open_trace
-from rpcbench.captured import CAPTURED, capture_of
+from rpcbench.captured import CAPTURED, capture_of, server_deflate
 from rpcbench.config import RunConfig
 from rpcbench.pipeline import run_benchmark
 from reports import captured as capture_check
@@ -44,10 +44,12 @@ def sent_log(path: Path) -> List[Dict[str, Any]]:
     return entries
 
 
-def trace_from_log(transport: str, out: Path, packets: Dict[str, int]) -> List[Dict[str, Any]]:
+def trace_from_log(transport: str, out: Path, packets: Dict[str, int],
+                   keep: Callable[[int], bool] = lambda index: True) -> List[Dict[str, Any]]:
     """A trace as an import of the capture would give (calls with their captured bytes, the header's capture
-    facts), built from the senders' own log: the row under test, independent of the importer."""
-    log = sent_log(CAPTURES / f"battle-{transport}.sent.jsonl.gz")
+    facts), built from the senders' own log: the row under test, independent of the importer. ``keep``: which
+    messages of the log (by position) the capture holds."""
+    log = [e for i, e in enumerate(sent_log(CAPTURES / f"battle-{transport}.sent.jsonl.gz")) if keep(i)]
     capture = {"file": f"battle-{transport}.pcap", "framing": FRAMINGS[transport],
                "deflate": transport == "ws-deflate", "server_port": PORTS[transport], "decode": "json",
                "method_field": "m", "args_field": "a", "packets": packets, "messages": len(log)}
@@ -147,6 +149,57 @@ def test_the_wire_model_agrees_with_a_real_capture(transport: str, tmp_path: Pat
     measured, calls = held_out.measured
     assert calls == check.directions[0].captured + check.directions[1].captured and 0.7 < measured / calls < 0.9
     assert held_out.agrees and f"scaled from the {measured:,} calls measured" in held_out.line
+
+
+def test_the_server_deflate_found_gives_back_every_message_it_sent(tmp_path: Path) -> None:
+    """The level and window found on the first messages of the server's first connection, through the compressor
+    the row times, give back byte for byte every message the server sent on every connection: websockets'
+    2**12 window at zlib's default level (6; 7-9 make the same bytes on these messages)."""
+    trace = tmp_path / "battle.rpct"
+    log = trace_from_log("ws-deflate", trace, {"c2s": 0, "s2c": 0})
+    found = server_deflate(str(trace))
+    assert found == {"level": 6, "window_bits": 12, "reproduced": [6, 7, 8, 9], "messages": 50}
+    stream = RunConfig().registry().compressors["zlibstream"]
+    for conn in sorted({e["client_port"] for e in log}):
+        sent = [e for e in log if e["dir"] == "s2c" and e["client_port"] == conn]
+        server = stream(found["level"], window_bits=found["window_bits"]).connection()
+        assert [server.compress(e["payload"]) for e in sent] == [e["wire"] for e in sent] and len(sent) > 100
+    late = tmp_path / "late.rpct"  # the capture started after the first messages: their context is missing
+    trace_from_log("ws-deflate", late, {"c2s": 0, "s2c": 0}, keep=lambda index: index >= 20)
+    assert server_deflate(str(late)) == {"level": 6, "window_bits": 15, "reproduced": [], "messages": 50}
+
+
+@pytest.mark.parametrize("transport, work", [("tcp", "json"), ("ws-deflate", "json+zlibstream-6")])
+def test_captured_is_timed_as_the_server_works_today(transport: str, work: str, tmp_path: Path) -> None:
+    """The row's CPU is the game's codec (plus the server's deflate stream), run over the timing sample in order;
+    so it is a baseline the verdict counts cores for, and keeps when no codec is cheaper (json's 3x bytes are
+    not, on the deflate capture)."""
+    trace = tmp_path / "battle.rpct"
+    trace_from_log(transport, trace, {"c2s": 0, "s2c": 0})
+    suite = run_benchmark(RunConfig(trace=str(trace), codecs=("json",), repeat=3, min_time=0.002, processes=0,
+                                    sample=120, memory=False, tails=False, floor=False, jobs=0))
+    row = suite.find(CAPTURED)
+    assert row.error is None and row.encode and row.decode and row.mismatches == row.failures == 0
+    assert row.config["timed_as"] == work and row.encode.calls == 120
+    d = decide(suite)
+    assert d.timed_reference and d.reference == CAPTURED
+    assert "its CPU: json" + (" + deflate level 6, window 2**12" if transport != "tcp" else "") in d.reference_note
+    assert "not counted" not in " ".join(d.verdict.lines())
+    if transport == "ws-deflate":
+        assert d.verdict.pick is row and d.verdict.sentence.startswith("captured: keep the baseline")
+
+
+@pytest.mark.parametrize("codecs", [("json", "json+zstddict-3"), ("json",)])
+def test_calls_not_measured_keep_the_deflate_stream_in_step(codecs: tuple, tmp_path: Path) -> None:
+    """A dictionary codec holds the first fifth of the calls out (the default run's json+zstddict-3) and a size
+    pass on a sample of calls leaves calls out: the captured row still inflates every later message of their
+    streams."""
+    trace = tmp_path / "battle.rpct"
+    log = trace_from_log("ws-deflate", trace, {"c2s": 0, "s2c": 0})
+    suite = run_benchmark(RunConfig(trace=str(trace), codecs=codecs, sizes_only=True, memory=False, tails=False,
+                                    floor=False, jobs=0, sample_calls=150 if len(codecs) == 1 else None))
+    row = suite.find(CAPTURED)
+    assert row.failures == row.mismatches == 0 and 0 < row.calls < len(log) * 0.9
 
 
 def test_without_a_capture_the_row_is_a_one_line_error(tmp_path: Path) -> None:

@@ -283,8 +283,10 @@ def test_table_of_contents_and_sections_come_from_one_list(report: Tuple[str, Di
             else f"<h2>{escaped(part.title)}</h2>"
         assert f"<section id='{part.id}' class='{part.id}'>{heading}" in text
     assert [p.id for p in PARTS if not p.collapsed] == ["verdict", "capacity", "summary", "results"]
-    # one trace, every call measured, sent per call, no precision profile: no fleet, wire or precision part
-    assert len(shown) == len(PARTS) - 3 and "id='fleet'" not in text and "id='wire'" not in text
+    # one trace, every call measured, sent per call, no precision profile, no --loss: no fleet, wire, precision or
+    # loss part
+    assert len(shown) == len(PARTS) - 4 and "id='fleet'" not in text and "id='wire'" not in text
+    assert "id='loss'" not in text
     assert "id='precision'" not in text
     assert text.index("<section id='summary'") < text.index("<section id='results'") < text.index(
         "<section id='notes'")

@@ -1,0 +1,196 @@
+"""The size pass a batch of calls at a time: what the calls of a batch share (:class:`CallBatch`: their keys
+grouped once for every codec's tally, their pickle for the fidelity check), and the batch through one stateless
+codec (:func:`round_trip_all`, :func:`compressed_all`: :class:`Inner`), each call encoded and decoded once.
+
+Per call, bookkeeping in Python costs more than msgpack's own encode and decode; per batch, loops in C
+(list comprehensions, ``Counter``, numpy's ``bincount``, one pickle of the batch) do the same work, and the
+figures come out identical (tests/test_batch.py holds the two paths against each other)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rpc_capture import C2S, Call
+
+from .codec import Codec
+from .fidelity import OTHER, pickled
+from .round_trip import Outcome, compressed, encode_failed, error_text, judged, not_bytes
+
+BATCH = 128  #: calls per batch, as a binary trace stores them
+
+
+class Grouping:
+    """A batch's calls grouped by a key: the distinct keys in order of first appearance, the position of each
+    call's key among them (:attr:`of`) and the calls per key."""
+
+    __slots__ = ("keys", "of", "counts")
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        self.keys = list(dict.fromkeys(values))
+        position = {key: i for i, key in enumerate(self.keys)}
+        self.of = np.fromiter(map(position.__getitem__, values), np.intp, len(values))
+        self.counts: List[int] = np.bincount(self.of, minlength=len(self.keys)).tolist()
+
+    def sums(self, weights: np.ndarray) -> List[int]:
+        """The sum of ``weights`` (one per call) per key (exact: a batch's bytes are far below 2**53)."""
+        return np.bincount(self.of, weights, len(self.keys)).astype(np.int64).tolist()
+
+
+class Inner(NamedTuple):
+    """A batch through one codec: its bytes per call (None: it failed to encode), encode + decode ns of the
+    batch, and when any call did not come back the same, the outcome of each (None for those that did)."""
+
+    data: List[Optional[bytes]]
+    ns: int
+    outcomes: Optional[List[Any]] = None  #: per call, tally.Outcome or None (the same call back)
+    stop: Optional[Tuple[int, str]] = None  #: (position, why) of a call that ended the codec (SystemExit)
+
+
+class CallBatch:
+    """Up to :data:`BATCH` calls measured one after another, with what every codec's tally shares."""
+
+    def __init__(self, indices: List[int], calls: List[Call]) -> None:
+        self.indices, self.calls = indices, calls
+        methods, args, _, dirs, conns, *_ = zip(*calls)
+        self.methods, self.directions = Grouping(methods), Grouping(dirs)
+        self.connections = Grouping(conns)
+        self._by_connection_way = self.connections.of * 2 + np.array(
+            [direction != C2S for direction in self.directions.keys], np.intp)[self.directions.of]
+        self.shared: Dict[str, Inner] = {}  #: inner codec name -> its batch (codecs on one inner codec share it)
+        self._sent = list(zip(methods, args))
+        self._pickle: Optional[bytes] = None
+        self._pickles: Optional[List[Optional[bytes]]] = None
+        self.per_call: Optional[List[Dict[str, Any]]] = None  #: each call's ``shared`` (tally.check), once asked
+
+    def connection_bytes(self, weights: np.ndarray) -> Iterator[Tuple[Any, int, int]]:
+        """(connection, c2s bytes, s2c bytes) of each connection, in order of first appearance."""
+        keys = self.connections.keys
+        sums = np.bincount(self._by_connection_way, weights, 2 * len(keys)).astype(np.int64).tolist()
+        return zip(keys, sums[0::2], sums[1::2])
+
+    def same_as_sent(self, back: List[Any]) -> bool:
+        """Is every decoded value exactly the (method, args) tuple sent? One pickle per side, compared: in fast
+        mode a list's pickle is its items' one after another, so equal pickles are equal items, each equal
+        as :func:`rpcbench.fidelity.compare`'s pickle check finds it (not equal: each call is compared)."""
+        try:
+            if self._pickle is None:
+                self._pickle = pickled(self._sent)
+            return self._pickle == pickled(back)
+        except Exception:  # deeper than C recursion allows, or a type pickle cannot write: compared call by call
+            return False
+
+    def same_each(self, back: List[Any]) -> List[bool]:
+        """Is each decoded value exactly the (method, args) tuple sent, by its pickle? (False: maybe not.)"""
+        if self._pickles is None:
+            self._pickles = list(map(_pickled_or_none, self._sent))
+        return list(map(_same, self._pickles, map(_pickled_or_none, back)))
+
+
+def _pickled_or_none(value: Any) -> Optional[bytes]:
+    try:
+        return pickled(value)
+    except Exception:
+        return None
+
+
+def _same(a: Optional[bytes], b: Optional[bytes]) -> bool:
+    return a is not None and a == b
+
+
+class _Raised(NamedTuple):
+    """What a codec raised instead of giving a value (in a batch's list of values)."""
+
+    error: BaseException
+
+
+def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: Any) -> Inner:
+    """:func:`rpcbench.round_trip.round_trip` of each call of ``batch`` through a stateless codec: encoding all,
+    then decoding all, each call once (what a call raised is its outcome). Each call is judged only when the
+    batch did not come back exactly as sent; a ``SystemExit`` stops the codec at its call (:attr:`Inner.stop`)."""
+    timer = time.perf_counter_ns
+    t0 = timer()
+    data = _each(codec.encode, batch.calls, batch.indices, beat)
+    clean = len(data) == len(batch.calls) and {*map(type, data)} == {bytes}
+    back = _each(codec.decode if clean else _decoder(codec), data, batch.indices, beat)
+    ns = timer() - t0
+    stop = _exit(data) or _exit(back)
+    if stop is not None:
+        return Inner([], ns, stop=stop)
+    if clean and _Raised not in map(type, back) and batch.same_as_sent(back):
+        return Inner(data, ns)
+    each = ns // len(data)
+    same = batch.same_each(back) if clean else [False] * len(data)
+    outcomes = [None if ok else _outcome(codec, call, d, b, each, declared)
+                for call, d, b, ok in zip(batch.calls, data, back, same)]
+    return Inner([o.data if o else d for o, d in zip(outcomes, data)], ns, outcomes)
+
+
+def _exit(values: List[Any]) -> Optional[Tuple[int, str]]:
+    """(position, why) of the value that is a ``SystemExit`` raised (the last: :func:`_each` stops there)."""
+    last = values[-1] if values else None
+    if type(last) is _Raised and not isinstance(last.error, Exception):
+        return len(values) - 1, error_text(last.error)
+    return None
+
+
+def _decoder(codec: Codec) -> Any:
+    """``codec.decode`` of what encoded to bytes (the rest left as it is: they failed already)."""
+    return lambda data: codec.decode(data) if type(data) is bytes else data
+
+
+def _outcome(codec: Codec, call: Call, data: Any, back: Any, ns: int, declared: frozenset) -> Outcome:
+    """The outcome of one call of a batch from what its encode and decode gave or raised."""
+    if type(data) is _Raised:
+        return encode_failed(call, data.error, declared, ns)
+    if type(data) is not bytes:
+        return encode_failed(call, not_bytes(data), declared, ns)
+    if type(back) is _Raised:
+        return Outcome(data, ("decode", OTHER, False, "", error_text(back.error)), ns)
+    return judged(codec, call, data, back, ns, declared)
+
+
+def _each(func: Any, items: Sequence[Any], indices: Sequence[int], beat: Any) -> List[Any]:
+    """``func`` of each item, in order, each once; an item whose call raised gets :class:`_Raised`, and a
+    ``SystemExit`` ends the list. With a watcher, ``beat[0]`` names the call at work, as call by call it does."""
+    out: List[Any] = []
+    append = out.append
+    while len(out) < len(items):
+        try:
+            if beat is None:
+                for item in itertools.islice(items, len(out), None):
+                    append(func(item))
+            else:
+                for index, item in itertools.islice(zip(indices, items), len(out), None):
+                    beat[0] = index
+                    append(func(item))
+        except Exception as e:
+            append(_Raised(e))
+        except SystemExit as e:
+            append(_Raised(e))
+            break
+    return out
+
+
+def compressed_all(compressor: Any, base: Inner, batch: CallBatch, beat: Any) -> Inner:
+    """The batch of ``inner+compressor`` from the inner codec's: compressed and checked at once when every call
+    encoded (the inner codec's problems kept), else :func:`rpcbench.round_trip.compressed` of each call's
+    outcome (a stateless compressor, so a call compressed again gives the same)."""
+    if base.stop is not None:
+        return base
+    timer = time.perf_counter_ns
+    t0 = timer()
+    each = base.ns // len(base.data)
+    if None not in base.data:
+        packed = _each(compressor.compress, base.data, batch.indices, beat)
+        if {*map(type, packed)} == {bytes} and len(packed) == len(base.data) and \
+                _each(compressor.decompress, packed, batch.indices, beat) == base.data:
+            ns = timer() - t0
+            return Inner(packed, base.ns + ns, base.outcomes and [
+                o and o._replace(data=p, ns=o.ns + ns // len(packed)) for o, p in zip(base.outcomes, packed)])
+    outcomes = [compressed(compressor, o or Outcome(d, None, each)) for o, d in
+                zip(base.outcomes or [None] * len(base.data), base.data)]
+    return Inner([o.data for o in outcomes], base.ns + timer() - t0, outcomes)
