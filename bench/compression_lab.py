@@ -7,7 +7,7 @@ cached in ``--cache``, default /tmp/rpcbench-lab/), one ``run_bench.py`` run of 
 codec in ``--codecs`` (default: the per-message, per-connection, dictionary and delta
 variants of json and msgpack, plus the other serializers, each skipped with one line if
 its library is missing), and a table, smallest first: bytes/call, its multiple of the
-trace's floor (each connection's whole stream by zstd-19 / xz), encode + decode µs per
+trace's floor (each connection's whole stream by lzma -9), encode + decode µs per
 call (medians of interleaved rounds: compare within one table, the machine drifts),
 memory per connection and for 10,000, whether it needs ordered delivery, and failures plus
 mismatches (declared ones included: json's bytes -> base64 are counted there).

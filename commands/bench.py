@@ -121,8 +121,8 @@ def _add_compression_options(p: argparse.ArgumentParser) -> None:
                    help="window of X+zstdstream-N codecs: 2**N bytes of history per connection and direction "
                    "(default: the level's own)")
     p.add_argument("--no-floor", action="store_true",
-                   help="skip the floor (each connection's whole stream compressed by zstd-19 and xz) and the "
-                   "x floor ratios")
+                   help="skip the floor (each connection's whole stream compressed by lzma -9) and the x floor "
+                   "ratios")
 
 
 def _add_fleet_options(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,6 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from rpcbench.floor import ZSTD_MAX_STREAM
 from rpcbench.results import CONFIDENCE, CodecResult, Suite
 
 from .analysis import PROJECTED_CONNECTIONS, OPS, OpFigures
@@ -347,9 +346,11 @@ def _note(r: CodecResult, d: Decision) -> str:
 
 
 def _floor_compressors(floor: Dict[str, Any]) -> str:
-    """What the floor took per stream, with each compressor's bytes per call (zstd's only when it saw every
-    stream: it is left out on longer streams, see rpcbench.floor)."""
+    """What the floor compressed each stream with: its ``compressor`` (rpcbench.floor), or in files written
+    before it had one, the smaller per stream of zstd-19 (streams up to 512 KiB) and xz -9, with their figures."""
+    if "compressor" in floor:
+        return str(floor["compressor"])
     xz = f"xz -9, {floor['xz9_bytes_per_call']:.1f}"
     if floor["zstd19_long_bytes_per_call"] is None:
-        return f"{xz}, or zstd-19 with long matching where smaller on streams up to {ZSTD_MAX_STREAM >> 10} KiB"
+        return f"{xz}, or zstd-19 with long matching where smaller on streams up to 512 KiB"
     return f"best of zstd-19 with long matching, {floor['zstd19_long_bytes_per_call']:.1f}, and {xz}, per stream"

@@ -63,7 +63,7 @@ class RunConfig:
     train_trace: Optional[str] = None  #: train dictionaries on this trace instead (the whole trace is measured)
     dict_size: int = 16384  #: bytes of each trained dictionary, at most
     zstd_window_log: Optional[int] = None  #: window of ``zstdstream`` as log2 bytes (None: the level's)
-    floor: bool = True  #: compute the trace's floor (whole-stream zstd-19 / xz) and each codec's ratio to it
+    floor: bool = True  #: compute the trace's floor (each whole stream by lzma -9) and each codec's ratio to it
     dictionaries: Tuple[Tuple[str, bytes], ...] = ()  #: (inner codec id, dictionary), set by run_benchmark
     command: Tuple[str, ...] = ()  #: the command line as typed, recorded with the results
     traces: Tuple[str, ...] = ()  #: a fleet: several trace files, measured each and merged (``trace`` is the first)

@@ -1,18 +1,19 @@
 """The floor: how few bytes per call a trace's calls take when a strong compressor sees each
 connection's whole stream at once, so a team sees how much any codec leaves on the table.
 
-Each connection and direction's calls, as compact JSON (the ``json`` codec), are joined
-and compressed whole by xz (LZMA2 preset 9) and, for a stream of up to ``ZSTD_MAX_STREAM``
-bytes, by zstd level 19 with long-distance matching too; per stream the smaller counts.
-No real-time codec can do this (it needs the whole stream before sending anything): it is
-a bound to compare against, not a candidate. The streams are kept in memory up to
+Each connection and direction's calls, as compact JSON (the ``json`` codec), are joined and
+compressed whole by lzma -9 in the ``.lzma`` format (LZMA1 at preset 9, its dictionary cut to
+the stream's size; a 13-byte header says how to decode it), and the streams' bytes are summed.
+No real-time codec can do this (it needs the whole stream before sending anything): it is a
+bound to compare against, not a candidate. The streams are kept in memory up to
 ``FLOOR_MAX_BYTES`` of JSON; a longer trace has its floor computed on the calls up to there.
 
-Why zstd only on short streams (measured in docs/codecs.md): the two compressors cost about
-the same per byte, and on a long stream the smaller of the two is within 0.5 % of xz alone;
-on a short one zstd's frame, 50 bytes lighter than xz's container, can win by 2 %, at no
-cost to speak of. xz's dictionary is cut to the stream's size: the same bytes as
-``lzma.compress(stream, preset=9)``, without setting up a 64 MiB dictionary per stream.
+Why this one compressor (measured in docs/codecs.md): until results of 2026-11-27 the floor was
+per stream the smaller of xz -9 and, on streams up to 512 KiB, zstd-19 with long matching. The
+same LZMA in the ``.lzma`` container gives within 1 % of that on the bundled samples, the
+Minecraft example and simulated traces (lower on every one: xz's container is about 50 bytes
+heavier, which is all zstd won by on short streams), while zstd-19 costs twice LZMA's time per
+byte and never wins by more than its frame; so the floor takes lzma alone, at half the cost.
 """
 
 from __future__ import annotations
@@ -20,21 +21,17 @@ from __future__ import annotations
 import lzma
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional, Sequence, Tuple
-
-import zstandard
+from typing import Any, Dict, List, Optional, Sequence
 
 from rpc_capture import Call
 
 from .codec import Codec, stream_key
 
 FLOOR_MAX_BYTES = 64 << 20  #: JSON bytes kept for the floor (about 370,000 calls of the bundled kind)
-ZSTD_MAX_STREAM = 512 << 10  #: streams up to this many JSON bytes also go through zstd-19
-ZSTD_LEVEL = 19
-ZSTD_WINDOW_LOG = 27  #: 128 MiB: the whole stream of any trace the floor keeps is in reach
-XZ_PRESET = 9
-XZ_DICT_MAX = 64 << 20  #: preset 9's dictionary: a stream longer than this one gets no bigger one
-THREADS = 2  #: streams compressed at once (both libraries release the GIL)
+COMPRESSOR = "lzma -9"  #: what the floor compresses each stream with, as results and reports name it
+LZMA_PRESET = 9
+LZMA_DICT_MAX = 64 << 20  #: preset 9's dictionary
+THREADS = 2  #: streams compressed at once (lzma releases the GIL)
 
 
 class Floor:
@@ -70,42 +67,34 @@ class Floor:
         started = time.perf_counter()
         longest_first = sorted(self._streams.values(), key=lambda parts: -sum(map(len, parts)))
         with ThreadPoolExecutor(THREADS) as pool:
-            sizes = list(pool.map(compressed_sizes, longest_first))
-        by_zstd = [z for z, _ in sizes if z is not None]
-        return {"best": sum(x if z is None else min(z, x) for z, x in sizes), "xz": sum(x for _, x in sizes),
-                "zstd": sum(by_zstd) if len(by_zstd) == len(sizes) else None, "zstd_streams": len(by_zstd),
-                "json": self._bytes, "streams": len(sizes), "calls": self.calls, "of_calls": self.seen,
-                "seconds": time.perf_counter() - started, "codec": self.codec}
+            sizes = list(pool.map(compressed_size, longest_first))
+        return {"bytes": sum(sizes), "json": self._bytes, "streams": len(sizes), "calls": self.calls,
+                "of_calls": self.seen, "seconds": time.perf_counter() - started, "codec": self.codec}
 
 
-def compressed_sizes(parts: Sequence[bytes]) -> Tuple[Optional[int], int]:
-    """One stream's bytes compressed whole by zstd-19 with long matching (None: longer than
-    ``ZSTD_MAX_STREAM``, not tried) and by xz -9."""
+def compressed_size(parts: Sequence[bytes]) -> int:
+    """One stream's bytes compressed whole by lzma -9 (``.lzma`` format), its dictionary the stream's size
+    as a power of two: the same bytes as preset 9's 64 MiB on any stream up to that, without setting up a
+    64 MiB dictionary and match finder per stream."""
     stream = b"".join(parts)
-    by_zstd = None
-    if len(stream) <= ZSTD_MAX_STREAM:
-        params = zstandard.ZstdCompressionParameters.from_level(ZSTD_LEVEL, enable_ldm=True,
-                                                                window_log=ZSTD_WINDOW_LOG)
-        by_zstd = len(zstandard.ZstdCompressor(compression_params=params).compress(stream))
-    dictionary = min(XZ_DICT_MAX, 1 << max(12, (len(stream) - 1).bit_length()))  # LZMA2's least is 4 KiB
-    xz = lzma.compress(stream, filters=[{"id": lzma.FILTER_LZMA2, "preset": XZ_PRESET, "dict_size": dictionary}])
-    return by_zstd, len(xz)
+    filters = [{"id": lzma.FILTER_LZMA1, "preset": LZMA_PRESET, "dict_size": dictionary_size(len(stream))}]
+    return len(lzma.compress(stream, format=lzma.FORMAT_ALONE, filters=filters))
+
+
+def dictionary_size(stream_bytes: int) -> int:
+    """LZMA's dictionary for a stream: its size as a power of two, at least LZMA's least (4 KiB), at most
+    preset 9's 64 MiB (a longer stream gets no bigger one)."""
+    return min(LZMA_DICT_MAX, 1 << max(12, (stream_bytes - 1).bit_length()))
 
 
 def floor_figures(totals: Sequence[Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
     """The floor of one trace or of several together, from their :meth:`Floor.totals`: bytes per call of the
-    best whole-stream compression, each compressor's (zstd's None unless it saw every stream), and what it
-    covered (None without any)."""
+    whole-stream compression, and what it covered (None without any)."""
     parts = [t for t in totals if t]
     if not parts:
         return None
-    sums = {key: sum(p[key] for p in parts) for key in ("best", "xz", "json", "streams", "calls", "of_calls",
-                                                         "seconds")}
-    zstd = [p["zstd"] for p in parts]
+    sums = {key: sum(p[key] for p in parts) for key in ("bytes", "json", "streams", "calls", "of_calls", "seconds")}
     calls = sums["calls"]
-    return {"bytes_per_call": sums["best"] / calls,
-            "zstd19_long_bytes_per_call": None if None in zstd else sum(zstd) / calls,
-            "xz9_bytes_per_call": sums["xz"] / calls, "json_bytes_per_call": sums["json"] / calls,
-            "codec": parts[0]["codec"], "streams": sums["streams"],
-            "zstd_streams": sum(p["zstd_streams"] for p in parts), "calls": calls,
-            "of_calls": sums["of_calls"], "seconds": round(sums["seconds"], 2)}
+    return {"bytes_per_call": sums["bytes"] / calls, "compressor": COMPRESSOR,
+            "json_bytes_per_call": sums["json"] / calls, "codec": parts[0]["codec"], "streams": sums["streams"],
+            "calls": calls, "of_calls": sums["of_calls"], "seconds": round(sums["seconds"], 2)}

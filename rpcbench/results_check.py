@@ -82,9 +82,11 @@ def _check_timing(t: Any, where: str) -> None:
         raise ValueError(f"{where}: calls and loops must be at least 1")
 
 
-#: zstd19_long_bytes_per_call is None when the floor left zstd out on streams over 512 KiB (rpcbench.floor)
-_FLOOR_FIELDS = {"bytes_per_call": _NUMBER, "zstd19_long_bytes_per_call": (*_NUMBER, _NONE),
-                 "xz9_bytes_per_call": _NUMBER, "calls": int, "of_calls": int}
+_FLOOR_FIELDS = {"bytes_per_call": _NUMBER, "compressor": str, "calls": int, "of_calls": int}
+#: a floor written before it named its ``compressor`` (rpcbench.floor): the smaller per stream of xz -9 and
+#: zstd-19, each one's figure (zstd's None when the floor left zstd out on streams over 512 KiB)
+_FLOOR_BEFORE_FIELDS = {"bytes_per_call": _NUMBER, "zstd19_long_bytes_per_call": (*_NUMBER, _NONE),
+                        "xz9_bytes_per_call": _NUMBER, "calls": int, "of_calls": int}
 _TRAINING_FIELDS = {"source": str, "calls": int, "held_out_calls": int}
 _DICTIONARY_FIELDS = {"bytes": int, "train_s": _NUMBER, "ship_bytes": int, "ship_bytes_per_call": _NUMBER}
 
@@ -95,7 +97,9 @@ CONNECTION_BYTES = ("c2s_bytes", "s2c_bytes")  #: a codec's bytes per connection
 
 def _check_trace_extras(trace: Dict[str, Any]) -> None:
     """The floor and the dictionary training (schema 3), the per-connection traffic (schema 4), when recorded."""
-    for name, spec in (("floor", _FLOOR_FIELDS), ("training", _TRAINING_FIELDS)):
+    floor = trace.get("floor")
+    floor_spec = _FLOOR_FIELDS if type(floor) is not dict or "compressor" in floor else _FLOOR_BEFORE_FIELDS
+    for name, spec in (("floor", floor_spec), ("training", _TRAINING_FIELDS)):
         if trace.get(name) is not None:
             _fields(trace[name], spec, f"trace.{name}")
             _finite(trace[name], spec, f"trace.{name}")

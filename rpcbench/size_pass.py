@@ -42,14 +42,20 @@ def run_size_pass(plan: Plan, executor: Executor) -> SizePass:
     names = tuple(c.name for c in plan.codecs)
     links: List[Task] = [LinkTask(config, i, t.path, plan.sampling, plan.wire[i].policies, names)
                          for i, t in enumerate(plan.index)] if config.link.loss else []
-    answers = executor.run_all([*floors, *links, *(PieceTask(config, p, plan.sampling) for p in pieces)],
-                               "size pass: reading", sum(max(t.calls, 0) for t in plan.index))
+    # the floors (and link replays) after the whole-trace pieces, the longest, before the chunks: a floor
+    # compresses on both cores (rpcbench.floor.THREADS), so it packs well once those end, and the chunks fill
+    # in around it; first, it kept a whole-trace piece waiting for its slot and that piece ran alone at the end
+    whole = sum(p.start is None for p in pieces)
+    tasks = [PieceTask(config, p, plan.sampling) for p in pieces]
+    answers = executor.run_all([*tasks[:whole], *floors, *links, *tasks[whole:]], "size pass: reading",
+                               sum(max(t.calls, 0) for t in plan.index))
     merges = [_TraceMerge(t.path, [CodecTally(c) for c in plan.codecs], config.sample) for t in plan.index]
-    for merge, totals in zip(merges, answers[:len(floors)]):
+    for merge, totals in zip(merges, answers[whole:whole + len(floors)]):
         merge.floor = totals
-    for replays in answers[len(floors):len(floors) + len(links)]:
+    for replays in answers[whole + len(floors):whole + len(floors) + len(links)]:
         merges[replays["trace"]].link = replays["states"]
-    for summary in sorted(answers[len(floors) + len(links):], key=lambda s: (s["piece"].trace, s["piece"].first_call)):
+    summaries = answers[:whole] + answers[whole + len(floors) + len(links):]
+    for summary in sorted(summaries, key=lambda s: (s["piece"].trace, s["piece"].first_call)):
         merges[summary["piece"].trace].absorb(summary)
     traces = tuple(m.result(wire) for m, wire in zip(merges, plan.wire))
     tallies, stats, examples = _merge_traces(plan, traces)

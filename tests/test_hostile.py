@@ -328,7 +328,7 @@ def test_report_on_a_damaged_results_file_is_one_line(tmp_path, results_text, da
     elif damage.startswith("floor"):  # schema 3: the floor the table's footnote quotes
         assert data["trace"]["floor"]["bytes_per_call"] > 0
         if damage == "floor retyped":
-            data["trace"]["floor"]["xz9_bytes_per_call"] = "small"
+            data["trace"]["floor"]["compressor"] = 9
         else:
             del data["trace"]["floor"]["of_calls"]
         text = json.dumps(data)
