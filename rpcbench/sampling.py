@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import marshal
 import math
 import statistics
 from dataclasses import dataclass
@@ -82,11 +83,23 @@ class SamplePlan:
 class Drawn:
     """A task's (or a trace's merged) timing-sample candidates, taken during the size pass so that nothing reads
     the trace again: per method the calls of smallest priority, each call itself, and the tick windows of
-    the timed batched --wire policy whose first call is among them (in the order they were sent)."""
+    the timed batched --wire policy whose first call is among them (in the order they were sent).
+
+    Calls are kept marshalled, as the trace stores them: compact, and a draw travels back from a forked task or a
+    Dask worker whatever the nesting a trace allows (pickle recurses once per level and stops near 1,000 levels;
+    a trace's values go to 2,000, :data:`rpc_capture.values.MAX_DEPTH`)."""
 
     ranked: Dict[str, Tuple[Tuple[float, int], ...]]  #: method -> (priority, index), smallest first
-    calls: Dict[int, Call]  #: index in the trace -> the call
-    windows: Dict[int, Tuple[Call, ...]]  #: index of a window's first call -> the window's calls
+    calls: Dict[int, bytes]  #: index in the trace -> the call, marshalled (:meth:`call`)
+    windows: Dict[int, bytes]  #: index of a window's first call -> the window's calls, marshalled (:meth:`window`)
+
+    def call(self, index: int) -> Call:
+        """The call at ``index`` of the trace."""
+        return tuple.__new__(Call, marshal.loads(self.calls[index]))
+
+    def window(self, first: int) -> Tuple[Call, ...]:
+        """The window whose first call is at ``first``, in the order it was sent."""
+        return tuple(tuple.__new__(Call, item) for item in marshal.loads(self.windows[first]))
 
     def merge(self, other: "Drawn", keep: int) -> "Drawn":
         """Both draws together (``other``'s calls come later in the trace), ``keep`` per method: exact."""
@@ -111,8 +124,8 @@ class Candidates:
         self.keep = keep
         self.ranked: Dict[str, List[Tuple[float, int]]] = {}  #: method -> (priority, index), the smallest among them
         self._bounds: Dict[str, float] = {}  #: method -> the priority a call must be under (none: any)
-        self.calls: Dict[int, Call] = {}
-        self.windows: Dict[int, Tuple[Call, ...]] = {}
+        self.calls: Dict[int, bytes] = {}
+        self.windows: Dict[int, bytes] = {}
         self.batcher = Batcher(policy) if policy is not None else None
 
     def offer_all(self, chunk: Sequence[Call], ranks: np.ndarray, indices: Sequence[int]) -> None:
@@ -128,7 +141,7 @@ class Candidates:
             if found is None:
                 found = ranked[methods[at]] = []
             found.append((listed[at], indices[at]))
-            calls[indices[at]] = chunk[at]
+            calls[indices[at]] = marshal.dumps(tuple(chunk[at]))
         if self.batcher is not None:
             step = self.batcher.step
             for index, call in zip(indices, chunk):
@@ -148,7 +161,7 @@ class Candidates:
     def _keep_window(self, closed: Optional[Closed]) -> None:
         if closed is not None and closed[3][0][0] in self.calls:
             rows = closed[3]
-            self.windows[rows[0][0]] = tuple(call for _, call in rows)
+            self.windows[rows[0][0]] = marshal.dumps(tuple(tuple(call) for _, call in rows))
 
     def export(self) -> Drawn:
         """What the task gives back: per method the ``keep`` smallest (priority, index), smallest first, their calls,

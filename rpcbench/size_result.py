@@ -100,7 +100,7 @@ class SizePass:
         calls of smallest seeded priority), in trace and call order."""
         calls: List[Call] = []
         for i, indices in sorted(self._sample_indices(size).items()):
-            calls.extend(self.traces[i].drawn.calls[index] for index in sorted(indices))
+            calls.extend(self.traces[i].drawn.call(index) for index in sorted(indices))
         return calls
 
     def _sample_indices(self, size: int) -> Dict[int, Set[int]]:
@@ -120,8 +120,8 @@ class SizePass:
         batched = next((p for p in self.config.wire if p.batched), None)
         if batched is None:  # (a trace whose timestamps drop it has no windows)
             return None
-        windows = [window for i, wanted in sorted(self._sample_indices(size).items())
-                   for first, window in self.traces[i].drawn.windows.items() if first in wanted]
+        windows = [self.traces[i].drawn.window(first) for i, wanted in sorted(self._sample_indices(size).items())
+                   for first in self.traces[i].drawn.windows if first in wanted]
         return PacketPlan(batched.text, batched.mtu, tuple(windows)) if windows else None
 
     def figures(self, tally: CodecTally, trace: Optional[TracePass] = None) -> PassFigures:

@@ -119,7 +119,7 @@ def test_candidates_are_the_calls_of_smallest_priority_per_method(keep):
         ranked.setdefault(call.method, []).append((priority(9, 0, index, 1), index))
     drawn = candidates.export()
     assert drawn.ranked == {m: tuple(heapq.nsmallest(keep, found)) for m, found in ranked.items()}
-    assert drawn.calls == {i: calls[i] for pairs in drawn.ranked.values() for _, i in pairs}
+    assert {i: drawn.call(i) for i in drawn.calls} == {i: calls[i] for pairs in drawn.ranked.values() for _, i in pairs}
 
 
 @pytest.mark.parametrize("shuffled", [False, True])
