@@ -23,7 +23,8 @@ from .registry import Registry
 from .sampling import SIZE_SALT, TIMING_SALT, Candidates, SamplePlan, priorities
 from .tally import CodecTally, check_batch, check_call, send_rest
 from .trace_index import TraceIndex
-from .wire import TRANSPORTS, Batcher, TraceWire, WirePolicy
+from .tick import TraceWire
+from .wire import TRANSPORTS, Batcher, WirePolicy
 
 
 @dataclass(frozen=True)

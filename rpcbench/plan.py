@@ -30,7 +30,7 @@ from .registry import Registry
 from .sampling import SamplePlan
 from .trace_index import TraceIndex, index_traces
 from .training import Training, train_dictionaries, wanted
-from .wire import DETECT_CALLS, MIN_GAPS, TraceWire, trace_wire
+from .tick import DETECT_CALLS, MIN_GAPS, TraceWire, trace_wire
 
 log = logging.getLogger("rpcbench")
 

@@ -26,7 +26,7 @@ from .plan import Plan
 from .sampling import NOTHING_DRAWN, Drawn
 from .size_result import ProblemKey, SizePass, TracePass
 from .tally import CodecTally
-from .wire import TraceWire
+from .tick import TraceWire
 
 log = logging.getLogger("rpcbench")
 

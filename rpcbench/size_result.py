@@ -27,7 +27,8 @@ from .results import Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import Drawn, SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
-from .wire import TRANSPORTS, TraceWire, wire_figures
+from .tick import TraceWire
+from .wire import TRANSPORTS, wire_figures
 
 log = logging.getLogger("rpcbench")
 ProblemKey = Tuple[str, Tuple[str, str]]  #: (codec, (problem kind, feature))

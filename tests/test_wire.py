@@ -21,8 +21,8 @@ from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry
 from rpcbench.simulate import simulate_profile
 from rpcbench.tally import CodecTally, check_call, send_rest
-from rpcbench.wire import (Batcher, WirePolicy, WireTally, detect_tick, framed, leb128, packets, parse_policies,
-                           unframe)
+from rpcbench.tick import detect_tick
+from rpcbench.wire import Batcher, WirePolicy, WireTally, framed, leb128, packets, parse_policies, unframe
 
 REPO = Path(__file__).resolve().parent.parent
 CODECS = {"json": (ref.encode_json, False), "msgpack": (ref.encode_msgpack, False),
