@@ -213,16 +213,15 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
 
 def _size_runs(plan: SamplePlan, trace: int, indices: List[int],
                in_order: bool) -> Iterator[Tuple[bool, List[int]]]:
-    """A chunk's positions split by ``--size-fraction``: (measured or not, positions). Measured ones come as one
-    run; ``in_order`` (a codec reads the skipped calls too) keeps the chunk's order, run by run."""
+    """A chunk's positions split by ``--size-fraction``: (measured or not, positions). Without ``in_order`` (no
+    codec reads the skipped calls) the measured ones come as one run and the skipped ones not at all; with it,
+    the chunk's order, run by run."""
     if plan.size_fraction >= 1:
         yield True, list(range(len(indices)))
         return
     kept = priorities(plan.seed, trace, np.array(indices, np.uint64), SIZE_SALT) < plan.size_fraction
     if not in_order:
         yield True, np.flatnonzero(kept).tolist()
-        if not kept.all():
-            yield False, np.flatnonzero(~kept).tolist()
         return
     for keep, run in itertools.groupby(range(len(indices)), key=lambda i: bool(kept[i])):
         yield keep, list(run)
