@@ -1,9 +1,9 @@
 """The measurement core against its references: every ratio of issue 28 side by side in one run.
 
     python bench/core.py [--rounds 3] [--run-rounds 2] [--sections read,runs,pass,dask,memory] [--cache DIR]
-                         [--read-calls 30000] [--run-calls 30000] [--pass-calls 20000]
+                         [--read-calls 30000] [--run-calls 30000[,150000,...]] [--pass-calls 20000]
                          [--fleet-traces 4] [--fleet-calls 20500] [--memory-calls 100000]
-    python bench/core.py --full       # the issue's sizes: 300,000 / 150,000 / 300,000 / 1,000,000 calls
+    python bench/core.py --full       # the issue's sizes: 300,000 / 150,000 and 300,000 / 300,000 / 1,000,000 calls
 
 Each ratio is measured against its reference in the same run, the two taking turns round by
 round (``_common.side_by_side``), and compares their medians, so that a shared machine's drift
@@ -52,7 +52,7 @@ from rpcbench.registry import Registry
 
 MINECRAFT = _common.REPO / "tests" / "data" / "minecraft_packets.jsonl"
 SECTIONS = ("read", "runs", "pass", "dask", "memory")
-FULL = {"read_calls": 300_000, "run_calls": 150_000, "pass_calls": 300_000, "memory_calls": 1_000_000}
+FULL = {"read_calls": 300_000, "run_calls": [150_000, 300_000], "pass_calls": 300_000, "memory_calls": 1_000_000}
 FLEET_CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1"
 Row = List[str]  # one line of the summary: ratio, measured, reference, value, target
 
@@ -152,17 +152,27 @@ def own_work_s(doc: Dict[str, Any]) -> float:
 
 
 def runs_section(args: argparse.Namespace) -> List[Row]:
-    """Section 2: the floor's share of a default run, and a default run over the codecs' own work."""
-    trace = str(scale.trace_for(args.run_calls, args.cache, 1, "dict"))
+    """Section 2: the floor's share of a default run, and a default run over the codecs' own work, at each of
+    ``--run-calls``."""
+    return [row for calls in args.run_calls for row in default_runs(calls, args)]
+
+
+def default_runs(calls: int, args: argparse.Namespace) -> List[Row]:
+    """Section 2 on a dict-profile trace of ``calls`` calls: a default run and one with --no-floor in turns."""
+    trace = str(scale.trace_for(calls, args.cache, 1, "dict"))
     print(f"default runs: {trace}", flush=True)
     got = _common.side_by_side({"default run": lambda: cli_run(["--trace", trace]),
                                 "--no-floor": lambda: cli_run(["--trace", trace, "--no-floor"])}, args.run_rounds)
     run, no_floor = got["default run"]["wall"], got["--no-floor"]["wall"]
     own = own_work_s(got["default run"]["figures"])
-    return [["floor's share of a default run", f"default {run:.1f} s", f"--no-floor {no_floor:.1f} s",
-             f"{1 - no_floor / run:.0%}", "<= 10 %"],
-            ["default run / codecs' own work", f"default {run:.1f} s", f"own work {own:.1f} s", f"{run / own:.2f}x",
-             "<= 1.75x"]]
+    floor = got["default run"]["figures"]["trace"]["floor"]
+    how = (f"estimated ± {floor['ci_half_width']:.2f} B/call, {floor['compressed_share']:.0%} compressed"
+           if floor.get("estimated") else "exact")
+    return [[f"floor's share of a default run, {calls:,} calls", f"default {run:.1f} s",
+             f"--no-floor {no_floor:.1f} s", f"{1 - no_floor / run:.1%}", "<= 10 %"],
+            [f"  its floor: {floor['bytes_per_call']:.2f} B/call, {how}, {floor['seconds']:.1f} s", "", "", "", ""],
+            [f"default run / codecs' own work, {calls:,} calls", f"default {run:.1f} s", f"own work {own:.1f} s",
+             f"{run / own:.2f}x", "<= 1.75x"]]
 
 
 # 3. the size pass
@@ -251,7 +261,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--run-rounds", type=int, default=2, help="rounds of the default runs, the longest (default: 2)")
     p.add_argument("--sections", default=",".join(SECTIONS), help="which, of %(default)s")
     p.add_argument("--read-calls", type=int, default=30_000)
-    p.add_argument("--run-calls", type=int, default=30_000)
+    p.add_argument("--run-calls", type=lambda text: [int(n) for n in text.split(",")], default=[30_000],
+                   help="calls of the default runs' traces, one or more (default: 30000; --full: 150000,300000)")
     p.add_argument("--pass-calls", type=int, default=20_000)
     p.add_argument("--fleet-traces", type=int, default=4)
     p.add_argument("--fleet-calls", type=int, default=20_500, help="calls per trace of the fleet: fewer weigh the "

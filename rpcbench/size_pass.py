@@ -20,7 +20,7 @@ from rpc_capture.stats import TraceStats
 
 from .errors import BenchError
 from .executors import Executor, Task
-from .floor import floor_figures
+from .floor import FloorTotals, floor_figures
 from .pieces import FloorTask, LinkTask, Piece, PieceTask, plan_pieces
 from .plan import Plan
 from .sampling import NOTHING_DRAWN, Drawn
@@ -74,7 +74,7 @@ class _TraceMerge:
     measured: int = 0
     drawn: Drawn = NOTHING_DRAWN
     reader: Dict[str, Any] = field(default_factory=dict)
-    floor: Optional[Dict[str, Any]] = None
+    floor: Optional[FloorTotals] = None
     link: Dict[str, Any] = field(default_factory=dict)  #: per codec, its lossy link replays (:class:`LinkTask`)
 
     def absorb(self, summary: Dict[str, Any]) -> None:
