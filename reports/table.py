@@ -350,9 +350,9 @@ def _floor_estimate(floor: Dict[str, Any]) -> str:
     """What an estimated floor (rpcbench.floor: a trace over its budget) took and how sure it is; "" if exact."""
     if not floor.get("estimated"):
         return ""
-    return (f" (x floor~: estimated, ± {floor['ci_half_width']:.1f} B/call at 95 %, and a little high: "
-            f"{floor['compressed_share']:.0%} of the JSON compressed, each long stream's start whole and the rest at "
-            "the rate of windows spread over it)")
+    return (f" (x floor~: estimated, ± {floor['ci_half_width']:.1f} B/call at 95 %: {floor['compressed_share']:.0%} "
+            "of the JSON compressed, each long stream's start whole and the rest at the rate of windows spread "
+            "over it)")
 
 
 def _floor_compressors(floor: Dict[str, Any]) -> str:
