@@ -14,8 +14,9 @@ before and after it is rebuilt. Sections:
 1. read: ``open_trace`` calls/s against ``marshal.loads`` of the same calls stored in batches of
    128, on the dict profile and on another shape (the real Minecraft calls of tests/data,
    repeated to the same count); a JSON Lines copy of the dict trace against ``json.loads`` per line.
-2. runs: a default run (``--no-report``) with and without ``--no-floor`` on the dict profile: the
-   floor's share of the run, and the run over the codecs' own work (each codec's encode + decode
+2. runs: a default run (``--no-report``) with and without ``--no-floor`` on the dict profile, at each
+   of ``--run-calls``: the floor's share of the run (and the floor it took: exact, or estimated beyond
+   its budget with its interval), and the run over the codecs' own work (each codec's encode + decode
    median µs x its measured calls, divided by the cores used, from the same run's results.json).
    The timing phase costs about the same whatever the trace's length, so on the default 30,000
    calls this ratio reads higher than on the issue's 150,000 (``--full``).
@@ -38,6 +39,8 @@ import argparse
 import json
 import marshal
 import os
+import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -161,15 +164,29 @@ def default_runs(calls: int, args: argparse.Namespace) -> List[Row]:
     """Section 2 on a dict-profile trace of ``calls`` calls: a default run and one with --no-floor in turns."""
     trace = str(scale.trace_for(calls, args.cache, 1, "dict"))
     print(f"default runs: {trace}", flush=True)
-    got = _common.side_by_side({"default run": lambda: cli_run(["--trace", trace]),
-                                "--no-floor": lambda: cli_run(["--trace", trace, "--no-floor"])}, args.run_rounds)
+    cpu: Dict[str, List[float]] = {"default run": [], "--no-floor": []}
+
+    def run_of(name: str, extra: List[str]) -> Callable[[], Tuple[float, Dict[str, Any]]]:
+        def one() -> Tuple[float, Dict[str, Any]]:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall, doc = cli_run(["--trace", trace, *extra])
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            return wall, doc
+        return one
+
+    got = _common.side_by_side({"default run": run_of("default run", []),
+                                "--no-floor": run_of("--no-floor", ["--no-floor"])}, args.run_rounds)
     run, no_floor = got["default run"]["wall"], got["--no-floor"]["wall"]
+    run_cpu, no_floor_cpu = statistics.median(cpu["default run"]), statistics.median(cpu["--no-floor"])
     own = own_work_s(got["default run"]["figures"])
     floor = got["default run"]["figures"]["trace"]["floor"]
     how = (f"estimated ± {floor['ci_half_width']:.2f} B/call, {floor['compressed_share']:.0%} compressed"
            if floor.get("estimated") else "exact")
     return [[f"floor's share of a default run, {calls:,} calls", f"default {run:.1f} s",
              f"--no-floor {no_floor:.1f} s", f"{1 - no_floor / run:.1%}", "<= 10 %"],
+            ["  the same in CPU s of the run's processes", f"default {run_cpu:.1f}", f"--no-floor {no_floor_cpu:.1f}",
+             f"{1 - no_floor_cpu / run_cpu:.1%}", ""],
             [f"  its floor: {floor['bytes_per_call']:.2f} B/call, {how}, {floor['seconds']:.1f} s", "", "", "", ""],
             [f"default run / codecs' own work, {calls:,} calls", f"default {run:.1f} s", f"own work {own:.1f} s",
              f"{run / own:.2f}x", "<= 1.75x"]]
