@@ -25,7 +25,7 @@ from .link import link_figures, merged
 from .link_replay import LinkReplays
 from .packet_timing import PacketPlan
 from .reader_info import ReaderInfo, reader_record
-from .results import Problem
+from .results import Estimate, Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import Drawn, SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
@@ -41,7 +41,7 @@ class PassFigures:
     """What the size pass adds to a codec's tally for its row of the results (:meth:`SizePass.figures`)."""
 
     problems: Tuple[Problem, ...]  #: each with the trace its example came from
-    estimate: Optional[Dict[str, Any]]  #: a sampled pass's estimates with their intervals (None: every call)
+    estimate: Optional[Estimate]  #: a sampled pass's estimates with their intervals (None: every call)
     wire: Tuple[Dict[str, Any], ...]  #: its packets per --wire policy (none once the codec failed)
     link: Tuple[Dict[str, Any], ...] = ()  #: its replays over the lossy link per policy and loss rate (--loss)
 

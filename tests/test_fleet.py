@@ -211,11 +211,11 @@ def test_sampled_size_pass_gives_intervals_that_hold_the_exact_figure(fleet_dir,
     assert 1500 < guess.settings["size_pass_calls"] < 2500
     for codec in ("json", "msgpack"):
         estimate = guess.result(codec).estimate
-        low, _, high = estimate["bytes_total"]
+        low, _, high = estimate.bytes_total
         assert low <= truth.result(codec).sizes.total <= high
-        low, _, high = estimate["bytes_mean"]
+        low, _, high = estimate.bytes_mean
         assert low <= truth.result(codec).sizes.mean <= high
-        assert estimate["of_calls"] == truth.trace["calls"] == 7300
+        assert estimate.of_calls == truth.trace["calls"] == 7300
     assert truth.result("json").estimate is None
 
 
