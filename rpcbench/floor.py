@@ -189,7 +189,7 @@ class Stream:
             jobs.append(self._window(start, start + length - rated, self._call_at(start + length), prefix))
         return jobs
 
-    def _window(self, start: float, mark: float, last: int, least: int = 0) -> Job:
+    def _window(self, start: float, mark: float, last: int, least: int) -> Job:
         """The calls from JSON byte ``start`` to call ``last``, marked at byte ``mark`` (at least a call each
         side of the mark; none before call ``least``)."""
         last = min(len(self.parts), max(last, least + 2))
