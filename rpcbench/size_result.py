@@ -20,10 +20,12 @@ from rpc_capture.stats import TraceStats
 
 from .config import RunConfig
 from .environment import file_sha256
-from .floor import floor_figures
+from .floor import FloorFigures, FloorTotals, floor_figures
 from .link import link_figures, merged
+from .link_replay import LinkReplays
 from .packet_timing import PacketPlan
-from .results import Problem
+from .reader_info import ReaderInfo, reader_record
+from .results import Estimate, Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import Drawn, SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
@@ -39,7 +41,7 @@ class PassFigures:
     """What the size pass adds to a codec's tally for its row of the results (:meth:`SizePass.figures`)."""
 
     problems: Tuple[Problem, ...]  #: each with the trace its example came from
-    estimate: Optional[Dict[str, Any]]  #: a sampled pass's estimates with their intervals (None: every call)
+    estimate: Optional[Estimate]  #: a sampled pass's estimates with their intervals (None: every call)
     wire: Tuple[Dict[str, Any], ...]  #: its packets per --wire policy (none once the codec failed)
     link: Tuple[Dict[str, Any], ...] = ()  #: its replays over the lossy link per policy and loss rate (--loss)
 
@@ -53,18 +55,19 @@ class TracePass:
     stats: TraceStats
     measured: int  #: calls the size pass measured (all, unless --sample-calls)
     drawn: Drawn  #: the timing sample's candidates, their calls and windows
-    reader: Dict[str, Any]  #: what only the reader of the file's end knows (format, damage, recorder)
-    floor: Optional[Dict[str, Any]]  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
+    reader: Optional[ReaderInfo]  #: what only the reader of the file's end knows (None: no task read to it)
+    floor: Optional[FloorTotals]  #: the floor's sums (None: --no-floor)
     wire: TraceWire  #: its --wire policies, resolved by the tick its timestamps show (from the plan)
-    link: Dict[str, Any]  #: per codec, its lossy link replays (--loss; :class:`rpcbench.pieces.LinkTask`)
+    link: Optional[LinkReplays]  #: its lossy link replays (None without --loss; :class:`rpcbench.pieces.LinkTask`)
 
     def entry(self) -> Dict[str, Any]:
         """What results.json records of this trace."""
-        return {"path": self.path, "format": self.reader.get("format"), "sha256": file_sha256(self.path),
-                "file_bytes": _file_bytes(self.path), "metadata": self.reader.get("metadata"),
-                **self.stats.summary(), "truncated_bytes": self.reader.get("truncated_bytes"),
-                "salvaged": self.reader.get("salvaged"), "recorder": self.reader.get("recorder"),
-                "measured_calls": self.measured, "floor": floor_figures([self.floor])}
+        reader = reader_record(self.reader)
+        return {"path": self.path, "format": reader["format"], "sha256": file_sha256(self.path),
+                "file_bytes": _file_bytes(self.path), "metadata": reader["metadata"],
+                **self.stats.summary(), "truncated_bytes": reader["truncated_bytes"],
+                "salvaged": reader["salvaged"], "recorder": reader["recorder"],
+                "measured_calls": self.measured, "floor": floor_record(floor_figures([self.floor]))}
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class SizePass:
     tallies: Tuple[CodecTally, ...]  #: every trace's tallies merged
     stats: TraceStats  #: every trace's statistics merged (connections kept apart per trace)
     example_trace: Dict[ProblemKey, str]  #: the trace of each problem's example
-    floor: Optional[Dict[str, Any]]  #: the floor of every trace together (None: --no-floor)
+    floor: Optional[FloorFigures]  #: the floor of every trace together (None: --no-floor)
     dask: Optional[Dict[str, Any]]  #: the cluster the pass ran on
 
     @property
@@ -141,15 +144,15 @@ class SizePass:
     def _link(self, name: str, trace: Optional[TracePass]) -> Tuple[Dict[str, Any], ...]:
         """A codec's lossy link figures, of one ``trace`` or merged over every trace (per policy and rate, in the
         order of --wire and --loss; none when a replay of it failed, which is logged)."""
-        replays = [t.link.get(name) for t in ([trace] if trace else self.traces) if self.config.link.loss]
-        failed = next((r["error"] for r in replays if isinstance(r, dict)), None)
+        replays = [t.link for t in ([trace] if trace else self.traces) if t.link is not None]
+        failed = next((r.errors[name] for r in replays if name in r.errors), None)
         if failed or not replays:
             if failed:
                 log.warning("%s: %s", name, failed)
             return ()
         together: Dict[Tuple[str, float], List[Dict[str, Any]]] = {}
-        for states in replays:
-            for policy, rate, state in states or ():
+        for replayed in replays:
+            for policy, rate, state in replayed.states.get(name, ()):
                 together.setdefault((policy, rate), []).append(state)
         return tuple(link_figures(policy, rate, merged(states)) for (policy, rate), states in together.items())
 
@@ -167,7 +170,7 @@ class SizePass:
         the dictionaries' summary)."""
         entries = [t.entry() for t in self.traces]
         return {**(entries[0] if len(entries) == 1 else self._together(entries)), "traces": len(entries),
-                "training": training, "floor": self.floor, "per_connection": self._per_connection()}
+                "training": training, "floor": floor_record(self.floor), "per_connection": self._per_connection()}
 
     def _together(self, entries: List[Dict[str, Any]]) -> Dict[str, Any]:
         """The record of several traces: sums, merged statistics, each trace's damage notes."""
@@ -190,6 +193,11 @@ class SizePass:
                 pairs = [tally.by_connection.get(conn, (0, 0)) for conn in spans]
                 by_codec[tally.codec.name] = {name: [p[i] for p in pairs] for i, name in enumerate(CONNECTION_BYTES)}
         return {**traffic, "bytes": by_codec}
+
+
+def floor_record(floor: Optional[FloorFigures]) -> Optional[Dict[str, Any]]:
+    """What results.json keeps of a floor (null with --no-floor)."""
+    return floor.record() if floor else None
 
 
 def _file_bytes(path: str) -> int:

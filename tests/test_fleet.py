@@ -214,12 +214,14 @@ def test_sampled_size_pass_gives_intervals_that_hold_the_exact_figure(fleet_dir,
     assert 1500 < guess.settings["size_pass_calls"] < 2500
     for codec in ("json", "msgpack"):
         estimate = guess.result(codec).estimate
-        low, _, high = estimate["bytes_total"]
+        low, _, high = estimate.bytes_total
         assert low <= truth.result(codec).sizes.total <= high
-        low, _, high = estimate["bytes_mean"]
+        low, _, high = estimate.bytes_mean
         assert low <= truth.result(codec).sizes.mean <= high
-        assert estimate["of_calls"] == truth.trace["calls"] == 7300
+        assert estimate.of_calls == truth.trace["calls"] == 7300
     assert truth.result("json").estimate is None
+    written = json.loads((sampled / "results.json").read_text(encoding="utf-8"))
+    assert json.loads(json.dumps(guess.to_json()))["results"] == written["results"]  # the estimates read back whole
 
 
 def test_fleet_with_timing_writes_a_report(fleet_dir, tmp_path):
@@ -431,7 +433,7 @@ def _states(tallies) -> list:
 def _figures(size_pass: SizePass) -> dict:
     """Everything the size pass gives but its clock: tallies, statistics, floor, the timing sample."""
     tallies = _states(size_pass.tallies)
-    floor = {k: v for k, v in (size_pass.floor or {}).items() if k != "seconds"}
+    floor = dataclasses.replace(size_pass.floor, seconds=0.0) if size_pass.floor else None
     return {"tallies": tallies, "stats": size_pass.stats.summary(), "floor": floor, "sample": size_pass.sample(300),
             "held": size_pass.sampling.held, "measured": size_pass.measured}
 
@@ -471,10 +473,10 @@ def test_a_fleet_floor_is_its_traces_floors_summed(fleet_dir):
     for trace in traces:
         one = run_pass(make_pass(dataclasses.replace(config, trace=trace, traces=())))
         alone.append(one.floor)
-    assert fleet.floor["calls"] == sum(f["calls"] for f in alone) == 5600
-    best = sum(f["bytes_per_call"] * f["calls"] for f in alone) / 5600
-    assert fleet.floor["bytes_per_call"] == pytest.approx(best, rel=1e-12)
-    assert [t.entry()["floor"]["bytes_per_call"] for t in fleet.traces] == [f["bytes_per_call"] for f in alone]
+    assert fleet.floor.calls == sum(f.calls for f in alone) == 5600
+    best = sum(f.bytes_per_call * f.calls for f in alone) / 5600
+    assert fleet.floor.bytes_per_call == pytest.approx(best, rel=1e-12)
+    assert [t.entry()["floor"]["bytes_per_call"] for t in fleet.traces] == [f.bytes_per_call for f in alone]
 
 
 def test_sizes_only_with_and_without_dask_write_the_same_figures(tmp_path):
