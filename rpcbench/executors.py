@@ -23,6 +23,7 @@ import pickle
 import queue
 import select
 import signal
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
@@ -300,8 +301,10 @@ class OnDask:
         self.cluster: Any = None
         self.threads = 0  #: the cluster's worker threads
         self.info: Optional[Dict[str, Any]] = None  #: the cluster: scheduler, workers, dashboard
+        self.ctrl_c = CtrlC()
 
     def __enter__(self) -> "OnDask":
+        self.ctrl_c = CtrlC().__enter__()
         self.client, self.cluster = connect(self.spec)
         workers = self.client.scheduler_info().get("workers", {})
         self.threads = sum(w.get("nthreads", 1) for w in workers.values())
@@ -335,7 +338,7 @@ class OnDask:
         out: List[Any] = [None] * len(tasks)
         done, total = 0, calls_of(tasks)
         for n in range(1, len(tasks) + 1):
-            future = _next(finished)
+            future = _next(finished, self.ctrl_c)
             if waiting:
                 send()
             out[position[future.key]] = _result(future)
@@ -344,16 +347,53 @@ class OnDask:
         return out
 
     def __exit__(self, *exc: Any) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        try:
+            if self.client is not None:
+                self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+        finally:
+            self.ctrl_c.__exit__(*exc)
 
 
-def _next(finished: "queue.Queue[Any]") -> Any:
-    """The next future done, waited for a second at a time: a wait without a timeout is not woken by Ctrl-C
-    when the signal lands on one of Dask's threads, and the run would hang instead of stopping."""
+class CtrlC:
+    """While a Dask client (and a local cluster) runs in this process, Ctrl-C is noted by a handler and raised as
+    KeyboardInterrupt where the run waits (:meth:`check`) or as the cluster closes: raised wherever the main thread
+    happens to be, it can land in one of Dask's callbacks on that thread (its garbage-collection diagnosis), which
+    prints a traceback and drops it. Only in the main thread, and only where Ctrl-C raises KeyboardInterrupt (a
+    run started with SIGINT ignored keeps ignoring it)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.previous: Any = None
+
+    def __enter__(self) -> "CtrlC":
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, *_: Any) -> None:
+        self.seen = True
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt if Ctrl-C was pressed."""
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+        if exc[0] is None:
+            self.check()
+
+
+def _next(finished: "queue.Queue[Any]", ctrl_c: CtrlC) -> Any:
+    """The next future done, waited for a second at a time (a wait without a timeout is not woken by Ctrl-C when
+    the signal lands on one of Dask's threads), Ctrl-C checked in between."""
     while True:
+        ctrl_c.check()
         try:
             return finished.get(timeout=1.0)
         except queue.Empty:

@@ -310,8 +310,8 @@ def test_a_local_cluster_that_cannot_start_is_one_line(fleet_dir, tmp_path, monk
     saying why, exit 2, no results folder."""
     monkeypatch.setenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", '["no_such_preload_module"]')
     out = tmp_path / "out"
-    done = run_bench("--trace", fleet_dir / "a.rpct", "--codecs", "json", "--dask", "local:2", "--sizes-only", "--out", out,
-                     "--no-report", "--quiet")
+    done = run_bench("--trace", fleet_dir / "a.rpct", "--codecs", "json", "--dask", "local:2", "--sizes-only",
+                     "--out", out, "--no-report", "--quiet")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines() == [
         "run_bench.py: error: --dask local:2: the cluster did not start (No module named 'no_such_preload_module')"]
