@@ -304,8 +304,8 @@ class OnDask:
         self.ctrl_c = CtrlC()
 
     def __enter__(self) -> "OnDask":
-        self.ctrl_c = CtrlC().__enter__()
         self.client, self.cluster = connect(self.spec)
+        self.ctrl_c.__enter__()
         workers = self.client.scheduler_info().get("workers", {})
         self.threads = sum(w.get("nthreads", 1) for w in workers.values())
         self.info = {"scheduler": self.client.scheduler.address, "workers": len(workers),
