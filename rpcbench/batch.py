@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rpc_capture import C2S, Call
+from rpc_capture.stats import TraceStats
 
 from .codec import Codec
 from .fidelity import OTHER, pickled
 from .round_trip import Outcome, compressed, encode_failed, error_text, judged, not_bytes
 
 BATCH = 128  #: calls per batch, as a binary trace stores them
+_LATEST, _EARLIEST = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
 class Grouping:
@@ -55,7 +58,7 @@ class CallBatch:
 
     def __init__(self, indices: List[int], calls: List[Call]) -> None:
         self.indices, self.calls = indices, calls
-        methods, args, _, dirs, conns, *_ = zip(*calls)
+        methods, args, self._times, dirs, conns, *_ = zip(*calls)
         self.methods, self.directions = Grouping(methods), Grouping(dirs)
         self.connections = Grouping(conns)
         self._by_connection_way = self.connections.of * 2 + np.array(
@@ -71,6 +74,27 @@ class CallBatch:
         keys = self.connections.keys
         sums = np.bincount(self._by_connection_way, weights, 2 * len(keys)).astype(np.int64).tolist()
         return zip(keys, sums[0::2], sums[1::2])
+
+    def trace_stats(self) -> TraceStats:
+        """The batch's trace statistics, as :meth:`TraceStats.add` of each call counts them, from the groupings the
+        tallies use (merged into a piece's by :meth:`TraceStats.merge`: keys in order of first appearance, each
+        connection's span from its earliest to its latest timestamp, whatever their order)."""
+        try:
+            times = np.array(self._times, np.int64)
+        except OverflowError:  # a timestamp beyond 64 bits (no clock gives one): counted call by call
+            stats = TraceStats()
+            stats.add_all(self.calls)
+            return stats
+        conns = self.connections
+        lows, highs = np.full(len(conns.keys), _LATEST), np.full(len(conns.keys), _EARLIEST)
+        np.minimum.at(lows, conns.of, times)
+        np.maximum.at(highs, conns.of, times)
+        ways = np.bincount(self._by_connection_way, minlength=2 * len(conns.keys)).tolist()
+        spans = {conn: [low, high, c2s, s2c] for conn, low, high, c2s, s2c in
+                 zip(conns.keys, lows.tolist(), highs.tolist(), ways[0::2], ways[1::2])}
+        return TraceStats(len(self.calls), *(Counter(dict(zip(g.keys, g.counts))) for g in
+                                             (self.methods, self.directions, conns)),
+                          spans, min(lows.tolist()), max(highs.tolist()))
 
     def same_as_sent(self, back: List[Any]) -> bool:
         """Is every decoded value exactly the (method, args) tuple sent? One pickle per side, compared: in fast

@@ -134,3 +134,18 @@ def test_trace_statistics_of_batches_are_those_of_calls(shuffled):
         batched.add_all(calls[start:start + BATCH])
     assert batched == one
     assert list(batched.spans) == list(one.spans) and list(batched.methods) == list(one.methods)
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_trace_statistics_from_a_batchs_groupings_are_those_of_calls(shuffled):
+    calls = [*open_trace(str(TRACES["dict"])), Call("x", [], 5, "c2s", "late"), Call("y", [], 1 << 70, "s2c", 7)]
+    if shuffled:  # timestamps out of order
+        random.Random(3).shuffle(calls)
+    one, batched = TraceStats(), TraceStats()
+    for call in calls:
+        one.add(call)
+    for start in range(0, len(calls), BATCH):
+        batched.merge(CallBatch(list(range(start, start + BATCH)), calls[start:start + BATCH]).trace_stats())
+    assert batched == one
+    assert [list(getattr(batched, name)) for name in ("spans", "methods", "directions", "connections")] == \
+        [list(getattr(one, name)) for name in ("spans", "methods", "directions", "connections")]
