@@ -38,6 +38,10 @@ class Grouping:
         self.of = np.fromiter(map(position.__getitem__, values), np.intp, len(values))
         self.counts: List[int] = np.bincount(self.of, minlength=len(self.keys)).tolist()
 
+    def counter(self) -> Counter:
+        """The calls per key, as a ``Counter`` (keys in order of first appearance)."""
+        return Counter(dict(zip(self.keys, self.counts)))
+
     def sums(self, weights: np.ndarray) -> List[int]:
         """The sum of ``weights`` (one per call) per key (exact: a batch's bytes are far below 2**53)."""
         return np.bincount(self.of, weights, len(self.keys)).astype(np.int64).tolist()
@@ -92,9 +96,8 @@ class CallBatch:
         ways = np.bincount(self._by_connection_way, minlength=2 * len(conns.keys)).tolist()
         spans = {conn: [low, high, c2s, s2c] for conn, low, high, c2s, s2c in
                  zip(conns.keys, lows.tolist(), highs.tolist(), ways[0::2], ways[1::2])}
-        return TraceStats(len(self.calls), *(Counter(dict(zip(g.keys, g.counts))) for g in
-                                             (self.methods, self.directions, conns)),
-                          spans, min(lows.tolist()), max(highs.tolist()))
+        return TraceStats(len(self.calls), self.methods.counter(), self.directions.counter(), conns.counter(), spans,
+                          min(lows.tolist()), max(highs.tolist()))
 
     def same_as_sent(self, back: List[Any]) -> bool:
         """Is every decoded value exactly the (method, args) tuple sent? One pickle per side, compared: in fast
