@@ -15,9 +15,11 @@ from rpc_capture import Call, open_trace
 from rpc_capture.stats import TraceStats
 from rpcbench.batch import BATCH, CallBatch
 from rpcbench.codec import Codec
+from rpcbench.config import RunConfig
 from rpcbench.fidelity import Limit
+from rpcbench.pieces import Piece, tally_piece
 from rpcbench.registry import Registry
-from rpcbench.sampling import Candidates, priorities, priority
+from rpcbench.sampling import Candidates, SamplePlan, priorities, priority
 from rpcbench.tally import CodecTally, check_batch, check_call
 from rpcbench.wire import PER_CALL, WirePolicy
 
@@ -149,3 +151,16 @@ def test_trace_statistics_from_a_batchs_groupings_are_those_of_calls(shuffled):
     assert batched == one
     assert [list(getattr(batched, name)) for name in ("spans", "methods", "directions", "connections")] == \
         [list(getattr(one, name)) for name in ("spans", "methods", "directions", "connections")]
+
+
+def test_a_piece_with_nothing_to_time_draws_no_candidates_and_counts_the_same():
+    config = RunConfig(trace=str(TRACES["dict"]), codecs=("msgpack", "json"))
+    piece = Piece(0, config.trace, config.codecs)
+    timed, untimed = (tally_piece(config, piece, SamplePlan(1, keep)) for keep in (50, 0))  # 0: --sizes-only
+
+    def counted(summary):
+        tallies = [{k: v for k, v in state.items() if k not in ("ns", "wire")} for state in summary["tallies"]]
+        return tallies, summary["stats"], summary["measured"]
+    assert untimed["candidates"].ranked == {} and untimed["candidates"].calls == {}
+    assert sum(map(len, timed["candidates"].ranked.values())) > 50
+    assert counted(untimed) == counted(timed) and timed["measured"] == timed["stats"].calls > 0
