@@ -159,8 +159,8 @@ def test_a_piece_with_nothing_to_time_draws_no_candidates_and_counts_the_same():
     timed, untimed = (tally_piece(config, piece, SamplePlan(1, keep)) for keep in (50, 0))  # 0: --sizes-only
 
     def counted(summary):
-        tallies = [{k: v for k, v in state.items() if k not in ("ns", "wire")} for state in summary["tallies"]]
-        return tallies, summary["stats"], summary["measured"]
-    assert untimed["candidates"].ranked == {} and untimed["candidates"].calls == {}
-    assert sum(map(len, timed["candidates"].ranked.values())) > 50
-    assert counted(untimed) == counted(timed) and timed["measured"] == timed["stats"].calls > 0
+        tallies = [{k: v for k, v in state.items() if k not in ("ns", "wire")} for state in summary.tallies]
+        return tallies, summary.count.stats, summary.count.measured
+    assert untimed.count.drawn.ranked == {} and untimed.count.drawn.calls == {}
+    assert sum(map(len, timed.count.drawn.ranked.values())) > 50
+    assert counted(untimed) == counted(timed) and timed.count.measured == timed.count.stats.calls > 0
