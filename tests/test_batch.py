@@ -124,30 +124,24 @@ def test_candidates_are_the_calls_of_smallest_priority_per_method(keep):
     assert {i: drawn.call(i) for i in drawn.calls} == {i: calls[i] for pairs in drawn.ranked.values() for _, i in pairs}
 
 
+BATCH_STATS = {"add_all": lambda stats, indices, calls: stats.add_all(calls),
+               "groupings": lambda stats, indices, calls: stats.merge(CallBatch(indices, calls).trace_stats())}
+
+
+@pytest.mark.parametrize("way", BATCH_STATS)
 @pytest.mark.parametrize("shuffled", [False, True])
-def test_trace_statistics_of_batches_are_those_of_calls(shuffled):
-    calls = [*open_trace(str(TRACES["dict"])), Call("x", [], 5, "c2s", "late")]
+def test_trace_statistics_of_batches_are_those_of_calls(shuffled, way):
+    """TraceStats.add_all of a batch, and a batch's statistics from its groupings merged, against add per call
+    (a timestamp beyond 64 bits too)."""
+    calls = [*open_trace(str(TRACES["dict"])), Call("x", [], 5, "c2s", "late"), Call("y", [], 1 << 70, "s2c", 7)]
     if shuffled:  # timestamps out of order
         random.Random(2).shuffle(calls)
     one, batched = TraceStats(), TraceStats()
     for call in calls:
         one.add(call)
     for start in range(0, len(calls), BATCH):
-        batched.add_all(calls[start:start + BATCH])
-    assert batched == one
-    assert list(batched.spans) == list(one.spans) and list(batched.methods) == list(one.methods)
-
-
-@pytest.mark.parametrize("shuffled", [False, True])
-def test_trace_statistics_from_a_batchs_groupings_are_those_of_calls(shuffled):
-    calls = [*open_trace(str(TRACES["dict"])), Call("x", [], 5, "c2s", "late"), Call("y", [], 1 << 70, "s2c", 7)]
-    if shuffled:  # timestamps out of order
-        random.Random(3).shuffle(calls)
-    one, batched = TraceStats(), TraceStats()
-    for call in calls:
-        one.add(call)
-    for start in range(0, len(calls), BATCH):
-        batched.merge(CallBatch(list(range(start, start + BATCH)), calls[start:start + BATCH]).trace_stats())
+        chunk = calls[start:start + BATCH]
+        BATCH_STATS[way](batched, list(range(start, start + len(chunk))), chunk)
     assert batched == one
     assert [list(getattr(batched, name)) for name in ("spans", "methods", "directions", "connections")] == \
         [list(getattr(one, name)) for name in ("spans", "methods", "directions", "connections")]
