@@ -11,7 +11,8 @@ turns (``_common.side_by_side``). Printed per trace:
 * per codec and operation, the median us per call of each way over all its timed rounds pooled, its ``±CI``
   (half the 95 % interval of the median, % of it), and the ratio 2 lanes / 1 lane; ``*`` marks a ratio more than
   2 % from 1, ``!`` one whose difference exceeds the two intervals' half-widths together; the count of timings
-  more than 2 % apart;
+  more than 2 % apart; "runs": max/min of the codec's medians over the runs of one way (how far runs made the
+  same way agree, the yardstick for the ratio);
 * each codec's ratio to json (the report's: median of round-by-round ratios, per run, then the median over
   runs) each way, and their ratio;
 * with two lanes, each codec's median on one CPU over its median on the other (its rounds split by the CPU each
@@ -72,6 +73,12 @@ def ci_pct(t: Timing) -> float:
     return (hi - lo) / 2 / t.median_us * 100
 
 
+def run_spread(runs: List[Dict], codec: str, op: str) -> str:
+    """max/min of the codec's median over the runs of one way: how far runs of the same way agree."""
+    medians = [statistics.median(answers[codec]["rounds"][op]) for answers in runs]
+    return f"{max(medians) / min(medians):.3f}"
+
+
 def codec_rows(runs: Dict[str, List[Dict]], codecs: List[str]) -> Tuple[List[List[str]], int, int]:
     """Per codec and op: each way's median and ±CI, the ratio, marks; how many differ > 2 % and beyond the CIs."""
     rows, apart, beyond = [], 0, 0
@@ -82,8 +89,10 @@ def codec_rows(runs: Dict[str, List[Dict]], codecs: List[str]) -> Tuple[List[Lis
             far = abs(ratio - 1) > CLOSE
             outside = abs(ratio - 1) * 100 > ci_pct(one) + ci_pct(two)
             apart, beyond = apart + far, beyond + outside
-            rows.append([f"{codec} {op}", f"{one.median_us:.3f}", f"±{ci_pct(one):.1f}%", f"{two.median_us:.3f}",
-                         f"±{ci_pct(two):.1f}%", f"{ratio:.3f}{'*' if far else ''}{'!' if outside else ''}"])
+            rows.append([f"{codec} {op}", f"{one.median_us:.3f}", f"±{ci_pct(one):.1f}%",
+                         run_spread(runs["1 lane"], codec, op), f"{two.median_us:.3f}", f"±{ci_pct(two):.1f}%",
+                         run_spread(runs["2 lanes"], codec, op),
+                         f"{ratio:.3f}{'*' if far else ''}{'!' if outside else ''}"])
     return rows, apart, beyond
 
 
@@ -137,7 +146,7 @@ def main() -> None:
               f"(load {two['load']:.1f}): {two['wall'] / one['wall']:.2f}x")
         names = [c for c in runs["1 lane"][0] if all(not a[c].get("error") for w in WAYS for a in runs[w])]
         rows, apart, beyond = codec_rows(runs, names)
-        print(_common.table(["codec op (us/call)", "1 lane", "±CI", "2 lanes", "±CI", "2/1"], rows))
+        print(_common.table(["codec op (us/call)", "1 lane", "±CI", "runs", "2 lanes", "±CI", "runs", "2/1"], rows))
         print(f"{apart} of {len(rows)} timings more than {CLOSE:.0%} apart (*); {beyond} apart by more than their "
               "two ±CI together (!)")
         print(_common.table(["x json", "enc 1", "enc 2", "2/1", "dec 1", "dec 2", "2/1"], json_ratios(runs, names)))

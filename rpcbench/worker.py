@@ -287,7 +287,7 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
                 children.append(child)
 
         _play_rounds(children, plan, answers,
-                     lambda r, turn, codec: step("timing: rounds", generation * plan["repeat"] * n + r * n + turn,
+                     lambda r, turns, codec: step("timing: rounds", generation * plan["repeat"] * n + turns,
                                                  plan["processes"] * plan["repeat"] * n,
                                                  f"round {r + 1}/{plan['repeat']}: {codec}"))
         for i, child in enumerate(children):
@@ -311,7 +311,7 @@ def _play_rounds(children: List[Child], plan: Dict[str, Any], answers: Dict[str,
     cpus = plan["cpus"]
     schedule = LaneSchedule(children, plan["repeat"], max(1, len(cpus)))
     running: Dict[Child, int] = {}  # child -> its lane
-    turns = [0] * plan["repeat"]  # turns started in each round
+    turns = 0  # turns started
     while True:
         for lane in range(schedule.lanes):
             turn = None if _interrupted or lane in running.values() else schedule.next_turn(lane)
@@ -319,8 +319,8 @@ def _play_rounds(children: List[Child], plan: Dict[str, Any], answers: Dict[str,
                 child, r = turn
                 if cpus:
                     _pin(child.pid, cpus[lane])
-                started(r, turns[r], child.codec)
-                turns[r] += 1
+                started(r, turns, child.codec)
+                turns += 1
                 child.send("round")
                 running[child] = lane
         if not running:

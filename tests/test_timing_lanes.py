@@ -7,6 +7,7 @@ processes on the bundled sample's calls, where each child reports the CPU every 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -201,3 +202,11 @@ def test_lanes_it_cannot_have_are_refused_in_one_line(tmp_path, options, message
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert message in done.stderr
+
+
+def test_the_budget_counts_the_rounds_of_two_lanes_once_each_pair():
+    """--budget's model: two lanes play the rounds in half the seconds; warm-up, set-up, tails stay as they were."""
+    costs = [(2_000.0, 1), (40_000.0, 2)]  # ns per call and replays per round, of two codecs
+    one = TimingPlan(1000, 0.01, 40, 1, 1)
+    rounds = sum(40 * max(1, -(-0.01 // (1000 * ns / 1e9 / 2))) * 1000 * ns / 1e9 * passes for ns, passes in costs)
+    assert one.cost_s(costs) - dataclasses.replace(one, lanes=2).cost_s(costs) == pytest.approx(rounds / 2)
