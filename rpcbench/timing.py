@@ -15,6 +15,8 @@ or in a fresh worker process (:mod:`rpcbench.worker`). Results travel as plain J
 * Packets: under a batched ``--wire`` policy, the sample's tick windows sent as whole packets
   (:mod:`rpcbench.packet_timing`: encode + frame + compress each packet whole; decompress + unframe +
   decode), timed in the same rounds with loops calibrated of their own, reported per call.
+* Turns: the codecs take turns round by round (:func:`round_robin` in one process); worker processes play them
+  in lanes, one lane per CPU (:func:`lane_turns`, :class:`LaneSchedule`; ``--timing-lanes``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 import tracemalloc
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, Tuple, TypedDict, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, Set, Tuple, TypedDict, TypeVar
 
 from rpc_capture import Call
 
@@ -326,7 +328,7 @@ def lane_turns(players: Sequence[Player], r: int, lanes: int = 1) -> List[List[P
     if lanes <= 1 or not players:
         start = r % len(players) if players else 0
         return [list(players[start:]) + list(players[:start])] + [[] for _ in range(lanes - 1)]
-    cycle, seats_per_lane = divmod(r, lanes)[0], -(-len(players) // lanes)
+    cycle, seats_per_lane = r // lanes, -(-len(players) // lanes)
     seats: List[Optional[Player]] = [*players, *[None] * (seats_per_lane * lanes - len(players))]
     turn = cycle % (len(seats) - 1)
     seats[1:] = seats[1 + turn:] + seats[1:1 + turn]
@@ -351,7 +353,7 @@ class LaneSchedule(Generic[Player]):
         self._at = [0] * lanes  #: the round each lane is in
         self._turns: Dict[int, List[List[Player]]] = {}  #: round -> each lane's turns not yet started
         self._played = {id(p): 0 for p in players}  #: rounds each player has played
-        self._busy: set = set()  #: ids of the players in a turn
+        self._busy: Set[int] = set()  #: ids of the players in a turn
 
     def next_turn(self, lane: int) -> Optional[Tuple[Player, int]]:
         """The next (player, round) of ``lane`` that may start now, or None (the lane waits, or is done)."""
