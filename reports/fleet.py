@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from rpcbench.results import CodecResult, Suite
+from rpcbench.results import CodecResult, Estimate, Suite
 
 ODD_TRACE_PCT = 15.0  #: a trace whose bytes per call (reference codec) is this far from the fleet's is named
 
@@ -77,14 +77,16 @@ def _failing_somewhere(traces: Dict[str, Dict[str, CodecResult]]) -> Dict[str, L
     return out
 
 
-def interval_text(r: CodecResult, figure: str) -> Optional[str]:
-    """``170.2 B/call (95 % CI 165.1-175.3)`` for a sampled size pass's estimate, else None."""
-    e = r.estimate
-    if not e or figure not in e:
-        return None
-    low, mid, high = e[figure]
-    unit = " B/call" if figure == "bytes_mean" else " B" if figure == "bytes_total" else " calls"
-    return f"{mid:,.1f}{unit} ({e['confidence'] * 100:.0f} % CI {low:,.1f}-{high:,.1f})"
+def interval_text(interval: Tuple[float, float, float], confidence: float, unit: str) -> str:
+    """``170.2 B/call (95 % CI 165.1-175.3)``: one of a sampled size pass's estimates with its interval."""
+    low, mid, high = interval
+    return f"{mid:,.1f}{unit} ({confidence * 100:.0f} % CI {low:,.1f}-{high:,.1f})"
+
+
+def estimate_texts(e: Estimate) -> Tuple[str, str, str]:
+    """A sampled size pass's bytes per call, bytes in all and failures, each with its interval."""
+    return (interval_text(e.bytes_mean, e.confidence, " B/call"), interval_text(e.bytes_total, e.confidence, " B"),
+            interval_text(e.failures, e.confidence, " calls"))
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,8 @@ class Fleet:
     calls: int  #: calls over every trace
     spreads: Tuple[Spread, ...]  #: the codecs' spreads between traces, widest first
     odd: Tuple[str, ...]  #: the traces that differ (:func:`odd_traces`)
-    estimates: Tuple[Tuple[str, Optional[str], Optional[str], Optional[str]], ...]  #: a sampled size pass: codec,
-    #: bytes per call, bytes in all, failures (:func:`interval_text`)
+    estimates: Tuple[Tuple[str, str, str, str], ...]  #: a sampled size pass: codec, bytes per call, bytes in
+    #: all, failures (:func:`estimate_texts`)
 
     @property
     def shown(self) -> bool:
@@ -107,7 +109,6 @@ class Fleet:
 def judge(suite: Suite, reference: Optional[str]) -> Fleet:
     """The fleet's spread, the traces that differ from it (bytes per call of ``reference``) and the estimates."""
     odd = odd_traces(suite, reference) if suite.traces else []
-    estimates = [(r.codec, interval_text(r, "bytes_mean"), interval_text(r, "bytes_total"),
-                  interval_text(r, "failures")) for r in suite.results if r.estimate]
+    estimates = [(r.codec, *estimate_texts(r.estimate)) for r in suite.results if r.estimate]
     return Fleet(len(suite.traces), int(suite.trace.get("calls") or 0),
                  tuple(sorted(spreads(suite), key=lambda s: -s.pct)), tuple(odd), tuple(estimates))

@@ -77,7 +77,5 @@ def fleet_lines(d: Decision) -> List[str]:
             lines.append(f"  {s.codec}: {s.merged:.1f} B/call over the fleet; traces {s.low:.1f} ({s.low_trace}) "
                          f"to {s.high:.1f} ({s.high_trace}), spread {s.pct:.0f} %")
         lines.extend(f"  differs: {note}" for note in f.odd)
-    for codec, mean, total, _ in f.estimates:
-        if mean:
-            lines.append(f"  sampled size pass: {codec}: {mean}; total {total}")
+    lines.extend(f"  sampled size pass: {codec}: {mean}; total {total}" for codec, mean, total, _ in f.estimates)
     return lines

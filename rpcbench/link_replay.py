@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from rpc_capture import C2S, S2C, Call
@@ -122,30 +123,41 @@ def pack_all(codec: Codec, policy: WirePolicy, calls: Sequence[Call], sends: Seq
     return [packer.pack(key, [calls[i] for i in indices]) for _, key, indices in sends]
 
 
+Replayed = Tuple[str, float, Dict[str, Any]]  #: (--wire policy, loss rate, the replay's :meth:`LinkTally.export`)
+
+
+@dataclass(frozen=True)
+class LinkReplays:
+    """One trace's replays over the lossy link (what :func:`replay_trace` gives, a size-pass task's answer)."""
+
+    states: Dict[str, Tuple[Replayed, ...]]  #: per codec replayed, one per policy and rate (policies first)
+    errors: Dict[str, str]  #: per codec that failed, why (it has no states)
+
+
 def replay_trace(make: Callable[[str], Codec], names: Sequence[str], calls: Sequence[Call], origin: int,
                  policies: Sequence[WirePolicy], settings: LinkSettings, transport: Transport,
-                 extra: int = 0, beat: Any = None) -> Dict[str, Any]:
-    """Every codec (``make(name)``: a fresh one) replayed under every policy at every loss rate: per codec, the
-    states ``[policy, rate, state]`` (:meth:`LinkTally.export`), or ``{"error": why}`` when the codec raised.
-    ``beat[1]``: the position of the codec at work, for the watch."""
+                 extra: int = 0, beat: Any = None) -> LinkReplays:
+    """Every codec (``make(name)``: a fresh one) replayed under every policy at every loss rate; a codec that
+    raises is that codec's error. ``beat[1]``: the position of the codec at work, for the watch."""
     sends = {p.text: batches(calls, p, origin) for p in policies}
-    out: Dict[str, Any] = {}
+    replayed: Dict[str, Tuple[Replayed, ...]] = {}
+    errors: Dict[str, str] = {}
     for position, name in enumerate(names):
         if beat is not None:
             beat[1] = position
         try:
-            states = []
+            states: List[Replayed] = []
             for policy in policies:
                 codec = make(name)
                 packed = None if delivery_of(codec) == ACKDELTA else pack_all(codec, policy, calls, sends[policy.text])
                 for rate in settings.loss:
                     replay = Replay(make(name) if packed is None else codec, policy, calls, sends[policy.text],
                                     settings, rate, transport, extra, packed)
-                    states.append([policy.text, rate, replay.run(beat).export()])
-            out[name] = states
+                    states.append((policy.text, rate, replay.run(beat).export()))
+            replayed[name] = tuple(states)
         except Exception as e:  # a codec that fails here is that codec's failure; the others carry on
-            out[name] = {"error": f"lossy link replay: {type(e).__name__}: {str(e)[:160]}"}
-    return out
+            errors[name] = f"lossy link replay: {type(e).__name__}: {str(e)[:160]}"
+    return LinkReplays(replayed, errors)
 
 
 class Sent:

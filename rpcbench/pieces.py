@@ -1,6 +1,7 @@
 """The size pass's tasks: a run split into pieces (a trace's byte range through some codecs:
 :func:`plan_pieces`), a piece's calls through its codecs (:func:`tally_piece`, in whatever process the
-executor gives it), and a trace's floor (:class:`FloorTask`)."""
+executor gives it, giving back a :class:`PieceSummary`), a trace's floor (:class:`FloorTask`) and its replay
+over the lossy link (:class:`LinkTask`, giving back a :class:`rpcbench.link_replay.LinkReplays`)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,17 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from rpc_capture import Call, TraceReader, damage_note, open_trace
+from rpc_capture import Call, TraceReader, open_trace
 from rpc_capture.stats import TraceStats
 
 from .batch import BATCH, CallBatch
 from .codec import Codec
 from .config import RunConfig
 from .floor import Floor
-from .link_replay import replay_trace
+from .link_replay import LinkReplays, replay_trace
+from .reader_info import ReaderInfo, reader_info
 from .registry import Registry
-from .sampling import SIZE_SALT, TIMING_SALT, Candidates, SamplePlan, priorities
+from .sampling import SIZE_SALT, TIMING_SALT, Candidates, Drawn, SamplePlan, priorities
 from .tally import CodecTally, check_batch, check_call, send_rest
 from .trace_index import TraceIndex
 from .tick import TraceWire
@@ -147,7 +149,7 @@ class PieceTask:
     def prepare(self) -> None:
         _registry(self.config)
 
-    def run(self, beat: Any) -> Dict[str, Any]:
+    def run(self, beat: Any) -> PieceSummary:
         return tally_piece(self.config, self.piece, self.plan, beat)
 
     def blame(self, position: int, reason: str) -> "PieceTask":
@@ -155,7 +157,26 @@ class PieceTask:
         return dataclasses.replace(self, piece=dataclasses.replace(self.piece, failed=failed))
 
 
-def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = None) -> Dict[str, Any]:
+@dataclass(frozen=True)
+class PieceCount:
+    """What the piece that counts its calls (:attr:`Piece.count`) gives beside the tallies."""
+
+    stats: TraceStats  #: the statistics of its calls
+    measured: int  #: its calls measured (all but those --size-fraction leaves out)
+    drawn: Drawn  #: its timing-sample candidates, their calls and windows
+
+
+@dataclass(frozen=True)
+class PieceSummary:
+    """What a piece's task gives back (:func:`tally_piece`), for the size pass to merge in call order."""
+
+    piece: Piece
+    tallies: Tuple[Dict[str, Any], ...]  #: per codec of the piece: its :meth:`CodecTally.export`, or ``{"error": why}``
+    count: Optional[PieceCount]  #: None unless the piece counts its calls
+    reader: Optional[ReaderInfo]  #: None unless the piece reads to the file's end
+
+
+def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = None) -> PieceSummary:
     """One piece's calls through its live codecs: a summary that :class:`SizePass` merges."""
     reader = open_trace(piece.path, config.salvage)
     if piece.start is not None and isinstance(reader, TraceReader):
@@ -205,10 +226,9 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             tally.measure_state()
     states = {t.codec.name: t.export() for t in tallies}
     failed = dict(piece.failed)
-    return {"piece": piece, "tallies": [states.get(name) or {"error": failed[name]} for name in piece.codecs],
-            "measured": measured, "stats": stats if piece.count else None,
-            "candidates": candidates.export() if piece.count else None,
-            "reader": _reader_info(reader) if piece.stop is None else None}
+    return PieceSummary(piece, tuple(states.get(name) or {"error": failed[name]} for name in piece.codecs),
+                        PieceCount(stats, measured, candidates.export()) if piece.count else None,
+                        reader_info(reader) if piece.stop is None else None)
 
 
 def _size_runs(plan: SamplePlan, trace: int, indices: List[int],
@@ -288,23 +308,17 @@ class LinkTask:
     def prepare(self) -> None:
         _registry(self.config)
 
-    def run(self, beat: Any) -> Dict[str, Any]:
+    def run(self, beat: Any) -> LinkReplays:
         every = list(open_trace(self.path, self.config.salvage))
         calls = [call for index, call in enumerate(every) if not self.plan.held_out(self.trace, index)]
         failed = dict(self.failed)
         live = [name for name in self.codecs if name not in failed]
-        states = replay_trace(_registry(self.config).create, live, calls, every[0].t if every else 0, self.policies,
-                              self.config.link, TRANSPORTS[self.config.transport], self.config.packet_overhead,
-                              beat)
-        return {"trace": self.trace, "states": {**states, **{name: {"error": why} for name, why in failed.items()}}}
+        replays = replay_trace(_registry(self.config).create, live, calls, every[0].t if every else 0, self.policies,
+                               self.config.link, TRANSPORTS[self.config.transport], self.config.packet_overhead,
+                               beat)
+        return dataclasses.replace(replays, errors={**replays.errors, **failed})
 
     def blame(self, position: int, reason: str) -> "LinkTask":
         live = [name for name in self.codecs if name not in dict(self.failed)]
         return dataclasses.replace(self, failed=(*self.failed, (live[position], reason)))
 
-
-def _reader_info(reader: Any) -> Dict[str, Any]:
-    """What results.json records of a trace file that only the reader of its end knows."""
-    return {"format": "jsonl" if reader.version is None else f"rpctrace v{reader.version}",
-            "metadata": reader.metadata, "truncated_bytes": reader.truncated_bytes,
-            "salvaged": damage_note(reader), "recorder": reader.end or reader.stats}

@@ -177,6 +177,19 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """A sampled size pass's (``--sample-calls``) figures for every call, each (low, estimate, high) at
+    ``confidence`` (:func:`rpcbench.sampling.sampled_estimate`)."""
+
+    measured_calls: int  #: calls the sample measured
+    of_calls: int  #: calls it stands for
+    confidence: float
+    bytes_total: Tuple[float, float, float]  #: bytes of every call (failed calls count 0 bytes)
+    bytes_mean: Tuple[float, float, float]  #: bytes per encoded call
+    failures: Tuple[float, float, float]  #: calls that fail to encode
+
+
+@dataclass(frozen=True)
 class CodecResult:
     """Everything measured for one codec id."""
 
@@ -204,8 +217,7 @@ class CodecResult:
     ordered_delivery: bool = False  #: needs reliable, ordered delivery (state across calls)
     floor_ratio: Optional[float] = None  #: bytes per call over the trace's floor (trace.floor)
     by_direction: Dict[str, Dict[str, int]] = field(default_factory=dict)  #: "c2s"/"s2c" -> {"calls", "bytes"}
-    #: a sampled size pass (--sample-calls): fleet-wide figures as [low, estimate, high] at ``confidence``
-    estimate: Optional[Dict[str, Any]] = None
+    estimate: Optional[Estimate] = None  #: a sampled size pass (--sample-calls): every call's figures estimated
     #: per --wire policy: packets, payload and wire bytes, per direction, latency (rpcbench.wire.wire_figures)
     wire: Tuple[Dict[str, Any], ...] = ()
     #: a lossy codec (quant): field path -> {"changed": values back within their step, "max_error", "step"}
@@ -418,8 +430,21 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         ordered_delivery=r.get("ordered_delivery", False),
         floor_ratio=r.get("floor_ratio"),
         by_direction=r.get("by_direction", {}),
-        estimate=r.get("estimate"),
+        estimate=_estimate(r.get("estimate")),
         wire=tuple(r.get("wire", ())),
         lossy=r.get("lossy", {}),
         link=tuple(r.get("link", ())),
     )
+
+
+def _estimate(e: Optional[Dict[str, Any]]) -> Optional[Estimate]:
+    """A results file's estimates (none before version 4, or from a pass over every call)."""
+    if not e:
+        return None
+    return Estimate(e["measured_calls"], e["of_calls"], e["confidence"], _interval(e["bytes_total"]),
+                    _interval(e["bytes_mean"]), _interval(e["failures"]))
+
+
+def _interval(values: List[float]) -> Tuple[float, float, float]:
+    low, mid, high = values
+    return low, mid, high

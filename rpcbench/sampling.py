@@ -12,13 +12,13 @@ import marshal
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
 from rpc_capture import Call
 
-from .results import CONFIDENCE
+from .results import CONFIDENCE, Estimate
 from .wire import Batcher, Closed, WirePolicy
 
 Stratum = TypeVar("Stratum", str, Tuple[int, str])  #: a method, or (trace, method)
@@ -174,7 +174,7 @@ class Candidates:
                      {i: w for i, w in self.windows.items() if i in kept})
 
 
-def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total: int) -> Optional[Dict[str, Any]]:
+def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total: int) -> Optional[Estimate]:
     """Byte total, bytes per call and failures estimated from a uniform sample of ``measured`` of
     ``total`` calls, each with a normal-approximation interval at CONFIDENCE (finite population
     correction included). Calls that failed to encode count 0 bytes in the total."""
@@ -186,16 +186,16 @@ def sampled_estimate(sizes: Dict[int, int], failures: int, measured: int, total:
     sum1 = sum(n * k for n, k in sizes.items())
     sum2 = sum(n * n * k for n, k in sizes.items())
 
-    def interval(mean: float, var: float, n: int, scale: float) -> List[float]:
+    def interval(mean: float, var: float, n: int, scale: float) -> Tuple[float, float, float]:
         half = z * math.sqrt(max(var, 0.0) / n) * fpc
-        return [(mean - half) * scale, mean * scale, (mean + half) * scale]
+        return (mean - half) * scale, mean * scale, (mean + half) * scale
 
     per_call = sum1 / measured  # failed calls as 0 bytes: the total's estimator
     per_encoded = sum1 / encoded
     fail_rate = failures / measured
-    return {
-        "measured_calls": measured, "of_calls": total, "confidence": CONFIDENCE,
-        "bytes_total": interval(per_call, (sum2 - measured * per_call ** 2) / (measured - 1), measured, total),
-        "bytes_mean": interval(per_encoded, (sum2 - encoded * per_encoded ** 2) / max(encoded - 1, 1), encoded, 1),
-        "failures": interval(fail_rate, fail_rate * (1 - fail_rate) * measured / (measured - 1), measured, total),
-    }
+    return Estimate(
+        measured, total, CONFIDENCE,
+        bytes_total=interval(per_call, (sum2 - measured * per_call ** 2) / (measured - 1), measured, total),
+        bytes_mean=interval(per_encoded, (sum2 - encoded * per_encoded ** 2) / max(encoded - 1, 1), encoded, 1),
+        failures=interval(fail_rate, fail_rate * (1 - fail_rate) * measured / (measured - 1), measured, total),
+    )

@@ -21,8 +21,10 @@ from rpc_capture.stats import TraceStats
 from .errors import BenchError
 from .executors import Executor, Task
 from .floor import floor_figures
-from .pieces import FloorTask, LinkTask, Piece, PieceTask, plan_pieces
+from .link_replay import LinkReplays
+from .pieces import FloorTask, LinkTask, PieceSummary, PieceTask, plan_pieces
 from .plan import Plan
+from .reader_info import ReaderInfo
 from .sampling import NOTHING_DRAWN, Drawn
 from .size_result import ProblemKey, SizePass, TracePass
 from .tally import CodecTally
@@ -52,11 +54,11 @@ def run_size_pass(plan: Plan, executor: Executor) -> SizePass:
     merges = [_TraceMerge(t.path, [CodecTally(c) for c in plan.codecs], config.sample) for t in plan.index]
     for merge, totals in zip(merges, answers[whole:whole + len(floors)]):
         merge.floor = totals
-    for replays in answers[whole + len(floors):whole + len(floors) + len(links)]:
-        merges[replays["trace"]].link = replays["states"]
-    summaries = answers[:whole] + answers[whole + len(floors) + len(links):]
-    for summary in sorted(summaries, key=lambda s: (s["piece"].trace, s["piece"].first_call)):
-        merges[summary["piece"].trace].absorb(summary)
+    for merge, replays in zip(merges, answers[whole + len(floors):whole + len(floors) + len(links)]):
+        merge.link = replays
+    summaries: List[PieceSummary] = answers[:whole] + answers[whole + len(floors) + len(links):]
+    for summary in sorted(summaries, key=lambda s: (s.piece.trace, s.piece.first_call)):
+        merges[summary.piece.trace].absorb(summary)
     traces = tuple(m.result(wire) for m, wire in zip(merges, plan.wire))
     tallies, stats, examples = _merge_traces(plan, traces)
     return SizePass(config, plan.sampling, traces, tallies, stats, examples,
@@ -73,21 +75,20 @@ class _TraceMerge:
     stats: TraceStats = field(default_factory=TraceStats)
     measured: int = 0
     drawn: Drawn = NOTHING_DRAWN
-    reader: Dict[str, Any] = field(default_factory=dict)
+    reader: Optional[ReaderInfo] = None
     floor: Optional[Dict[str, Any]] = None
-    link: Dict[str, Any] = field(default_factory=dict)  #: per codec, its lossy link replays (:class:`LinkTask`)
+    link: Optional[LinkReplays] = None  #: its lossy link replays (--loss; :class:`LinkTask`)
 
-    def absorb(self, summary: Dict[str, Any]) -> None:
+    def absorb(self, summary: PieceSummary) -> None:
         """Add one piece's summary."""
-        piece: Piece = summary["piece"]
         by_name = {t.codec.name: t for t in self.tallies}
-        for name, state in zip(piece.codecs, summary["tallies"]):
+        for name, state in zip(summary.piece.codecs, summary.tallies):
             by_name[name].merge(state)
-        if summary["stats"] is not None:
-            self.stats.merge(summary["stats"])
-            self.measured += summary["measured"]
-            self.drawn = self.drawn.merge(summary["candidates"], self.keep)
-        self.reader.update(summary["reader"] or {})
+        if summary.count is not None:
+            self.stats.merge(summary.count.stats)
+            self.measured += summary.count.measured
+            self.drawn = self.drawn.merge(summary.count.drawn, self.keep)
+        self.reader = summary.reader or self.reader
 
     def result(self, wire: TraceWire) -> TracePass:
         """The trace's figures, complete (``wire``: its policies, as the plan resolved them)."""
@@ -103,11 +104,11 @@ def _merge_traces(plan: Plan, traces: Tuple[TracePass, ...]) -> Tuple[
     stats = TraceStats()
     examples: Dict[ProblemKey, str] = {}
     for number, trace in enumerate(traces):
-        if trace.reader.get("salvaged"):
-            log.warning("%s", trace.reader["salvaged"])
-        if trace.reader.get("truncated_bytes"):
+        if trace.reader and trace.reader.salvaged:
+            log.warning("%s", trace.reader.salvaged)
+        if trace.reader and trace.reader.truncated_bytes:
             log.warning("%s: file ends inside a record: dropped %d bytes of an incomplete final record; "
-                        "all complete calls were read", trace.path, trace.reader["truncated_bytes"])
+                        "all complete calls were read", trace.path, trace.reader.truncated_bytes)
         stats.merge(dataclasses.replace(  # connection 7 of two servers is two connections
             trace.stats, connections=Counter(_by_trace(number, trace.stats.connections)),
             spans=_by_trace(number, trace.stats.spans)))

@@ -22,8 +22,10 @@ from .config import RunConfig
 from .environment import file_sha256
 from .floor import floor_figures
 from .link import link_figures, merged
+from .link_replay import LinkReplays
 from .packet_timing import PacketPlan
-from .results import Problem
+from .reader_info import ReaderInfo, reader_record
+from .results import Estimate, Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
 from .sampling import Drawn, SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
@@ -39,7 +41,7 @@ class PassFigures:
     """What the size pass adds to a codec's tally for its row of the results (:meth:`SizePass.figures`)."""
 
     problems: Tuple[Problem, ...]  #: each with the trace its example came from
-    estimate: Optional[Dict[str, Any]]  #: a sampled pass's estimates with their intervals (None: every call)
+    estimate: Optional[Estimate]  #: a sampled pass's estimates with their intervals (None: every call)
     wire: Tuple[Dict[str, Any], ...]  #: its packets per --wire policy (none once the codec failed)
     link: Tuple[Dict[str, Any], ...] = ()  #: its replays over the lossy link per policy and loss rate (--loss)
 
@@ -53,17 +55,18 @@ class TracePass:
     stats: TraceStats
     measured: int  #: calls the size pass measured (all, unless --sample-calls)
     drawn: Drawn  #: the timing sample's candidates, their calls and windows
-    reader: Dict[str, Any]  #: what only the reader of the file's end knows (format, damage, recorder)
+    reader: Optional[ReaderInfo]  #: what only the reader of the file's end knows (None: no task read to it)
     floor: Optional[Dict[str, Any]]  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
     wire: TraceWire  #: its --wire policies, resolved by the tick its timestamps show (from the plan)
-    link: Dict[str, Any]  #: per codec, its lossy link replays (--loss; :class:`rpcbench.pieces.LinkTask`)
+    link: Optional[LinkReplays]  #: its lossy link replays (None without --loss; :class:`rpcbench.pieces.LinkTask`)
 
     def entry(self) -> Dict[str, Any]:
         """What results.json records of this trace."""
-        return {"path": self.path, "format": self.reader.get("format"), "sha256": file_sha256(self.path),
-                "file_bytes": _file_bytes(self.path), "metadata": self.reader.get("metadata"),
-                **self.stats.summary(), "truncated_bytes": self.reader.get("truncated_bytes"),
-                "salvaged": self.reader.get("salvaged"), "recorder": self.reader.get("recorder"),
+        reader = reader_record(self.reader)
+        return {"path": self.path, "format": reader["format"], "sha256": file_sha256(self.path),
+                "file_bytes": _file_bytes(self.path), "metadata": reader["metadata"],
+                **self.stats.summary(), "truncated_bytes": reader["truncated_bytes"],
+                "salvaged": reader["salvaged"], "recorder": reader["recorder"],
                 "measured_calls": self.measured, "floor": floor_figures([self.floor])}
 
 
@@ -141,15 +144,15 @@ class SizePass:
     def _link(self, name: str, trace: Optional[TracePass]) -> Tuple[Dict[str, Any], ...]:
         """A codec's lossy link figures, of one ``trace`` or merged over every trace (per policy and rate, in the
         order of --wire and --loss; none when a replay of it failed, which is logged)."""
-        replays = [t.link.get(name) for t in ([trace] if trace else self.traces) if self.config.link.loss]
-        failed = next((r["error"] for r in replays if isinstance(r, dict)), None)
+        replays = [t.link for t in ([trace] if trace else self.traces) if t.link is not None]
+        failed = next((r.errors[name] for r in replays if name in r.errors), None)
         if failed or not replays:
             if failed:
                 log.warning("%s: %s", name, failed)
             return ()
         together: Dict[Tuple[str, float], List[Dict[str, Any]]] = {}
-        for states in replays:
-            for policy, rate, state in states or ():
+        for replayed in replays:
+            for policy, rate, state in replayed.states.get(name, ()):
                 together.setdefault((policy, rate), []).append(state)
         return tuple(link_figures(policy, rate, merged(states)) for (policy, rate), states in together.items())
 

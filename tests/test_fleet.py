@@ -211,12 +211,14 @@ def test_sampled_size_pass_gives_intervals_that_hold_the_exact_figure(fleet_dir,
     assert 1500 < guess.settings["size_pass_calls"] < 2500
     for codec in ("json", "msgpack"):
         estimate = guess.result(codec).estimate
-        low, _, high = estimate["bytes_total"]
+        low, _, high = estimate.bytes_total
         assert low <= truth.result(codec).sizes.total <= high
-        low, _, high = estimate["bytes_mean"]
+        low, _, high = estimate.bytes_mean
         assert low <= truth.result(codec).sizes.mean <= high
-        assert estimate["of_calls"] == truth.trace["calls"] == 7300
+        assert estimate.of_calls == truth.trace["calls"] == 7300
     assert truth.result("json").estimate is None
+    written = json.loads((sampled / "results.json").read_text(encoding="utf-8"))
+    assert json.loads(json.dumps(guess.to_json()))["results"] == written["results"]  # the estimates read back whole
 
 
 def test_fleet_with_timing_writes_a_report(fleet_dir, tmp_path):

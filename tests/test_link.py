@@ -272,7 +272,7 @@ def test_the_same_seed_gives_the_same_figures_another_seed_others():
         return replay_trace(REGISTRY.create, ["msgpack", "msgpack+zstdstream-3"], SLICE, SLICE[0].t,
                             [WirePolicy("per-call")], link, UDP)
     assert figures(3) == figures(3)
-    assert figures(3)["msgpack"][0][2]["lost_by_method"] != figures(4)["msgpack"][0][2]["lost_by_method"]
+    assert figures(3).states["msgpack"][0][2]["lost_by_method"] != figures(4).states["msgpack"][0][2]["lost_by_method"]
 
 
 @pytest.mark.parametrize("rate, burst", [(1, 1), (5, 1), (5, 4), (20, 10)])
