@@ -12,7 +12,9 @@ process. With one timing lane (``--timing-lanes 1``) only one child runs at a ti
 two or more, each lane is pinned to a CPU of its own and plays its children one after
 another while the other lanes play theirs: the codecs are paired anew each cycle and
 every codec spends as many rounds on each CPU (:func:`rpcbench.timing.lane_turns`), so a
-neighbour's cost and a CPU's speed hit every codec alike too. At the end each child sends
+neighbour's cost and a CPU's speed hit every codec alike too. Each child runs in a session of
+its own: Linux's autogroup scheduling shares the CPUs between sessions, and two lanes in one
+session would split one session's share on a busy machine. At the end each child sends
 its figures (plus tails and allocations, in the first generation, one child at a time)
 and exits, and the next generation starts from the pristine zygote again.
 
@@ -155,6 +157,7 @@ class Child:
         if self.pid == 0:
             try:  # whatever happens, the child never returns into the zygote's code
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # the zygote decides what Ctrl-C stops
+                os.setsid()  # a session, so an autogroup, of its own: lanes do not split one share of a busy machine
                 for fd in (self._to_child, self._from_child, plan["channel"]):
                     os.close(fd)
                 _child_loop(make_job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
