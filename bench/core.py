@@ -1,9 +1,9 @@
 """The measurement core against its references: every ratio of issue 28 side by side in one run.
 
     python bench/core.py [--rounds 3] [--run-rounds 2] [--sections read,runs,pass,dask,memory] [--cache DIR]
-                         [--read-calls 30000] [--run-calls 30000] [--pass-calls 20000]
+                         [--read-calls 30000] [--run-calls 30000[,150000,...]] [--pass-calls 20000]
                          [--fleet-traces 4] [--fleet-calls 20500] [--memory-calls 100000]
-    python bench/core.py --full       # the issue's sizes: 300,000 / 150,000 / 300,000 / 1,000,000 calls
+    python bench/core.py --full       # the issue's sizes: 300,000 / 150,000 and 300,000 / 300,000 / 1,000,000 calls
 
 Each ratio is measured against its reference in the same run, the two taking turns round by
 round (``_common.side_by_side``), and compares their medians, so that a shared machine's drift
@@ -14,8 +14,9 @@ before and after it is rebuilt. Sections:
 1. read: ``open_trace`` calls/s against ``marshal.loads`` of the same calls stored in batches of
    128, on the dict profile and on another shape (the real Minecraft calls of tests/data,
    repeated to the same count); a JSON Lines copy of the dict trace against ``json.loads`` per line.
-2. runs: a default run (``--no-report``) with and without ``--no-floor`` on the dict profile: the
-   floor's share of the run, and the run over the codecs' own work (each codec's encode + decode
+2. runs: a default run (``--no-report``) with and without ``--no-floor`` on the dict profile, at each
+   of ``--run-calls``: the floor's share of the run (and the floor it took: exact, or estimated beyond
+   its budget with its interval), and the run over the codecs' own work (each codec's encode + decode
    median µs x its measured calls, divided by the cores used, from the same run's results.json).
    The timing phase costs about the same whatever the trace's length, so on the default 30,000
    calls this ratio reads higher than on the issue's 150,000 (``--full``).
@@ -38,6 +39,8 @@ import argparse
 import json
 import marshal
 import os
+import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -52,7 +55,7 @@ from rpcbench.registry import Registry
 
 MINECRAFT = _common.REPO / "tests" / "data" / "minecraft_packets.jsonl"
 SECTIONS = ("read", "runs", "pass", "dask", "memory")
-FULL = {"read_calls": 300_000, "run_calls": 150_000, "pass_calls": 300_000, "memory_calls": 1_000_000}
+FULL = {"read_calls": 300_000, "run_calls": [150_000, 300_000], "pass_calls": 300_000, "memory_calls": 1_000_000}
 FLEET_CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1"
 Row = List[str]  # one line of the summary: ratio, measured, reference, value, target
 
@@ -152,17 +155,41 @@ def own_work_s(doc: Dict[str, Any]) -> float:
 
 
 def runs_section(args: argparse.Namespace) -> List[Row]:
-    """Section 2: the floor's share of a default run, and a default run over the codecs' own work."""
-    trace = str(scale.trace_for(args.run_calls, args.cache, 1, "dict"))
+    """Section 2: the floor's share of a default run, and a default run over the codecs' own work, at each of
+    ``--run-calls``."""
+    return [row for calls in args.run_calls for row in default_runs(calls, args)]
+
+
+def default_runs(calls: int, args: argparse.Namespace) -> List[Row]:
+    """Section 2 on a dict-profile trace of ``calls`` calls: a default run and one with --no-floor in turns."""
+    trace = str(scale.trace_for(calls, args.cache, 1, "dict"))
     print(f"default runs: {trace}", flush=True)
-    got = _common.side_by_side({"default run": lambda: cli_run(["--trace", trace]),
-                                "--no-floor": lambda: cli_run(["--trace", trace, "--no-floor"])}, args.run_rounds)
+    cpu: Dict[str, List[float]] = {"default run": [], "--no-floor": []}
+
+    def run_of(name: str, extra: List[str]) -> Callable[[], Tuple[float, Dict[str, Any]]]:
+        def one() -> Tuple[float, Dict[str, Any]]:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall, doc = cli_run(["--trace", trace, *extra])
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            return wall, doc
+        return one
+
+    got = _common.side_by_side({"default run": run_of("default run", []),
+                                "--no-floor": run_of("--no-floor", ["--no-floor"])}, args.run_rounds)
     run, no_floor = got["default run"]["wall"], got["--no-floor"]["wall"]
+    run_cpu, no_floor_cpu = statistics.median(cpu["default run"]), statistics.median(cpu["--no-floor"])
     own = own_work_s(got["default run"]["figures"])
-    return [["floor's share of a default run", f"default {run:.1f} s", f"--no-floor {no_floor:.1f} s",
-             f"{1 - no_floor / run:.0%}", "<= 10 %"],
-            ["default run / codecs' own work", f"default {run:.1f} s", f"own work {own:.1f} s", f"{run / own:.2f}x",
-             "<= 1.75x"]]
+    floor = got["default run"]["figures"]["trace"]["floor"]
+    how = (f"estimated ± {floor['ci_half_width']:.2f} B/call, {floor['compressed_share']:.0%} compressed"
+           if floor.get("estimated") else "exact")
+    return [[f"floor's share of a default run, {calls:,} calls", f"default {run:.1f} s",
+             f"--no-floor {no_floor:.1f} s", f"{1 - no_floor / run:.1%}", "<= 10 %"],
+            ["  the same in CPU s of the run's processes", f"default {run_cpu:.1f}", f"--no-floor {no_floor_cpu:.1f}",
+             f"{1 - no_floor_cpu / run_cpu:.1%}", ""],
+            [f"  its floor: {floor['bytes_per_call']:.2f} B/call, {how}, {floor['seconds']:.1f} s", "", "", "", ""],
+            [f"default run / codecs' own work, {calls:,} calls", f"default {run:.1f} s", f"own work {own:.1f} s",
+             f"{run / own:.2f}x", "<= 1.75x"]]
 
 
 # 3. the size pass
@@ -251,7 +278,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--run-rounds", type=int, default=2, help="rounds of the default runs, the longest (default: 2)")
     p.add_argument("--sections", default=",".join(SECTIONS), help="which, of %(default)s")
     p.add_argument("--read-calls", type=int, default=30_000)
-    p.add_argument("--run-calls", type=int, default=30_000)
+    p.add_argument("--run-calls", type=lambda text: [int(n) for n in text.split(",")], default=[30_000],
+                   help="calls of the default runs' traces, one or more (default: 30000; --full: 150000,300000)")
     p.add_argument("--pass-calls", type=int, default=20_000)
     p.add_argument("--fleet-traces", type=int, default=4)
     p.add_argument("--fleet-calls", type=int, default=20_500, help="calls per trace of the fleet: fewer weigh the "

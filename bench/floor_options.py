@@ -1,6 +1,7 @@
 """What the floor could compress with: every candidate's bytes and cost on the same streams (issue 28).
 
     python bench/floor_options.py [--traces A,B,...] [--calls 30000,150000] [--cache DIR]
+    python bench/floor_options.py --estimate [--calls 150000,300000] [--seeds 1,2]
 
 The floor (rpcbench/floor.py) compresses each connection and direction's whole stream of
 compact-JSON calls. For each trace (the bundled samples, the Minecraft example, simulated dict
@@ -11,6 +12,12 @@ on streams up to 512 KiB, zstd-19 with long matching), and its CPU seconds per M
 candidates take turns stream by stream). Then, per stream, which of xz -9 and zstd-19 gave
 the smaller and by how much; what a seeded sample of streams would estimate, with its 95 %
 interval; and what hashing the trace (a cache keyed by its sha256) costs against the floor.
+
+``--estimate``: the floor as runs take it (rpcbench.floor: exact within ``FLOOR_BUDGET``, estimated
+beyond) against the exact floor of every stream compressed whole, on simulated dict and study traces
+of ``--calls`` calls and ``--seeds`` seeds and the bundled ones: the estimate's error, its stated 95 %
+interval, the share of the JSON it compressed, and the CPU seconds of each (``time.process_time``: the
+floor compresses on two threads), the two taking turns trace by trace.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import random
 import statistics
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import _common
 import scale
@@ -31,7 +38,7 @@ from scipy import stats
 
 from rpc_capture import open_trace
 from rpcbench.codec import stream_key
-from rpcbench.floor import dictionary_size
+from rpcbench.floor import FLOOR_BUDGET, Floor, FloorFigures, dictionary_size, floor_figures
 from rpcbench.registry import Registry
 
 ZSTD_BEFORE_MAX = 512 << 10  #: the floor before issue 28 tried zstd on streams up to this many bytes
@@ -155,16 +162,58 @@ def report(path: str) -> None:
           f"{hashing / cpu['lzma -9 (.lzma)']:.1%} of lzma -9's")
 
 
+def floor_of(calls: Sequence[Any], budget: int) -> Tuple[FloorFigures, float]:
+    """The floor of ``calls`` within ``budget`` bytes of JSON compressed, and its CPU seconds."""
+    started = time.process_time()
+    floor = Floor(Registry.default().create("json"), budget=budget)
+    for call in calls:
+        floor.add(call)
+    figures = floor_figures([floor.totals()])
+    assert figures is not None
+    return figures, time.process_time() - started
+
+
+def estimate_row(path: str) -> List[str]:
+    """One trace: the run's floor (estimated beyond the budget) against every stream compressed whole."""
+    calls = list(open_trace(path))
+    (run, run_cpu), (exact, exact_cpu) = floor_of(calls, FLOOR_BUDGET), floor_of(calls, 1 << 62)
+    error = run.bytes_per_call / exact.bytes_per_call - 1
+    within = "yes" if abs(run.bytes_per_call - exact.bytes_per_call) <= run.ci_half_width else "NO"
+    print(f"  {Path(path).name}: {run.bytes_per_call:.3f} against {exact.bytes_per_call:.3f}", flush=True)
+    return [Path(path).name, f"{len(calls):,}", f"{exact.bytes_per_call:.3f}",
+            f"{run.bytes_per_call:.3f}" + (" ± " f"{run.ci_half_width:.3f}" if run.estimated else " (exact)"),
+            f"{error:+.2%}", within if run.estimated else "", f"{run.compressed_share:.0%}",
+            f"{run_cpu:.1f} / {exact_cpu:.1f}"]
+
+
+def estimates(args: argparse.Namespace) -> None:
+    """The ``--estimate`` table."""
+    traces = [str(_common.REPO / t) for t in args.traces.split(",") if t]
+    traces += [str(scale.trace_for(int(c), args.cache, int(seed), profile)) for c in args.calls.split(",") if c
+               for seed in args.seeds.split(",") for profile in ("dict", "study")]
+    rows = [estimate_row(path) for path in traces]
+    print(f"\nthe floor as runs take it (budget {FLOOR_BUDGET >> 20} MiB of JSON) against the exact floor; "
+          f"{_common.cpu_note()}")
+    print(_common.table(["trace", "calls", "exact B/call", "run's floor, ± 95 %", "error", "within ±",
+                         "JSON compressed", "CPU s run / exact"], rows))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--traces", default=",".join(BUNDLED), help="traces besides the simulated (default: %(default)s)")
     p.add_argument("--calls", default="30000,150000", help="calls of the simulated dict and study traces")
+    p.add_argument("--seeds", default="1", help="--estimate: seeds of the simulated traces (default: 1)")
+    p.add_argument("--estimate", action="store_true", help="the run's floor, estimated beyond its budget, against "
+                   "the exact floor")
     p.add_argument("--cache", type=Path, default=Path("/tmp/rpcbench-core"), help="trace cache (default: %(default)s)")
     args = p.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
+    print(_common.cpu_note(), flush=True)
+    if args.estimate:
+        estimates(args)
+        return
     simulated = [str(scale.trace_for(int(c), args.cache, 1, profile))
                  for c in args.calls.split(",") if c for profile in ("dict", "study")]
-    print(_common.cpu_note(), flush=True)
     for path in [*(str(_common.REPO / t) for t in args.traces.split(",") if t), *simulated]:
         report(path)
 

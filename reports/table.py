@@ -71,7 +71,8 @@ def columns(d: Decision) -> List[Column]:
         cols.append(figure_column(d.ratio_title("x "), lambda r: d.figures[r.codec].bytes_ratio, fmt_ratio,
                                   key="x ref"))
     if any(r.floor_ratio for r in suite.results):
-        cols.append(figure_column("x floor", lambda r: d.figures[r.codec].floor_ratio or None, fmt_ratio))
+        title = "x floor~" if (suite.trace.get("floor") or {}).get("estimated") else "x floor"
+        cols.append(figure_column(title, lambda r: d.figures[r.codec].floor_ratio or None, fmt_ratio, key="x floor"))
     for op in OPS:
         cols += _timing_columns(op, d) if any(r.encode or r.decode for r in suite.results) else []
     cols += [figure_column("state/conn", lambda r: r.state_bytes_per_conn or 0, lambda v: fmt_bytes(v) if v else "0"),
@@ -103,10 +104,10 @@ def footnotes(d: Decision) -> List[str]:
                      "with the others: see the verdict.")
     floor = suite.trace.get("floor")
     if floor:
-        notes.append(f"x floor: bytes per call over the trace's floor, {floor['bytes_per_call']:.1f} B/call: each "
-                     f"connection's whole stream of compact JSON compressed at once ({_floor_compressors(floor)}; "
-                     f"over {floor['calls']:,} of {floor['of_calls']:,} calls). A codec sending each call as it "
-                     "happens can hardly reach it: it shows what is left on the table.")
+        notes.append(f"x floor: bytes per call over the trace's floor, {floor['bytes_per_call']:.1f} B/call"
+                     f"{_floor_estimate(floor)}: each connection's whole stream of compact JSON compressed at once "
+                     f"({_floor_compressors(floor)}; over {floor['calls']:,} of {floor['of_calls']:,} calls). A codec "
+                     "sending each call as it happens can hardly reach it: it shows what is left on the table.")
     if any(r.state_bytes_for(1) for r in suite.results):
         notes.append("state/conn: memory one end of a connection keeps for the codec (the compressor of the stream "
                      "it sends and the decompressor of the one it receives), measured after replaying the trace; "
@@ -343,6 +344,15 @@ def _note(r: CodecResult, d: Decision) -> str:
     flags += ["partial"] if d.figures[r.codec].same_calls else []
     flags += [f"unstable ({', '.join(k[:3] for k in shaky)})"] if shaky else []
     return ", ".join(flags)
+
+
+def _floor_estimate(floor: Dict[str, Any]) -> str:
+    """What an estimated floor (rpcbench.floor: a trace over its budget) took and how sure it is; "" if exact."""
+    if not floor.get("estimated"):
+        return ""
+    return (f" (x floor~: estimated, ± {floor['ci_half_width']:.1f} B/call at 95 %: {floor['compressed_share']:.0%} "
+            "of the JSON compressed, each long stream's start whole and the rest at the rate of windows spread "
+            "over it)")
 
 
 def _floor_compressors(floor: Dict[str, Any]) -> str:

@@ -8,39 +8,96 @@ No real-time codec can do this (it needs the whole stream before sending anythin
 bound to compare against, not a candidate. The streams are kept in memory up to
 ``FLOOR_MAX_BYTES`` of JSON; a longer trace has its floor computed on the calls up to there.
 
-Why this one compressor (measured in docs/codecs.md): until results of 2026-11-27 the floor was
-per stream the smaller of xz -9 and, on streams up to 512 KiB, zstd-19 with long matching. The
-same LZMA in the ``.lzma`` container gives within 1 % of that on the bundled samples, the
-Minecraft example and simulated traces (lower on every one: xz's container is about 50 bytes
-heavier, which is all zstd won by on short streams), while zstd-19 costs twice LZMA's time per
-byte and never wins by more than its frame; so the floor takes lzma alone, at half the cost.
+Why this one compressor (measured in docs/codecs.md): lzma alone gives within 1 % of the best of
+xz -9 and zstd-19 per stream (the floor until 2026-11-27) at half the cost.
+
+Bounded work (issue 28): LZMA's cost per byte rises on long streams, so a trace of more than
+``FLOOR_BUDGET`` bytes of JSON is not compressed whole. The budget is spread over the streams (each
+the same share, a short stream taking only its length); a stream over twice its share is estimated:
+its first ``WINDOW_BYTES`` compressed whole, then windows of that length at seeded places, one in
+each of as many equal stretches of the rest as its share holds (at least ``WINDOWS_MIN``), each
+compressed on its own, of which the bytes out for the last ``1 - CONTEXT`` of the window (the first
+part being its context, so that LZMA has learnt the stream again) per JSON byte stand for that
+stretch. The estimate is the prefix's bytes plus the windows' mean rate times the rest's JSON bytes,
+with a 95 % interval from the windows' spread (successive differences, as for a systematic sample).
+Its error against the exact floor on long simulated traces is in docs/codecs.md. A trace within the
+budget (the bundled samples, the Minecraft example) gets the exact floor, as before.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import lzma
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rpc_capture import Call
 
 from .codec import Codec, stream_key
 
 FLOOR_MAX_BYTES = 64 << 20  #: JSON bytes kept for the floor (about 370,000 calls of the bundled kind)
+FLOOR_BUDGET = 8 << 20  #: JSON bytes compressed per trace; a longer trace's long streams are estimated
+WINDOW_BYTES = 160 << 10  #: JSON bytes of a window of an estimated stream, and of its prefix
+CONTEXT = 0.8  #: of a window, the context before its mark; the rest is rated
+WINDOWS_MIN = 2  #: windows per estimated stream at the least (more as its share of the budget allows)
+Z95 = 1.96  #: the estimate's interval: 95 %, normal (a sum over every estimated stream's windows)
 COMPRESSOR = "lzma -9"  #: what the floor compresses each stream with, as results and reports name it
 LZMA_PRESET = 9
 LZMA_DICT_MAX = 64 << 20  #: preset 9's dictionary
 THREADS = 2  #: streams compressed at once (lzma releases the GIL)
 
 
+@dataclass(frozen=True)
+class FloorTotals:
+    """One trace's floor as sums (:meth:`Floor.totals`): the sums of several traces add up to the floor of
+    them together (:func:`floor_figures`)."""
+
+    bytes: float  #: compressed bytes of every stream: exact, or the exact part plus the estimated
+    json: int  #: JSON bytes of the calls the floor is over
+    compressed_json: int  #: JSON bytes the compressor read (``json`` when exact; windows' contexts counted)
+    streams: int
+    estimated_streams: int  #: streams over twice their share of the budget, estimated
+    variance: float  #: of the estimated bytes (0 when exact)
+    calls: int  #: calls the floor is over
+    of_calls: int  #: calls offered
+    seconds: float
+    codec: str
+
+
+@dataclass(frozen=True)
+class FloorFigures:
+    """The floor of one trace or of several together, per call, and what it covered: ``trace.floor`` of
+    results.json (:meth:`record`; docs/results-format.md)."""
+
+    bytes_per_call: float
+    compressor: str
+    json_bytes_per_call: float
+    codec: str
+    streams: int
+    calls: int
+    of_calls: int
+    seconds: float
+    estimated: bool  #: some stream's bytes were estimated from its prefix and windows
+    compressed_share: float  #: of the JSON, the share the compressor read (1.0 when exact)
+    ci_half_width: float  #: B/call either side of ``bytes_per_call``, 95 % (0.0 when exact)
+
+    def record(self) -> Dict[str, Any]:
+        """What results.json keeps of it."""
+        return asdict(self)
+
+
 class Floor:
     """Collects each stream's compact-JSON calls of one trace; :meth:`totals` compresses them."""
 
-    def __init__(self, codec: Codec, max_bytes: int = FLOOR_MAX_BYTES) -> None:
+    def __init__(self, codec: Codec, max_bytes: int = FLOOR_MAX_BYTES, budget: int = FLOOR_BUDGET) -> None:
         self._encode = codec.encode
         self.codec = codec.name
         self.max_bytes = max_bytes
+        self.budget = budget
         self.calls = 0  #: calls kept
         self.seen = 0  #: calls offered
         self._bytes = 0
@@ -59,17 +116,116 @@ class Floor:
         self.calls += 1
         self._bytes += len(data)
 
-    def totals(self) -> Optional[Dict[str, Any]]:
-        """The floor's sums over this trace's streams (None without calls): :func:`floor_figures` turns
-        them into bytes per call, and the sums of several traces add up to the floor of them together."""
+    def totals(self) -> Optional[FloorTotals]:
+        """The floor's sums over this trace's streams (None without calls): each stream compressed whole, or
+        estimated when it is over twice its share of the budget."""
         if not self.calls:
             return None
         started = time.perf_counter()
-        longest_first = sorted(self._streams.values(), key=lambda parts: -sum(map(len, parts)))
+        streams = [Stream(parts) for parts in self._streams.values()]
+        share = budget_share([s.size for s in streams], self.budget)
+        planned = [s.jobs(share) for s in streams]
+        jobs = sorted((job for each in planned for job in each), key=lambda job: -job.size)
         with ThreadPoolExecutor(THREADS) as pool:
-            sizes = list(pool.map(compressed_size, longest_first))
-        return {"bytes": sum(sizes), "json": self._bytes, "streams": len(sizes), "calls": self.calls,
-                "of_calls": self.seen, "seconds": time.perf_counter() - started, "codec": self.codec}
+            sizes = dict(zip(jobs, pool.map(Job.compressed, jobs)))
+        estimates = [s.estimate(each, [sizes[job] for job in each]) for s, each in zip(streams, planned)]
+        return FloorTotals(sum(e[0] for e in estimates), self._bytes, sum(job.size for job in jobs), len(streams),
+                           sum(len(each) > 1 for each in planned), sum(e[1] for e in estimates), self.calls,
+                           self.seen, time.perf_counter() - started, self.codec)
+
+
+Sizes = Tuple[int, int]  #: a job's compressed bytes, and the bytes out after its mark (before the flush)
+
+
+@dataclass(frozen=True, eq=False)
+class Job:
+    """Some of a stream's calls through one compressor, the first ``mark`` of them before the mark."""
+
+    parts: Tuple[bytes, ...]
+    mark: int = 0
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.parts))
+
+    @property
+    def rated(self) -> int:
+        """JSON bytes after the mark."""
+        return sum(map(len, self.parts[self.mark:]))
+
+    def compressed(self) -> Sizes:
+        """The job's compressed bytes, and those out after the mark. The bytes out at the mark and at the end
+        before the flush both fall short by the input the encoder holds back (its lookahead, under 1 KiB), so
+        their difference is that of the part after the mark, shifted by it."""
+        if not self.mark:
+            return compressed_size(self.parts), 0
+        compressor = lzma.LZMACompressor(format=lzma.FORMAT_ALONE, filters=_filters(self.size))
+        before = len(compressor.compress(b"".join(self.parts[:self.mark])))
+        after = len(compressor.compress(b"".join(self.parts[self.mark:])))
+        return before + after + len(compressor.flush()), after
+
+
+class Stream:
+    """One connection and direction's calls, and how the floor takes its bytes within a share of the budget
+    (whole, or its prefix and windows: the module's docstring)."""
+
+    def __init__(self, parts: List[bytes]) -> None:
+        self.parts = parts
+        self.ends = list(itertools.accumulate(map(len, parts)))  #: JSON bytes up to and including each call
+        self.size = self.ends[-1]
+
+    def jobs(self, share: float) -> List[Job]:
+        """What to compress: the whole stream, or its prefix and windows."""
+        length = WINDOW_BYTES
+        if self.size <= max(2 * share, 2 * (WINDOWS_MIN + 1) * length):
+            return [Job(tuple(self.parts))]
+        prefix = max(2, self._call_at(length))
+        end, rated = self.ends[prefix - 1], length * (1 - CONTEXT)
+        jobs = [Job(tuple(self.parts[:prefix]))]
+        place = random.Random(self.size)  # seeded by the stream: the streams of one battle, alike in time, are
+        count = max(WINDOWS_MIN, int(share // length) - 1)  # not sampled at the same moments
+        for k in range(count):  # each window whole within the stream, after the prefix
+            start = end + (self.size - length - end) * (k + place.random()) / count
+            jobs.append(self._window(start, start + length - rated, self._call_at(start + length), prefix))
+        return jobs
+
+    def _window(self, start: float, mark: float, last: int, least: int) -> Job:
+        """The calls from JSON byte ``start`` to call ``last``, marked at byte ``mark`` (at least a call each
+        side of the mark; none before call ``least``)."""
+        last = min(len(self.parts), max(last, least + 2))
+        first = min(max(least, self._call_at(start)), last - 2)
+        at = min(last - 1, max(first + 1, self._call_at(mark)))
+        return Job(tuple(self.parts[first:last]), at - first)
+
+    def _call_at(self, offset: float) -> int:
+        """How many calls end at or before JSON byte ``offset``."""
+        return bisect.bisect_right(self.ends, offset)
+
+    def estimate(self, jobs: Sequence[Job], sizes: Sequence[Sizes]) -> Tuple[float, float]:
+        """The stream's compressed bytes and their variance (0 when compressed whole), from its :meth:`jobs` and
+        their sizes: the prefix's bytes, and the rest's JSON bytes at the windows' mean rate."""
+        if len(jobs) == 1:
+            return float(sizes[0][0]), 0.0
+        rates = [after / window.rated for window, (_, after) in zip(jobs[1:], sizes[1:])]
+        rest = self.size - jobs[0].size
+        mean = sum(rates) / len(rates)
+        spread = sum((b - a) ** 2 for a, b in zip(rates, rates[1:])) / (2 * (len(rates) - 1))
+        return sizes[0][0] + mean * rest, spread / len(rates) * rest ** 2
+
+
+def budget_share(sizes: Sequence[int], budget: int) -> float:
+    """The most JSON bytes a stream may have compressed so that all together take at most ``budget``, a
+    stream shorter than that taking only its length (infinite when every stream fits)."""
+    left, count = float(budget), len(sizes)
+    for done, size in enumerate(sorted(sizes)):
+        if size * (count - done) > left:
+            return left / (count - done)
+        left -= size
+    return float("inf")
+
+
+def _filters(stream_bytes: int) -> List[Dict[str, int]]:
+    return [{"id": lzma.FILTER_LZMA1, "preset": LZMA_PRESET, "dict_size": dictionary_size(stream_bytes)}]
 
 
 def compressed_size(parts: Sequence[bytes]) -> int:
@@ -77,8 +233,7 @@ def compressed_size(parts: Sequence[bytes]) -> int:
     as a power of two: the same bytes as preset 9's 64 MiB on any stream up to that, without setting up a
     64 MiB dictionary and match finder per stream."""
     stream = b"".join(parts)
-    filters = [{"id": lzma.FILTER_LZMA1, "preset": LZMA_PRESET, "dict_size": dictionary_size(len(stream))}]
-    return len(lzma.compress(stream, format=lzma.FORMAT_ALONE, filters=filters))
+    return len(lzma.compress(stream, format=lzma.FORMAT_ALONE, filters=_filters(len(stream))))
 
 
 def dictionary_size(stream_bytes: int) -> int:
@@ -87,14 +242,17 @@ def dictionary_size(stream_bytes: int) -> int:
     return min(LZMA_DICT_MAX, 1 << max(12, (stream_bytes - 1).bit_length()))
 
 
-def floor_figures(totals: Sequence[Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+def floor_figures(totals: Sequence[Optional[FloorTotals]]) -> Optional[FloorFigures]:
     """The floor of one trace or of several together, from their :meth:`Floor.totals`: bytes per call of the
     whole-stream compression, and what it covered (None without any)."""
     parts = [t for t in totals if t]
     if not parts:
         return None
-    sums = {key: sum(p[key] for p in parts) for key in ("bytes", "json", "streams", "calls", "of_calls", "seconds")}
-    calls = sums["calls"]
-    return {"bytes_per_call": sums["bytes"] / calls, "compressor": COMPRESSOR,
-            "json_bytes_per_call": sums["json"] / calls, "codec": parts[0]["codec"], "streams": sums["streams"],
-            "calls": calls, "of_calls": sums["of_calls"], "seconds": round(sums["seconds"], 2)}
+    calls, json = sum(p.calls for p in parts), sum(p.json for p in parts)
+    estimated = any(p.estimated_streams for p in parts)
+    return FloorFigures(
+        bytes_per_call=sum(p.bytes for p in parts) / calls, compressor=COMPRESSOR, json_bytes_per_call=json / calls,
+        codec=parts[0].codec, streams=sum(p.streams for p in parts), calls=calls,
+        of_calls=sum(p.of_calls for p in parts), seconds=round(sum(p.seconds for p in parts), 2),
+        estimated=estimated, compressed_share=sum(p.compressed_json for p in parts) / json if estimated else 1.0,
+        ci_half_width=Z95 * sum(p.variance for p in parts) ** 0.5 / calls)

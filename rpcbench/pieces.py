@@ -18,7 +18,7 @@ from rpc_capture.stats import TraceStats
 from .batch import BATCH, CallBatch
 from .codec import Codec
 from .config import RunConfig
-from .floor import Floor
+from .floor import Floor, FloorTotals
 from .link_replay import LinkReplays, replay_trace
 from .reader_info import ReaderInfo, reader_info
 from .registry import Registry
@@ -274,13 +274,13 @@ class FloorTask:
     trace: int
     path: str
     plan: SamplePlan
-    codecs: Tuple[str, ...] = ()  #: none of the run's codecs: compact JSON and zstd / xz only
+    codecs: Tuple[str, ...] = ()  #: none of the run's codecs: compact JSON and lzma only
     span: Tuple[int, int] = (0, 0)  #: its calls are not counted in the progress line
 
     def prepare(self) -> None:
         _registry(self.config)
 
-    def run(self, beat: Any) -> Optional[Dict[str, Any]]:
+    def run(self, beat: Any) -> Optional[FloorTotals]:
         floor = Floor(_registry(self.config).create("json"))
         for index, call in enumerate(open_trace(self.path, self.config.salvage)):
             if not self.plan.held_out(self.trace, index):

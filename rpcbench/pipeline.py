@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .config import RunConfig
 from .environment import environment, library_version
 from .executors import open_executor
-from .floor import floor_figures
+from .floor import FloorFigures, floor_figures
 from .plan import Plan, make_plan
 from .progress import Progress, quiet
 from .registry import Registry
@@ -62,7 +62,7 @@ def build_suite(plan: Plan, size_pass: SizePass, timed: Timed, size_pass_s: floa
         settings={**_settings(plan, size_pass, timed, size_pass_s), **size_pass.settings()},
         trace=trace,
         results=tuple(_codec_result(t, size_pass.figures(t), timed.answers.get(t.codec.name, {}), plan.registry,
-                                    _dictionary(t, plan, size_pass), trace["floor"], untimed(config))
+                                    _dictionary(t, plan, size_pass), size_pass.floor, untimed(config))
                       for t in size_pass.tallies),
         partial="interrupted (Ctrl-C) during timing" if timed.interrupted else None,
         traces=tuple(_per_trace(size_pass, one, plan.registry) for one in size_pass.per_trace),
@@ -135,7 +135,7 @@ def untimed(config: RunConfig) -> str:
 
 
 def _codec_result(tally: CodecTally, added: PassFigures, timing: TimingAnswer, registry: Registry,
-                  dictionary: Optional[Dict[str, Any]] = None, floor: Optional[Dict[str, Any]] = None,
+                  dictionary: Optional[Dict[str, Any]] = None, floor: Optional[FloorFigures] = None,
                   not_timed: str = "not timed: the run was interrupted first") -> CodecResult:
     """One codec's row of the results, made here only: the size pass's tally, what the pass adds to it
     (``added``) and its timing answer."""
@@ -165,12 +165,12 @@ def _codec_result(tally: CodecTally, added: PassFigures, timing: TimingAnswer, r
     )
 
 
-def _floor_ratio(tally: CodecTally, floor: Optional[Dict[str, Any]]) -> Optional[float]:
+def _floor_ratio(tally: CodecTally, floor: Optional[FloorFigures]) -> Optional[float]:
     """The codec's bytes per call as a multiple of the trace's floor (None without either)."""
     sizes = tally.size_stats()
-    if sizes is None or not floor or not floor["bytes_per_call"]:
+    if sizes is None or not floor or not floor.bytes_per_call:
         return None
-    return sizes.mean / floor["bytes_per_call"]
+    return sizes.mean / floor.bytes_per_call
 
 
 def _jsonable(config: Dict[str, Any]) -> Dict[str, Any]:

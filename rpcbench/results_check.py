@@ -84,6 +84,8 @@ def _check_timing(t: Any, where: str) -> None:
 
 
 _FLOOR_FIELDS = {"bytes_per_call": _NUMBER, "compressor": str, "calls": int, "of_calls": int}
+#: a floor estimated beyond its budget says so (rpcbench.floor.FloorFigures; absent in files before: exact)
+_FLOOR_ESTIMATE_FIELDS = {"estimated": bool, "compressed_share": _NUMBER, "ci_half_width": _NUMBER}
 #: a floor written before it named its ``compressor`` (rpcbench.floor): the smaller per stream of xz -9 and
 #: zstd-19, each one's figure (zstd's None when the floor left zstd out on streams over 512 KiB)
 _FLOOR_BEFORE_FIELDS = {"bytes_per_call": _NUMBER, "zstd19_long_bytes_per_call": (*_NUMBER, _NONE),
@@ -102,8 +104,9 @@ def _check_trace_extras(trace: Dict[str, Any]) -> None:
     floor_spec = _FLOOR_FIELDS if type(floor) is not dict or "compressor" in floor else _FLOOR_BEFORE_FIELDS
     for name, spec in (("floor", floor_spec), ("training", _TRAINING_FIELDS)):
         if trace.get(name) is not None:
-            _fields(trace[name], spec, f"trace.{name}")
-            _finite(trace[name], spec, f"trace.{name}")
+            optional = _FLOOR_ESTIMATE_FIELDS if name == "floor" else {}
+            _fields(trace[name], spec, f"trace.{name}", optional)
+            _finite(trace[name], {**spec, **{k: t for k, t in optional.items() if k in trace[name]}}, f"trace.{name}")
     table = trace.get("per_connection")
     if table is None:
         return

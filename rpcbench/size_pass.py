@@ -20,7 +20,7 @@ from rpc_capture.stats import TraceStats
 
 from .errors import BenchError
 from .executors import Executor, Task
-from .floor import floor_figures
+from .floor import FloorTotals, floor_figures
 from .link_replay import LinkReplays
 from .pieces import FloorTask, LinkTask, PieceSummary, PieceTask, plan_pieces
 from .plan import Plan
@@ -76,7 +76,7 @@ class _TraceMerge:
     measured: int = 0
     drawn: Drawn = NOTHING_DRAWN
     reader: Optional[ReaderInfo] = None
-    floor: Optional[Dict[str, Any]] = None
+    floor: Optional[FloorTotals] = None
     link: Optional[LinkReplays] = None  #: its lossy link replays (--loss; :class:`LinkTask`)
 
     def absorb(self, summary: PieceSummary) -> None:

@@ -20,7 +20,7 @@ from rpc_capture.stats import TraceStats
 
 from .config import RunConfig
 from .environment import file_sha256
-from .floor import floor_figures
+from .floor import FloorFigures, FloorTotals, floor_figures
 from .link import link_figures, merged
 from .link_replay import LinkReplays
 from .packet_timing import PacketPlan
@@ -56,7 +56,7 @@ class TracePass:
     measured: int  #: calls the size pass measured (all, unless --sample-calls)
     drawn: Drawn  #: the timing sample's candidates, their calls and windows
     reader: Optional[ReaderInfo]  #: what only the reader of the file's end knows (None: no task read to it)
-    floor: Optional[Dict[str, Any]]  #: the floor's totals (see :func:`rpcbench.floor.floor_figures`)
+    floor: Optional[FloorTotals]  #: the floor's sums (None: --no-floor)
     wire: TraceWire  #: its --wire policies, resolved by the tick its timestamps show (from the plan)
     link: Optional[LinkReplays]  #: its lossy link replays (None without --loss; :class:`rpcbench.pieces.LinkTask`)
 
@@ -67,7 +67,7 @@ class TracePass:
                 "file_bytes": _file_bytes(self.path), "metadata": reader["metadata"],
                 **self.stats.summary(), "truncated_bytes": reader["truncated_bytes"],
                 "salvaged": reader["salvaged"], "recorder": reader["recorder"],
-                "measured_calls": self.measured, "floor": floor_figures([self.floor])}
+                "measured_calls": self.measured, "floor": floor_record(floor_figures([self.floor]))}
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class SizePass:
     tallies: Tuple[CodecTally, ...]  #: every trace's tallies merged
     stats: TraceStats  #: every trace's statistics merged (connections kept apart per trace)
     example_trace: Dict[ProblemKey, str]  #: the trace of each problem's example
-    floor: Optional[Dict[str, Any]]  #: the floor of every trace together (None: --no-floor)
+    floor: Optional[FloorFigures]  #: the floor of every trace together (None: --no-floor)
     dask: Optional[Dict[str, Any]]  #: the cluster the pass ran on
 
     @property
@@ -170,7 +170,7 @@ class SizePass:
         the dictionaries' summary)."""
         entries = [t.entry() for t in self.traces]
         return {**(entries[0] if len(entries) == 1 else self._together(entries)), "traces": len(entries),
-                "training": training, "floor": self.floor, "per_connection": self._per_connection()}
+                "training": training, "floor": floor_record(self.floor), "per_connection": self._per_connection()}
 
     def _together(self, entries: List[Dict[str, Any]]) -> Dict[str, Any]:
         """The record of several traces: sums, merged statistics, each trace's damage notes."""
@@ -193,6 +193,11 @@ class SizePass:
                 pairs = [tally.by_connection.get(conn, (0, 0)) for conn in spans]
                 by_codec[tally.codec.name] = {name: [p[i] for p in pairs] for i, name in enumerate(CONNECTION_BYTES)}
         return {**traffic, "bytes": by_codec}
+
+
+def floor_record(floor: Optional[FloorFigures]) -> Optional[Dict[str, Any]]:
+    """What results.json keeps of a floor (null with --no-floor)."""
+    return floor.record() if floor else None
 
 
 def _file_bytes(path: str) -> int:

@@ -346,7 +346,7 @@ def _states(tallies) -> list:
 def _figures(size_pass: SizePass) -> dict:
     """Everything the size pass gives but its clock: tallies, statistics, floor, the timing sample."""
     tallies = _states(size_pass.tallies)
-    floor = {k: v for k, v in (size_pass.floor or {}).items() if k != "seconds"}
+    floor = dataclasses.replace(size_pass.floor, seconds=0.0) if size_pass.floor else None
     return {"tallies": tallies, "stats": size_pass.stats.summary(), "floor": floor, "sample": size_pass.sample(300),
             "held": size_pass.sampling.held, "measured": size_pass.measured}
 
@@ -386,10 +386,10 @@ def test_a_fleet_floor_is_its_traces_floors_summed(fleet_dir):
     for trace in traces:
         one = run_pass(make_pass(dataclasses.replace(config, trace=trace, traces=())))
         alone.append(one.floor)
-    assert fleet.floor["calls"] == sum(f["calls"] for f in alone) == 5600
-    best = sum(f["bytes_per_call"] * f["calls"] for f in alone) / 5600
-    assert fleet.floor["bytes_per_call"] == pytest.approx(best, rel=1e-12)
-    assert [t.entry()["floor"]["bytes_per_call"] for t in fleet.traces] == [f["bytes_per_call"] for f in alone]
+    assert fleet.floor.calls == sum(f.calls for f in alone) == 5600
+    best = sum(f.bytes_per_call * f.calls for f in alone) / 5600
+    assert fleet.floor.bytes_per_call == pytest.approx(best, rel=1e-12)
+    assert [t.entry()["floor"]["bytes_per_call"] for t in fleet.traces] == [f.bytes_per_call for f in alone]
 
 
 def test_sizes_only_with_and_without_dask_write_the_same_figures(tmp_path):

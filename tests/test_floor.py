@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import html
 import lzma
+import re
 from pathlib import Path
 
 import pytest
@@ -12,10 +15,14 @@ import zstandard
 from rpc_capture import open_trace
 from rpcbench.codec import stream_key
 from rpcbench.config import DEFAULT_TRACE, RunConfig
+from rpcbench import floor as floor_module
 from rpcbench.floor import Floor, compressed_size, floor_figures
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import Registry
 from rpcbench.reports import decide
+from rpcbench.reports.html import render_report
+from rpcbench.reports.markdown import render_markdown
+from rpcbench.reports.terminal import terminal_text
 from rpcbench.reports.table import format_table
 from rpcbench.results import load
 
@@ -58,9 +65,10 @@ def test_floor_is_lzma_9_over_each_connection_and_direction_s_whole_stream():
     for call in SAMPLE:
         floor.add(call)
     result = floor_figures([floor.totals()])
-    assert result["bytes_per_call"] == pytest.approx(independent_floor(SAMPLE))
-    assert result["compressor"] == "lzma -9" and result["json_bytes_per_call"] > 5 * result["bytes_per_call"]
-    assert result["streams"] == len({stream_key(c) for c in SAMPLE}) and result["calls"] == result["of_calls"] == 3000
+    assert result.bytes_per_call == pytest.approx(independent_floor(SAMPLE))
+    assert result.compressor == "lzma -9" and result.json_bytes_per_call > 5 * result.bytes_per_call
+    assert result.streams == len({stream_key(c) for c in SAMPLE}) and result.calls == result.of_calls == 3000
+    assert not result.estimated and result.compressed_share == 1.0 and result.ci_half_width == 0.0
 
 
 @pytest.mark.parametrize("path", [DEFAULT_TRACE, DICT_TRACE, MINECRAFT])
@@ -79,7 +87,8 @@ def test_the_one_compressor_floor_is_within_1_percent_of_the_best_of_xz_and_zstd
     floor = Floor(Registry.default().create("json"))
     for call in calls:
         floor.add(call)
-    assert floor_figures([floor.totals()])["bytes_per_call"] == pytest.approx(floor_before(calls), rel=0.01)
+    figures = floor_figures([floor.totals()])
+    assert figures.bytes_per_call == pytest.approx(floor_before(calls), rel=0.01)
 
 
 def test_floor_keeps_bounded_memory_and_says_what_it_covered():
@@ -87,8 +96,8 @@ def test_floor_keeps_bounded_memory_and_says_what_it_covered():
     for call in SAMPLE:
         floor.add(call)
     result = floor_figures([floor.totals()])
-    assert result["of_calls"] == 3000 and 0 < result["calls"] < 3000
-    assert result["bytes_per_call"] == pytest.approx(independent_floor(SAMPLE[:result["calls"]]))
+    assert result.of_calls == 3000 and 0 < result.calls < 3000
+    assert result.bytes_per_call == pytest.approx(independent_floor(SAMPLE[:result.calls]))
     assert Floor(Registry.default().create("json")).totals() is None
 
 
@@ -134,3 +143,85 @@ def test_a_floor_of_results_written_before_loads_and_says_what_it_took():
     text = " ".join(format_table(decide(loaded)).split())
     assert ("the trace's floor, 27.5 B/call: each connection's whole stream of compact JSON compressed at once (best "
             "of zstd-19 with long matching, 27.9, and xz -9, 27.5, per stream; over 20,000 of 20,000 calls)") in text
+
+
+@pytest.mark.parametrize("path", [DEFAULT_TRACE, DICT_TRACE, MINECRAFT])
+def test_the_bundled_samples_and_minecraft_are_within_the_budget_so_their_floor_is_exact(path):
+    """A default floor compresses every stream of the bundled samples and real Minecraft traffic whole: the
+    figure of the library itself, every byte compressed, no interval."""
+    calls = list(open_trace(str(path)))
+    floor = Floor(Registry.default().create("json"))
+    for call in calls:
+        floor.add(call)
+    figures = floor_figures([floor.totals()])
+    assert figures.bytes_per_call == pytest.approx(independent_floor(calls), rel=1e-5)  # preset 9's own dictionary
+    assert (figures.estimated, figures.compressed_share, figures.ci_half_width) == (False, 1.0, 0.0)
+
+
+def one_connection(calls):
+    """The calls of the dict sample as one connection's (their order kept): two long streams, c2s and s2c."""
+    return [call._replace(conn=1) for call in calls]
+
+
+def test_a_trace_over_its_budget_gets_an_estimate_that_says_what_it_compressed_and_holds_its_bound():
+    """Beyond its budget, a stream's floor is its prefix compressed whole plus the rest at the rate of windows
+    spread over it: the figure is within its stated 95 % bound of the exact floor computed here, and the
+    share it says it compressed is what it did (the budget, a stream taking more than that only for its
+    fewest windows)."""
+    calls = one_connection(list(open_trace(str(DICT_TRACE))))
+    streams = streams_of(calls)
+    exact = independent_floor(calls)
+    floor = Floor(Registry.default().create("json"), budget=1 << 20)
+    for call in calls:
+        floor.add(call)
+    totals = floor.totals()
+    figures = floor_figures([totals])
+    assert figures.estimated and totals.estimated_streams == 1 and figures.streams == len(streams) == 2
+    short, long = sorted(map(len, streams))
+    window = floor_module.WINDOW_BYTES
+    rated = window * (1 - floor_module.CONTEXT)
+    windows = max(floor_module.WINDOWS_MIN, int(((1 << 20) - short) // window) - 1)
+    assert totals.compressed_json == pytest.approx(short + window * (1 + windows), rel=0.02)
+    assert figures.compressed_share == pytest.approx(totals.compressed_json / (short + long))
+    assert figures.compressed_share < 0.5 and rated * windows < long / 4
+    assert 0 < figures.ci_half_width < 0.1 * exact
+    assert abs(figures.bytes_per_call - exact) <= figures.ci_half_width
+    assert figures.calls == figures.of_calls == len(calls)
+
+
+def test_the_floor_s_sums_add_up_over_traces_exact_or_estimated():
+    """A fleet's floor is its traces' sums together: bytes, calls, the share compressed and the variance."""
+    calls = one_connection(list(open_trace(str(DICT_TRACE))))
+    totals = []
+    for part, budget in ((calls[:8000], 8 << 20), (calls[8000:], 1 << 20)):
+        floor = Floor(Registry.default().create("json"), budget=budget)
+        for call in part:
+            floor.add(call)
+        totals.append(floor.totals())
+    alone = [floor_figures([t]) for t in totals]
+    together = floor_figures(totals)
+    assert [f.estimated for f in alone] == [False, True] and together.estimated
+    assert together.calls == len(calls) and together.bytes_per_call == pytest.approx(
+        sum(f.bytes_per_call * f.calls for f in alone) / len(calls))
+    assert together.ci_half_width == pytest.approx(alone[1].ci_half_width * alone[1].calls / len(calls))
+    assert together.compressed_share == pytest.approx(
+        sum(t.compressed_json for t in totals) / sum(t.json for t in totals))
+
+
+def test_an_estimated_floor_is_marked_alike_in_the_terminal_report_md_and_report_html(tmp_path):
+    """A floor estimated beyond its budget titles the column x floor~ and says how it was taken, with its interval,
+    in the terminal, report.md and report.html alike, from results.json as saved and loaded."""
+    suite = run_benchmark(RunConfig(trace=str(MINECRAFT), codecs=("json", "msgpack"), sizes_only=True, memory=False,
+                                    tails=False, processes=0, jobs=0))
+    assert suite.trace["floor"]["estimated"] is False and "x floor~" not in format_table(decide(suite))
+    floor = {**suite.trace["floor"], "estimated": True, "compressed_share": 0.25, "ci_half_width": 0.43}
+    dataclasses.replace(suite, trace={**suite.trace, "floor": floor}).save(str(tmp_path))
+    d = decide(load(str(tmp_path)))
+    said = (f"the trace's floor, {floor['bytes_per_call']:.1f} B/call (x floor~: estimated, ± 0.4 B/call at 95 %: 25% "
+            "of the JSON compressed, each long stream's start whole and the rest at the rate of windows spread over "
+            "it)")
+    pages = {"terminal": terminal_text(d, 200), "report.md": re.sub(r"\\(.)", r"\1", render_markdown(d)),  # escapes
+             "report.html": html.unescape(re.sub(r"<[^>]+>", " ", render_report(d, {})))}
+    for name, text in pages.items():
+        assert said in " ".join(text.split()), name
+    assert "x floor~" in pages["terminal"] and "x floor~" in pages["report.html"]

@@ -308,8 +308,8 @@ def results_text(tmp_path_factory):
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "retyped", "field removed", "not json", "floor retyped",
-                                    "floor field removed", "dictionary retyped", "method figure renamed",
-                                    "direction figure renamed", "zero mean size"])
+                                    "floor field removed", "floor estimate retyped", "dictionary retyped",
+                                    "method figure renamed", "direction figure renamed", "zero mean size"])
 def test_report_on_a_damaged_results_file_is_one_line(tmp_path, results_text, damage):
     path = tmp_path / "results.json"
     text = results_text
@@ -329,6 +329,8 @@ def test_report_on_a_damaged_results_file_is_one_line(tmp_path, results_text, da
         assert data["trace"]["floor"]["bytes_per_call"] > 0
         if damage == "floor retyped":
             data["trace"]["floor"]["compressor"] = 9
+        elif damage == "floor estimate retyped":  # the estimate's interval, which the footnote quotes
+            data["trace"]["floor"]["ci_half_width"] = "narrow"
         else:
             del data["trace"]["floor"]["of_calls"]
         text = json.dumps(data)
