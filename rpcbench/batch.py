@@ -9,18 +9,22 @@ figures come out identical (tests/test_batch.py holds the two paths against each
 from __future__ import annotations
 
 import itertools
+import operator
 import time
+from collections import Counter
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rpc_capture import C2S, Call
+from rpc_capture.stats import TraceStats
 
 from .codec import Codec
 from .fidelity import OTHER, pickled
 from .round_trip import Outcome, compressed, encode_failed, error_text, judged, not_bytes
 
 BATCH = 128  #: calls per batch, as a binary trace stores them
+_LATEST, _EARLIEST = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
 class Grouping:
@@ -34,6 +38,10 @@ class Grouping:
         position = {key: i for i, key in enumerate(self.keys)}
         self.of = np.fromiter(map(position.__getitem__, values), np.intp, len(values))
         self.counts: List[int] = np.bincount(self.of, minlength=len(self.keys)).tolist()
+
+    def counter(self) -> Counter:
+        """The calls per key, as a ``Counter`` (keys in order of first appearance)."""
+        return Counter(dict(zip(self.keys, self.counts)))
 
     def sums(self, weights: np.ndarray) -> List[int]:
         """The sum of ``weights`` (one per call) per key (exact: a batch's bytes are far below 2**53)."""
@@ -55,7 +63,7 @@ class CallBatch:
 
     def __init__(self, indices: List[int], calls: List[Call]) -> None:
         self.indices, self.calls = indices, calls
-        methods, args, _, dirs, conns, *_ = zip(*calls)
+        methods, args, self._times, dirs, conns, *_ = zip(*calls)
         self.methods, self.directions = Grouping(methods), Grouping(dirs)
         self.connections = Grouping(conns)
         self._by_connection_way = self.connections.of * 2 + np.array(
@@ -72,6 +80,26 @@ class CallBatch:
         sums = np.bincount(self._by_connection_way, weights, 2 * len(keys)).astype(np.int64).tolist()
         return zip(keys, sums[0::2], sums[1::2])
 
+    def trace_stats(self) -> TraceStats:
+        """The batch's trace statistics, as :meth:`TraceStats.add` of each call counts them, from the groupings the
+        tallies use (merged into a piece's by :meth:`TraceStats.merge`: keys in order of first appearance, each
+        connection's span from its earliest to its latest timestamp, whatever their order)."""
+        try:
+            times = np.array(self._times, np.int64)
+        except OverflowError:  # a timestamp beyond 64 bits (no clock gives one): counted call by call
+            stats = TraceStats()
+            stats.add_all(self.calls)
+            return stats
+        conns = self.connections
+        lows, highs = np.full(len(conns.keys), _LATEST), np.full(len(conns.keys), _EARLIEST)
+        np.minimum.at(lows, conns.of, times)
+        np.maximum.at(highs, conns.of, times)
+        ways = np.bincount(self._by_connection_way, minlength=2 * len(conns.keys)).tolist()
+        spans = {conn: [low, high, c2s, s2c] for conn, low, high, c2s, s2c in
+                 zip(conns.keys, lows.tolist(), highs.tolist(), ways[0::2], ways[1::2])}
+        return TraceStats(len(self.calls), self.methods.counter(), self.directions.counter(), conns.counter(), spans,
+                          min(lows.tolist()), max(highs.tolist()))
+
     def same_as_sent(self, back: List[Any]) -> bool:
         """Is every decoded value exactly the (method, args) tuple sent? One pickle per side, compared: in fast
         mode a list's pickle is its items' one after another, so equal pickles are equal items, each equal
@@ -86,8 +114,17 @@ class CallBatch:
     def same_each(self, back: List[Any]) -> List[bool]:
         """Is each decoded value exactly the (method, args) tuple sent, by its pickle? (False: maybe not.)"""
         if self._pickles is None:
-            self._pickles = list(map(_pickled_or_none, self._sent))
-        return list(map(_same, self._pickles, map(_pickled_or_none, back)))
+            self._pickles = _pickles_of(self._sent)
+        mine, theirs = self._pickles, _pickles_of(back)
+        return list(map(_same if None in mine or None in theirs else operator.eq, mine, theirs))
+
+
+def _pickles_of(values: List[Any]) -> List[Optional[bytes]]:
+    """Each value's pickle (None for one that pickle cannot write), by a C loop unless one fails."""
+    try:
+        return list(map(pickled, values))
+    except Exception:
+        return list(map(_pickled_or_none, values))
 
 
 def _pickled_or_none(value: Any) -> Optional[bytes]:
@@ -107,10 +144,13 @@ class _Raised(NamedTuple):
     error: BaseException
 
 
-def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: Any) -> Inner:
+def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: Any, whole: bool = True) -> Inner:
     """:func:`rpcbench.round_trip.round_trip` of each call of ``batch`` through a stateless codec: encoding all,
     then decoding all, each call once (what a call raised is its outcome). Each call is judged only when the
-    batch did not come back exactly as sent; a ``SystemExit`` stops the codec at its call (:attr:`Inner.stop`)."""
+    batch did not come back exactly as sent; a ``SystemExit`` stops the codec at its call (:attr:`Inner.stop`).
+
+    ``whole``: try the batch's one pickle first (the codec's last batch came back whole); else compare each call's
+    at once, as that pickle would be wasted (a codec with a declared change on a few calls of every batch)."""
     timer = time.perf_counter_ns
     t0 = timer()
     data = _each(codec.encode, batch.calls, batch.indices, beat)
@@ -120,10 +160,12 @@ def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: An
     stop = _exit(data) or _exit(back)
     if stop is not None:
         return Inner([], ns, stop=stop)
-    if clean and _Raised not in map(type, back) and batch.same_as_sent(back):
+    if clean and whole and _Raised not in map(type, back) and batch.same_as_sent(back):
+        return Inner(data, ns)
+    same = batch.same_each(back) if clean else [False] * len(data)
+    if all(same):
         return Inner(data, ns)
     each = ns // len(data)
-    same = batch.same_each(back) if clean else [False] * len(data)
     outcomes = [None if ok else _outcome(codec, call, d, b, each, declared)
                 for call, d, b, ok in zip(batch.calls, data, back, same)]
     return Inner([o.data if o else d for o, d in zip(outcomes, data)], ns, outcomes)

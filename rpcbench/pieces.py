@@ -190,7 +190,8 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             beat[1] = position
         tallies.append(CodecTally(registry.create(name), wire))
     stats = TraceStats()
-    candidates = Candidates(plan.timing_calls, piece.wire.timed if piece.count else None)
+    drawing = piece.count and plan.timing_calls > 0  #: this piece draws the timing sample's candidates
+    candidates = Candidates(plan.timing_calls, piece.wire.timed if drawing else None)
     batchers = {p.text: Batcher(p) for p in wire if p.batched}
     origins = [*batchers.values(), *([candidates.batcher] if candidates.batcher is not None else [])]
     followers = [tally for tally in tallies if tally.follows_skipped]
@@ -202,22 +203,18 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
 
     measured = 0
     for indices, chunk in _chunks(piece, plan, calls, origins, pass_over):
+        # every call measured and none alone: the chunk's calls grouped once, for the statistics and every tally
+        batch = CallBatch(indices, chunk) if not batchers and plan.size_fraction >= 1 else None
         if piece.count:
-            stats.add_all(chunk)
+            stats.merge(batch.trace_stats()) if batch is not None else stats.add_all(chunk)
+        if drawing:
             candidates.offer_all(chunk, priorities(plan.seed, piece.trace, np.array(indices, np.uint64), TIMING_SALT),
                                  indices)
-        for keep, run in _size_runs(plan, piece.trace, indices, bool(followers)):
-            sub = [chunk[i] for i in run] if len(run) < len(chunk) else chunk
-            ids = [indices[i] for i in run] if len(run) < len(chunk) else indices
-            if not keep:
-                pass_over(ids, sub)
-                continue
-            measured += len(sub)
-            if batchers:  # a batched policy's rows: each call with every codec's message
-                for index, call in zip(ids, sub):
-                    check_call(tallies, index, call, beat, batchers)
-            elif sub:
-                check_batch(tallies, CallBatch(ids, sub), beat)
+        if batch is not None:
+            check_batch(tallies, batch, beat)
+            measured += len(chunk)
+        else:
+            measured += _measure_runs(tallies, plan, piece.trace, indices, chunk, batchers, pass_over, beat)
     send_rest(tallies, batchers, beat)
     for position, tally in enumerate(tallies):
         if beat is not None:
@@ -229,6 +226,27 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     return PieceSummary(piece, tuple(states.get(name) or {"error": failed[name]} for name in piece.codecs),
                         PieceCount(stats, measured, candidates.export()) if piece.count else None,
                         reader_info(reader) if piece.stop is None else None)
+
+
+def _measure_runs(tallies: List[CodecTally], plan: SamplePlan, trace: int, indices: List[int], chunk: List[Call],
+                  batchers: Dict[str, Batcher], pass_over: Callable[[Sequence[int], Sequence[Call]], None],
+                  beat: Any) -> int:
+    """A chunk's calls that ``--size-fraction`` keeps through the tallies (one at a time with a batched --wire
+    policy: each call's messages join their batches), the others to ``pass_over``; the calls measured."""
+    measured = 0
+    for keep, run in _size_runs(plan, trace, indices, any(t.follows_skipped for t in tallies)):
+        sub = [chunk[i] for i in run] if len(run) < len(chunk) else chunk
+        ids = [indices[i] for i in run] if len(run) < len(chunk) else indices
+        if not keep:
+            pass_over(ids, sub)
+            continue
+        measured += len(sub)
+        if batchers:  # a batched policy's rows: each call with every codec's message
+            for index, call in zip(ids, sub):
+                check_call(tallies, index, call, beat, batchers)
+        elif sub:
+            check_batch(tallies, CallBatch(ids, sub), beat)
+    return measured
 
 
 def _size_runs(plan: SamplePlan, trace: int, indices: List[int],

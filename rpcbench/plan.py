@@ -124,4 +124,5 @@ def _sampling(config: RunConfig, index: Sequence[TraceIndex], held: Tuple[int, .
     size_fraction = 1.0
     if config.sample_calls is not None and total > 0:
         size_fraction = min(1.0, config.sample_calls / total)
-    return SamplePlan(config.seed, config.sample, size_fraction, held)
+    timing_calls = 0 if config.sizes_only else config.sample  # --sizes-only times nothing: no candidates to draw
+    return SamplePlan(config.seed, timing_calls, size_fraction, held)

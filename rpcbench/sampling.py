@@ -70,7 +70,7 @@ class SamplePlan:
     pass measures (1.0: every call), and the calls held out at the start of each trace (trained on)."""
 
     seed: int
-    timing_calls: int
+    timing_calls: int  #: the timing sample's candidates kept per method (0: nothing is timed, none drawn)
     size_fraction: float = 1.0
     held: Tuple[int, ...] = ()  #: per trace: its first calls, which trained the dictionaries (never measured)
 

@@ -52,6 +52,7 @@ class CodecTally:
         #: a batch at a time (:meth:`check_all`): no state across calls, and exact (no precision profile)
         self._inner_batched = not inner.per_connection and type(inner).within_steps is Codec.within_steps
         self.batched = self._inner_batched and not codec.per_connection
+        self._whole = True  #: the inner codec's last batch came back whole (so the next one's pickle is tried first)
         #: reads the calls the run does not measure, in order (a recorded stream: :meth:`Codec.pass_over`)
         self.follows_skipped = codec.per_connection and type(codec).pass_over is not Codec.pass_over
 
@@ -240,7 +241,8 @@ class CodecTally:
         base = batch.shared.get(self._inner_name)
         if base is None:
             inner = cast(Any, self.codec).inner if self._compresses else self.codec
-            base = batch.shared[self._inner_name] = round_trip_all(inner, batch, self.declared, beat)
+            base = batch.shared[self._inner_name] = round_trip_all(inner, batch, self.declared, beat, self._whole)
+            self._whole = base.outcomes is None
         return base
 
     def _wire(self, call: Call, data: Optional[bytes], inner: Optional[bytes]) -> None:

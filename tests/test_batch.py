@@ -15,9 +15,11 @@ from rpc_capture import Call, open_trace
 from rpc_capture.stats import TraceStats
 from rpcbench.batch import BATCH, CallBatch
 from rpcbench.codec import Codec
+from rpcbench.config import RunConfig
 from rpcbench.fidelity import Limit
+from rpcbench.pieces import Piece, tally_piece
 from rpcbench.registry import Registry
-from rpcbench.sampling import Candidates, priorities, priority
+from rpcbench.sampling import Candidates, SamplePlan, priorities, priority
 from rpcbench.tally import CodecTally, check_batch, check_call
 from rpcbench.wire import PER_CALL, WirePolicy
 
@@ -122,15 +124,37 @@ def test_candidates_are_the_calls_of_smallest_priority_per_method(keep):
     assert {i: drawn.call(i) for i in drawn.calls} == {i: calls[i] for pairs in drawn.ranked.values() for _, i in pairs}
 
 
+BATCH_STATS = {"add_all": lambda stats, indices, calls: stats.add_all(calls),
+               "groupings": lambda stats, indices, calls: stats.merge(CallBatch(indices, calls).trace_stats())}
+
+
+@pytest.mark.parametrize("way", BATCH_STATS)
 @pytest.mark.parametrize("shuffled", [False, True])
-def test_trace_statistics_of_batches_are_those_of_calls(shuffled):
-    calls = [*open_trace(str(TRACES["dict"])), Call("x", [], 5, "c2s", "late")]
+def test_trace_statistics_of_batches_are_those_of_calls(shuffled, way):
+    """TraceStats.add_all of a batch, and a batch's statistics from its groupings merged, against add per call
+    (a timestamp beyond 64 bits too)."""
+    calls = [*open_trace(str(TRACES["dict"])), Call("x", [], 5, "c2s", "late"), Call("y", [], 1 << 70, "s2c", 7)]
     if shuffled:  # timestamps out of order
         random.Random(2).shuffle(calls)
     one, batched = TraceStats(), TraceStats()
     for call in calls:
         one.add(call)
     for start in range(0, len(calls), BATCH):
-        batched.add_all(calls[start:start + BATCH])
+        chunk = calls[start:start + BATCH]
+        BATCH_STATS[way](batched, list(range(start, start + len(chunk))), chunk)
     assert batched == one
-    assert list(batched.spans) == list(one.spans) and list(batched.methods) == list(one.methods)
+    assert [list(getattr(batched, name)) for name in ("spans", "methods", "directions", "connections")] == \
+        [list(getattr(one, name)) for name in ("spans", "methods", "directions", "connections")]
+
+
+def test_a_piece_with_nothing_to_time_draws_no_candidates_and_counts_the_same():
+    config = RunConfig(trace=str(TRACES["dict"]), codecs=("msgpack", "json"))
+    piece = Piece(0, config.trace, config.codecs)
+    timed, untimed = (tally_piece(config, piece, SamplePlan(1, keep)) for keep in (50, 0))  # 0: --sizes-only
+
+    def counted(summary):
+        tallies = [{k: v for k, v in state.items() if k not in ("ns", "wire")} for state in summary.tallies]
+        return tallies, summary.count.stats, summary.count.measured
+    assert untimed.count.drawn.ranked == {} and untimed.count.drawn.calls == {}
+    assert sum(map(len, timed.count.drawn.ranked.values())) > 50
+    assert counted(untimed) == counted(timed) and timed.count.measured == timed.count.stats.calls > 0
