@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
                    "round; N sets run one after another and their rounds are pooled. 0 times every codec in this "
                    "process instead (default: 1)")
+    p.add_argument("--timing-lanes", type=whole_number(1, MAX_JOBS), metavar="N",
+                   help="codecs timed at once, each in its own process pinned to a CPU of its own, paired anew and "
+                   "moved from CPU to CPU round by round so every codec meets the same neighbours and CPUs; 1 times "
+                   "one at a time (default: 2 when this process may use 2 CPUs and --jobs is 2 or more, else 1; "
+                   "always 1 with --processes 0)")
     p.add_argument("--jobs", type=whole_number(0, MAX_JOBS), default=min(2, os.cpu_count() or 1), metavar="N",
                    help="watched processes sharing the size and fidelity pass (a codec that hangs or crashes fails "
                    "alone); 0 runs it in this process, unwatched (default: %(default)s)")
@@ -218,7 +223,8 @@ def config_from(args: argparse.Namespace, argv: List[str]) -> RunConfig:
         sizes_only=args.sizes_only, sample_calls=args.sample_calls, chunk_calls=args.chunk_calls,
         codecs=split_codec_list(args.codecs),
         salvage=args.salvage, sample=args.sample, seed=args.seed, repeat=args.repeat, warmup=args.warmup,
-        min_time=args.min_time, processes=args.processes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
+        min_time=args.min_time, processes=args.processes,
+        timing_lanes=args.timing_lanes, jobs=args.jobs, gc=args.gc == "on", budget=args.budget,
         codec_timeout=args.codec_timeout, tails=not args.no_tails, memory=not args.no_memory,
         codec_files=tuple(args.codec_path), codec_dirs=tuple(args.codecs_dir), codec_classes=tuple(args.codec),
         proto=protobuf.Settings(tuple(args.proto), tuple(args.proto_path), args.proto_map, args.proto_enums),

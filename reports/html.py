@@ -348,7 +348,7 @@ def reading_section(d: Decision) -> Section:
     suite = d.suite
     s = suite.settings
     return Section(facts={
-        "processes": s.get("processes"), "repeat": s.get("repeat", "?"),
+        "processes": s.get("processes"), "lanes": s.get("timing_lanes") or 1, "repeat": s.get("repeat", "?"),
         "sample": fmt_count(s.get("sample")), "sample_method": s.get("sample_method", "drawn from the trace"),
         "sample_seed": s.get("sample_seed", "?"), "timer": s.get("timer", "?"), "min_time_s": s.get("min_time_s", "?"),
         "warmup": s.get("warmup", "?"), "gc": s.get("gc", "?")})
@@ -419,6 +419,10 @@ def _settings_facts(settings: Mapping[str, Any]) -> Dict[str, Any]:
     if processes is not None:
         facts["processes"] = (f"{processes}: each codec timed in {processes} fresh worker process(es), one after "
                               "another; rounds pooled" if processes else "0: in this process, codecs interleaved")
+    if facts.get("timing_lanes") is not None:
+        lanes = facts["timing_lanes"]
+        facts["timing_lanes"] = (f"{lanes}: codecs timed {lanes} at a time, each on a CPU of its own" if lanes > 1
+                                 else "1: codecs timed one at a time")
     if facts.get("jobs") is not None:
         facts["jobs"] = f"{facts['jobs']} process(es) share the size and fidelity pass"
     if facts.get("sample") is not None:

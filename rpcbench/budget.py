@@ -38,15 +38,17 @@ class TimingPlan:
     repeat: int
     processes: int
     warmup: int
+    lanes: int = 1  #: codecs timed at once, each on a CPU of its own (1 with ``processes`` 0)
 
     def cost_s(self, per_call_ns: Iterable[Tuple[float, int]]) -> float:
         """Predicted seconds for codecs with these per-call costs (encode+decode ns, replays of the sample per
-        timed round: 1, one more for the stages of a multi-stage codec, one more for packets of a batched --wire)."""
+        timed round: 1, one more for the stages of a multi-stage codec, one more for packets of a batched --wire);
+        several lanes divide the rounds' seconds among them."""
         total = 0.0
         for ns, passes in per_call_ns:
             replay = self.sample * ns / 1e9
             loops = max(1, math.ceil(self.min_time / max(replay / 2, 1e-9)))
-            rounds = self.repeat * loops * replay * passes
+            rounds = self.repeat * loops * replay * passes / self.lanes  # the lanes play their rounds at once
             processes = max(1, self.processes)
             total += processes * (self.warmup * replay + rounds + PROCESS_OVERHEAD_S)
             total += replay + min(self.sample, MEMORY_CALLS) * ns / 1e9 * 6  # tails, tracemalloc pass

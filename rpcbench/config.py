@@ -48,6 +48,8 @@ class RunConfig:
     warmup: int = 1
     min_time: float = 0.01  #: seconds a timed batch lasts at least
     processes: int = 1  #: process sets (0: time in this process)
+    #: codecs timed at once, each on a CPU of its own (None: 2 when the run may use 2 CPUs and ``jobs`` >= 2, else 1)
+    timing_lanes: Optional[int] = None
     jobs: int = 2  #: watched processes sharing the size and fidelity pass (0: in this process, unwatched)
     gc: bool = False  #: keep the garbage collector on inside timed loops
     budget: Optional[float] = None  #: seconds the whole run may take

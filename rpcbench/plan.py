@@ -76,10 +76,25 @@ def make_plan(config: RunConfig, registry: Registry, progress: Progress) -> Plan
         raise BenchError("--wire: batching by tick needs every call of a connection: not with --sample-calls")
     if config.link.loss and sampling.size_fraction < 1:
         raise BenchError("--loss: the lossy link replays every call of a connection: not with --sample-calls")
-    timing = TimingPlan(config.sample, config.min_time, config.repeat,
-                        config.processes if worker.available() else 0, config.warmup)
+    timing = _timing_plan(config)
     wire = tuple(_trace_wire(config, t.path) for t in index)
     return Plan(config, registry, tuple(codecs), tuple(index), training, sampling, wire, timing, started)
+
+
+def _timing_plan(config: RunConfig) -> TimingPlan:
+    """The timing asked for, its lanes settled: ``--timing-lanes``, or 2 when the run may use 2 CPUs and ``--jobs``
+    is 2 or more (else 1); one with ``--processes 0`` (every codec in this process, one at a time)."""
+    processes = config.processes if worker.available() else 0
+    lanes, cpus = config.timing_lanes, worker.usable_cpus()
+    if lanes is None:
+        lanes = 2 if processes and cpus >= 2 and config.jobs >= 2 else 1
+    elif lanes > 1 and not processes:
+        raise BenchError(f"--timing-lanes {lanes}: codecs timed in this process (--processes 0) take turns, one "
+                         "at a time")
+    elif lanes > cpus:
+        raise BenchError(f"--timing-lanes {lanes}: this process may use {cpus} CPU{'s' * (cpus != 1)} "
+                         "(one lane each)")
+    return TimingPlan(config.sample, config.min_time, config.repeat, processes, config.warmup, lanes)
 
 
 def _trace_wire(config: RunConfig, path: str) -> TraceWire:

@@ -29,7 +29,8 @@ _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _N
                  "truncated_bytes": (int, _NONE), "recorder": (dict, _NONE), "bytes_reference": (str, _NONE),
                  "per_connection": (dict, _NONE)}
 _SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "sample_method": (str, _NONE),
-                    "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE), "ticks": (list, _NONE),
+                    "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE),
+                    "timing_lanes": (int, _NONE), "ticks": (list, _NONE),
                     "transport": (str, _NONE), "packet_overhead": (int, _NONE)}
 _TICK_FIELDS = {"path": str, "tick_ms": (int, float, _NONE), "confidence": _NUMBER, "gaps": int, "quantized": list}
 _WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "calls": int, "packets": int,

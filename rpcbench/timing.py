@@ -15,6 +15,8 @@ or in a fresh worker process (:mod:`rpcbench.worker`). Results travel as plain J
 * Packets: under a batched ``--wire`` policy, the sample's tick windows sent as whole packets
   (:mod:`rpcbench.packet_timing`: encode + frame + compress each packet whole; decompress + unframe +
   decode), timed in the same rounds with loops calibrated of their own, reported per call.
+* Turns: the codecs take turns round by round (:func:`round_robin` in one process); worker processes play them
+  in lanes, one lane per CPU (:func:`lane_turns`, :class:`LaneSchedule`; ``--timing-lanes``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 import tracemalloc
 from collections import Counter
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypedDict, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, Set, Tuple, TypedDict, TypeVar
 
 from rpc_capture import Call
 
@@ -172,6 +174,7 @@ class TimingAnswer(TypedDict, total=False):
     latency: Dict[str, Dict[str, Dict[str, float]]]  #: op -> method -> percentile -> ns
     memory: Dict[str, Dict[str, float]]  #: op -> allocation figure
     error: Optional[str]  #: why timing stopped for this codec
+    cpus: List[Optional[int]]  #: the CPU each timed round ran on, as its worker process saw it (not with --processes 0)
     #: the packets timed (rounds "encode_packet"/"decode_packet"): policy, calls, packets, loops; or {"error": why}
     packets: Dict[str, Any]
 
@@ -312,17 +315,79 @@ def _memory_per_call(func: Callable[[Any], Any], items: List[Any]) -> Dict[str, 
 Player = TypeVar("Player")
 
 
+def lane_turns(players: Sequence[Player], r: int, lanes: int = 1) -> List[List[Player]]:
+    """Round ``r``'s turns, one list per lane: lane ``i`` runs on the ``i``-th CPU of the timing, its players one
+    after another, the lanes at the same time.
+
+    One lane: every player in turn, the first rotating each round, so drift of the machine's speed hits every
+    codec alike. Several: the players seated as in a round-robin tournament (the circle method: the first stays,
+    the others move one seat each cycle of ``lanes`` rounds, an empty seat in place of a missing player), each
+    lane taking a block of seats, so a player meets other neighbours cycle after cycle (with two lanes every
+    other player within ``len(players)`` cycles); within a cycle the lanes move to the next CPU each round, so
+    every player spends as many rounds on each CPU."""
+    if lanes <= 1 or not players:
+        start = r % len(players) if players else 0
+        return [list(players[start:]) + list(players[:start])] + [[] for _ in range(lanes - 1)]
+    cycle, seats_per_lane = r // lanes, -(-len(players) // lanes)
+    seats: List[Optional[Player]] = [*players, *[None] * (seats_per_lane * lanes - len(players))]
+    turn = cycle % (len(seats) - 1)
+    seats[1:] = seats[1 + turn:] + seats[1:1 + turn]
+    blocks = [seats[i * seats_per_lane:(i + 1) * seats_per_lane] for i in range(lanes)]
+    blocks = [block[::-1] if i % 2 else block for i, block in enumerate(blocks)]  # two lanes: seat k meets -k-1
+    start = cycle % seats_per_lane
+    slots = sorted(zip(*(block[start:] + block[:start] for block in blocks)), key=lambda slot: None in slot)
+    by_lane = [[slot[i] for slot in slots if slot[i] is not None] for i in range(lanes)]  # empty seats last
+    shift = r % lanes
+    return by_lane[-shift:] + by_lane[:-shift] if shift else by_lane
+
+
+class LaneSchedule(Generic[Player]):
+    """Whose turn it is in each lane: ``rounds`` rounds of :func:`lane_turns`, the lanes flowing from one round into
+    the next without waiting for each other (a lane whose round is done takes its next round's turns while the
+    other finishes), a player never in two turns at once and never a round ahead of itself. The caller starts
+    turns (:meth:`next_turn`) and reports them played (:meth:`played`, False: the player is out)."""
+
+    def __init__(self, players: Sequence[Player], rounds: int, lanes: int) -> None:
+        self.live = list(players)
+        self.rounds, self.lanes = rounds, lanes
+        self._at = [0] * lanes  #: the round each lane is in
+        self._turns: Dict[int, List[List[Player]]] = {}  #: round -> each lane's turns not yet started
+        self._played = {id(p): 0 for p in players}  #: rounds each player has played
+        self._busy: Set[int] = set()  #: ids of the players in a turn
+
+    def next_turn(self, lane: int) -> Optional[Tuple[Player, int]]:
+        """The next (player, round) of ``lane`` that may start now, or None (the lane waits, or is done)."""
+        while self._at[lane] < self.rounds:
+            r = self._at[lane]
+            queue = self._turns.setdefault(r, lane_turns(self.live, r, self.lanes))[lane]
+            queue[:] = [p for p in queue if p in self.live]
+            if not queue:
+                self._at[lane] += 1
+                continue
+            for player in queue:
+                if self._played[id(player)] == r and id(player) not in self._busy:
+                    queue.remove(player)
+                    self._busy.add(id(player))
+                    return player, r
+            return None
+        return None
+
+    def played(self, player: Player, ok: bool) -> None:
+        """A turn ended: the player played its round, or (``ok`` False) is out of the rounds left."""
+        self._busy.discard(id(player))
+        self._played[id(player)] += 1
+        if not ok:
+            self.live.remove(player)
+
+
 def round_robin(players: Sequence[Player], rounds: int, play: Callable[[Player, int, int], bool],
                 stopped: Callable[[], bool] = lambda: False) -> None:
-    """The one scheduler of timing: ``rounds`` rounds in which every live player plays once.
-
-    The player who starts rotates each round, so drift of the machine's speed hits every
-    codec alike. ``play(player, round, position)`` returns False when the player is out
-    (its codec failed); ``stopped()`` is asked before each turn (Ctrl-C)."""
+    """The in-process scheduler of timing: ``rounds`` rounds in which every live player plays once, one at a time
+    (:func:`lane_turns`, one lane). ``play(player, round, position)`` returns False when the player is out (its
+    codec failed); ``stopped()`` is asked before each turn (Ctrl-C)."""
     live = list(players)
     for r in range(rounds):
-        start = r % len(live) if live else 0
-        for position, player in enumerate(live[start:] + live[:start]):
+        for position, player in enumerate(lane_turns(live, r)[0]):
             if stopped():
                 return
             if not play(player, r, position):

@@ -67,7 +67,7 @@ def time_sample(config: RunConfig, plan: TimingPlan, codecs: Sequence[Codec], sa
     if plan.processes == 0:
         return _time_here(config, plan, codecs, sample, progress, packets)
     job_plan = {"codecs": [c.name for c in codecs], "repeat": plan.repeat, "warmup": plan.warmup,
-                "min_time": plan.min_time, "processes": plan.processes, "gc": config.gc,
+                "min_time": plan.min_time, "processes": plan.processes, "lanes": plan.lanes, "gc": config.gc,
                 "stage_rounds": STAGE_ROUNDS, "tails": config.tails, "memory": config.memory,
                 "memory_calls": MEMORY_CALLS, "codec_timeout": config.codec_timeout, "packets": packets}
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,6 +108,8 @@ def _merge(into: TimingAnswer, answer: TimingAnswer) -> None:
     for op, stages in answer["stage_rounds"].items():
         for stage, rounds in stages.items():
             into.setdefault("stage_rounds", {}).setdefault(op, {}).setdefault(stage, []).extend(rounds)
+    if "cpus" in answer:
+        into.setdefault("cpus", []).extend(answer["cpus"])
     into.setdefault("calls", answer["calls"])
     into.setdefault("loops", answer["loops"])
     if "latency" in answer:  # tails and allocations come from the first process set only

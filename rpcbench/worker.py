@@ -6,12 +6,17 @@ codecs from that config as the parent did (plugin files, proto schemas) and read
 timing sample once; no codec has run in it. Then, for each of
 ``processes`` generations, it forks one child per codec. Each child encodes the sample
 with its codec, warms up and calibrates it, then waits; the zygote tells the children
-in turn to run one round (the starting codec rotating each round), so machine drift
+in turn to run one round (the order rotating each round), so machine drift
 hits every codec alike while each codec's heap, caches and garbage stay in its own
-process. Only one child runs at a time: on a small machine, parallel timing would
-measure contention. At the end each child sends its figures (plus tails and
-allocations, in the first generation) and exits, and the next generation starts from
-the pristine zygote again.
+process. With one timing lane (``--timing-lanes 1``) only one child runs at a time; with
+two or more, each lane is pinned to a CPU of its own and plays its children one after
+another while the other lanes play theirs: the codecs are paired anew each cycle and
+every codec spends as many rounds on each CPU (:func:`rpcbench.timing.lane_turns`), so a
+neighbour's cost and a CPU's speed hit every codec alike too. Each child runs in a session of
+its own: Linux's autogroup scheduling shares the CPUs between sessions, and two lanes in one
+session would split one session's share on a busy machine. At the end each child sends
+its figures (plus tails and allocations, in the first generation, one child at a time)
+and exits, and the next generation starts from the pristine zygote again.
 
 Protocol: the parent starts the zygote as ``python -m rpcbench.worker SAMPLE FD`` with its
 stdout on /dev/null and writes ``pickle.dumps((config, plan))`` to its stdin; the zygote
@@ -31,8 +36,10 @@ import json
 import os
 import pickle
 import signal
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -41,7 +48,7 @@ from rpc_capture import open_trace
 from .config import RunConfig
 from .errors import BenchError
 from .isolation import CodecTimeout, read_line, reap, silence_stdout, stray_output
-from .timing import TimingJob, round_robin
+from .timing import LaneSchedule, TimingJob
 from .progress import Progress
 
 REPO = Path(__file__).resolve().parent.parent
@@ -150,6 +157,7 @@ class Child:
         if self.pid == 0:
             try:  # whatever happens, the child never returns into the zygote's code
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # the zygote decides what Ctrl-C stops
+                os.setsid()  # a session, so an autogroup, of its own: lanes do not split one share of a busy machine
                 for fd in (self._to_child, self._from_child, plan["channel"]):
                     os.close(fd)
                 _child_loop(make_job, plan, os.fdopen(to_child), os.fdopen(from_child, "w"))
@@ -161,22 +169,45 @@ class Child:
         self.timeout = plan["codec_timeout"]
         self._pending = bytearray()
         self._alive = True
+        self._broken = False  #: the child's command pipe closed: it died
+        self._command, self._deadline = "", 0.0
+        self.cpus: List[Optional[int]] = []  #: the CPU each timed round ran on, as the child saw it
 
     def ask(self, command: str) -> Dict[str, Any]:
         """Send a command (warmup, round, finish, result); silence or death is answered as an error."""
+        self.send(command)
+        return self.receive()
+
+    def send(self, command: str) -> None:
+        """Send a command without waiting: its reply is :meth:`receive`'s, due within the codec timeout."""
+        self._command, self._deadline = command, time.monotonic() + self.timeout
         try:
             os.write(self._to_child, (command + "\n").encode())
-            reply = read_line(self._from_child, self.timeout, self._pending)
         except BrokenPipeError:
-            reply = b""
-        except CodecTimeout as e:
+            self._broken = True
+
+    def receive(self) -> Dict[str, Any]:
+        """The reply to the command sent; silence past its deadline or death is answered as an error."""
+        try:
+            left = max(self._deadline - time.monotonic(), 0.01)  # a reply already there is read, however late
+            reply = b"" if self._broken else read_line(self._from_child, left, self._pending)
+        except CodecTimeout:
             self._alive = False
             reap(self.pid, kill=True)
-            return {"error": f"timed out in {command}: {e}"}
+            return {"error": f"timed out in {self._command}: no answer within {self.timeout:g} s (--codec-timeout)"}
         if reply:
             return json.loads(reply)
         self._alive = False
-        return {"error": f"timing stopped in {command}: {reap(self.pid)}"}
+        return {"error": f"timing stopped in {self._command}: {reap(self.pid)}"}
+
+    def fileno(self) -> int:
+        """The pipe its replies come on (for ``select``)."""
+        return self._from_child
+
+    @property
+    def deadline(self) -> float:
+        """When the reply to the command sent is due (``time.monotonic``)."""
+        return self._deadline
 
     def close(self) -> None:
         """Let the child exit and reap it."""
@@ -217,10 +248,19 @@ def _obey(job: TimingJob, plan: Dict[str, Any], command: str) -> Dict[str, Any]:
         return {"loops": job.loops}
     if command == "round":
         job.run_round(record=True, stages=len(job.rounds["encode"]) < plan["stage_rounds"])
-        return {}
+        return {"cpu": _cpu()}
     if command == "finish" and plan["first_generation"]:
         return dict(job.finish(plan["tails"], plan["memory"], plan["memory_calls"]))
     return dict(job.result())
+
+
+def _cpu() -> Optional[int]:
+    """The CPU this process last ran on (Linux: field 39 of ``/proc/self/stat``), None where the system cannot say."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], generation: int,
@@ -249,25 +289,86 @@ def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], gene
             else:
                 children.append(child)
 
-        def play(child: Child, r: int, position: int) -> bool:
-            rounds = plan["repeat"] * n
-            step("timing: rounds", generation * rounds + r * n + position, plan["processes"] * rounds,
-                 f"round {r + 1}/{plan['repeat']}: {child.codec}")
-            reply = child.ask("round")
-            if "error" in reply:
-                answers[child.codec] = reply
-            return "error" not in reply
-
-        round_robin(children, plan["repeat"], play, stopped=lambda: _interrupted)
+        _play_rounds(children, plan, answers,
+                     lambda r, turns, codec: step("timing: rounds", generation * plan["repeat"] * n + turns,
+                                                 plan["processes"] * plan["repeat"] * n,
+                                                 f"round {r + 1}/{plan['repeat']}: {codec}"))
         for i, child in enumerate(children):
             if child.codec not in answers:
                 step("tails and allocations" if plan["first_generation"] else "timing: results", i, len(children),
                      child.codec)
-                answers[child.codec] = child.ask("result" if _interrupted else "finish")
+                answer = child.ask("result" if _interrupted else "finish")
+                answers[child.codec] = answer if answer.get("error") else dict(answer, cpus=child.cpus)
     finally:
         for child in children:
             child.close()
     return answers
+
+
+def _play_rounds(children: List[Child], plan: Dict[str, Any], answers: Dict[str, Dict[str, Any]],
+                 started: Callable[[int, int, str], None]) -> None:
+    """``repeat`` rounds of the live children in lanes (:class:`rpcbench.timing.LaneSchedule`): one lane plays one
+    child at a time; with ``plan["cpus"]``, lane ``i`` runs on the ``i``-th of them (each child's affinity set
+    before its turn) and the lanes play at the same time. A child that fails is answered with its error and out;
+    on Ctrl-C no turn starts, the turns under way finish."""
+    cpus = plan["cpus"]
+    schedule = LaneSchedule(children, plan["repeat"], max(1, len(cpus)))
+    running: Dict[Child, int] = {}  # child -> its lane
+    turns = 0  # turns started
+    while True:
+        for lane in range(schedule.lanes):
+            turn = None if _interrupted or lane in running.values() else schedule.next_turn(lane)
+            if turn:
+                child, r = turn
+                if cpus:
+                    _pin(child.pid, cpus[lane])
+                started(r, turns, child.codec)
+                turns += 1
+                child.send("round")
+                running[child] = lane
+        if not running:
+            return
+        child = _next_reply(list(running))
+        del running[child]
+        reply = child.receive()
+        schedule.played(child, "error" not in reply)
+        if "error" in reply:
+            answers[child.codec] = reply
+        else:
+            child.cpus.append(reply.get("cpu"))
+
+
+def _pin(pid: int, cpu: int) -> None:
+    """Run process ``pid`` on ``cpu`` only (one that is gone: its next answer says so)."""
+    try:
+        os.sched_setaffinity(pid, {cpu})
+    except ProcessLookupError:
+        pass
+
+
+def _next_reply(running: List[Child]) -> Child:
+    """The first of the running children whose reply came, or whose reply is overdue."""
+    while True:
+        due = min(running, key=lambda child: child.deadline)
+        left = due.deadline - time.monotonic()
+        if left <= 0:
+            return due
+        ready = select.select(running, [], [], left)[0]
+        if ready:
+            return ready[0]
+
+
+def lane_cpus(lanes: int) -> Tuple[int, ...]:
+    """The CPUs the timing lanes run on: the first ``lanes`` this process may use; none for one lane (unpinned,
+    as a lone child runs wherever the system puts it)."""
+    if lanes < 2:
+        return ()
+    return tuple(sorted(os.sched_getaffinity(0))[:lanes])
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (``os.sched_getaffinity``; 1 where the system cannot say)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
 def _stop_softly(*_: Any) -> None:
@@ -288,7 +389,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         say("ready")
         config, plan = pickle.loads(sys.stdin.buffer.read())  # from the parent, which started this process
-        plan = dict(plan, channel=channel_fd)
+        plan = dict(plan, channel=channel_fd, cpus=lane_cpus(plan["lanes"]))
         registry = config.registry()
         codecs = {cid: registry.create(cid) for cid in plan["codecs"]}
         sample = list(open_trace(sample_path))
