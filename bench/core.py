@@ -25,7 +25,8 @@ before and after it is rebuilt. Sections:
    compares each call with the registry's codec (msgpack and json; the dict profile and the
    bundled sample), per call.
 4. dask: ``--dask local:2`` against the forks executor (``--jobs 2``), ``--sizes-only`` on a
-   simulated fleet (``_common.make_fleet``, shared with fleet.py): wall time and identical figures.
+   simulated fleet (``_common.make_fleet``, shared with fleet.py): wall time, the CPU seconds of each run's
+   processes, and identical figures.
 5. memory: a default run's peak memory (``scale.run_one``: largest process's max RSS, tree PSS) on a
    simulated trace (``scale.trace_for``, shared with scale.py), and whether its progress lines
    show calls/s and the time left.
@@ -235,22 +236,29 @@ def fleet_figures(doc: Dict[str, Any]) -> List[Any]:
     return [(r["codec"], r["sizes"], r["failures"], r["mismatches"]) for r in doc["results"]]
 
 
-def fleet_run(args: Sequence[str]) -> Tuple[float, List[Any]]:
-    """(wall seconds, fleet_figures) of one run."""
+def fleet_run(args: Sequence[str], cpu: List[float]) -> Tuple[float, List[Any]]:
+    """(wall seconds, fleet_figures) of one run; the CPU seconds of its processes appended to ``cpu``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall, doc = cli_run(args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return wall, fleet_figures(doc)
 
 
 def dask_section(args: argparse.Namespace) -> List[Row]:
-    """Section 4: --dask local:2 against --jobs 2, whole --sizes-only runs of a fleet."""
+    """Section 4: --dask local:2 against --jobs 2, whole --sizes-only runs of a fleet: wall time, and the CPU
+    seconds of the run's processes (the work each side does, which a loaded machine's waits do not blur)."""
     fleet = _common.make_fleet(Path(args.fleet_cache) / f"{args.fleet_traces}x{args.fleet_calls}",
                                args.fleet_traces, args.fleet_calls)
     common = ["--trace", *fleet, "--sizes-only", "--codecs", FLEET_CODECS]
     print(f"dask: {len(fleet)} traces of {args.fleet_calls:,} calls, codecs {FLEET_CODECS}", flush=True)
-    got = _common.side_by_side({"forks": lambda: fleet_run([*common, "--jobs", "2"]),
-                                "dask": lambda: fleet_run([*common, "--dask", "local:2"])}, args.rounds)
+    cpu: Dict[str, List[float]] = {"forks": [], "dask": []}
+    got = _common.side_by_side({"forks": lambda: fleet_run([*common, "--jobs", "2"], cpu["forks"]),
+                                "dask": lambda: fleet_run([*common, "--dask", "local:2"], cpu["dask"])}, args.rounds)
     same = "identical" if got["dask"]["figures"] == got["forks"]["figures"] else "FIGURES DIFFER"
-    return [ratio_row(f"--dask local:2 / forks (s), {same}", got, "dask", "forks", "<= 1.10x")]
+    work = {side: {"wall": statistics.median(seconds)} for side, seconds in cpu.items()}
+    return [ratio_row(f"--dask local:2 / forks (s), {same}", got, "dask", "forks", "<= 1.10x"),
+            ratio_row("--dask local:2 / forks, CPU s of the run's processes", work, "dask", "forks", "")]
 
 
 # 5. memory and progress of a long run

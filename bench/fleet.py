@@ -13,7 +13,8 @@ B...), so that a shared machine's drift hits both sides alike; the median round 
 2. **Dask scaling**: the size pass of a bigger fleet (``--big-calls`` per trace) on a running
    LocalCluster of 1 and of 2 workers (one thread each): wall time, calls per second, the
    speed-up, the CPU seconds the workers and their task processes spent (the work itself: on a
-   shared machine the wall time also holds the waits for a CPU), and whether the figures are
+   shared machine the wall time also holds the waits for a CPU; a local cluster's workers are
+   threads of this process, so this process's own CPU counts too), and whether the figures are
    identical (they must be).
 
 Also printed: the machine's 1-minute load average after each side (other processes compete for
@@ -48,10 +49,16 @@ def whole_run(config: RunConfig) -> Tuple[float, Any]:
     return time.perf_counter() - started, [(r.codec, r.sizes, r.failures) for r in suite.results]
 
 
-def cpu_seconds() -> float:
-    """CPU seconds of this process and the task processes it forked and reaped (run on each worker)."""
+def cpu_seconds() -> Tuple[int, float]:
+    """(process id, CPU seconds of that process and the task processes it forked and reaped), run on each worker:
+    the workers of a local cluster are threads of one process, counted once."""
     mine, theirs = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return mine.ru_utime + mine.ru_stime + theirs.ru_utime + theirs.ru_stime
+    return os.getpid(), mine.ru_utime + mine.ru_stime + theirs.ru_utime + theirs.ru_stime
+
+
+def workers_cpu(client: Any) -> float:
+    """The CPU seconds of the processes that hold the cluster's workers (each counted once)."""
+    return sum(dict(client.run(cpu_seconds).values()).values())
 
 
 def size_pass(config: RunConfig) -> Tuple[float, Any]:
@@ -59,9 +66,9 @@ def size_pass(config: RunConfig) -> Tuple[float, Any]:
     seconds its workers spent."""
     started = time.perf_counter()
     with open_executor(config.dask, config.jobs, config.codec_timeout, quiet) as executor:
-        cpu = sum(executor.client.run(cpu_seconds).values())
+        cpu = workers_cpu(executor.client)
         run = run_size_pass(make_plan(config, config.registry(), quiet), executor)
-        cpu = sum(executor.client.run(cpu_seconds).values()) - cpu
+        cpu = workers_cpu(executor.client) - cpu
     return time.perf_counter() - started, ([(t.codec.name, sorted(t.sizes.items()), t.failures) for t in run.tallies],
                                            cpu)
 

@@ -133,8 +133,9 @@ def _add_compression_options(p: argparse.ArgumentParser) -> None:
 def _add_fleet_options(p: argparse.ArgumentParser) -> None:
     """Many traces, Dask, and a size pass that samples (docs/fleet.md)."""
     p.add_argument("--dask", type=dask_address, metavar="local[:N]|tcp://HOST:PORT",
-                   help="run the size and fidelity pass on Dask: a LocalCluster of N worker processes, or the "
-                   "cluster of that scheduler (the traces must be readable from the workers); timing stays here")
+                   help="run the size and fidelity pass on Dask: a LocalCluster of N workers in this process (each "
+                   "task in a watched process of its own), or the cluster of that scheduler (the traces must be "
+                   "readable from the workers); timing stays here")
     p.add_argument("--chunk-calls", type=whole_number(1000, 10**9), default=50_000, metavar="N",
                    help="split plain binary traces into tasks of about N calls (codecs with per-connection "
                    "state still take a trace whole; default: %(default)s)")

@@ -4,7 +4,8 @@ Every executor offers ``run_all(tasks, what)``: each task's ``run`` result, in o
 (:class:`Task`) names the codecs it runs; while it runs it writes into a shared ``beat``
 which call and which codec it is at. The forks executor runs ``--jobs`` tasks at a time,
 each in a forked process watched by :class:`Watch`; the Dask executor runs each task on a
-worker, where the same :class:`Watch` forks and watches it. So on either, a codec that
+worker, where the same :class:`Watch` forks and watches it (``--dask local:N``: N worker threads of this
+process, each forking its task's process as the forks executor does). So on either, a codec that
 hangs (no progress for ``--codec-timeout`` seconds), aborts, segfaults or ``os._exit``\\ s
 fails alone, with the reason, and its task starts over without it; the other codecs, the
 worker and the run carry on. The in-process executor (``--jobs 0``, tests, no ``fork``)
@@ -19,10 +20,12 @@ import logging
 import mmap
 import os
 import pickle
+import queue
 import select
 import signal
+import threading
 import time
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from .errors import BenchError
 from .isolation import reap, silence_stdout
@@ -109,9 +112,11 @@ class Forks(InProcess):
         return run_watched(tasks, self.slots, self.timeout, tick)
 
 
-def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = None) -> List[Any]:
+def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = None,
+                stop: Callable[[], bool] = lambda: False) -> List[Any]:
     """Each task's result, ``jobs`` of them at a time in watched forked processes; ``tick(done, share)``
-    about once a second (progress: tasks done, and the share of their calls done, :func:`share_done`)."""
+    about once a second (progress: tasks done, and the share of their calls done, :func:`share_done`). When
+    ``stop()`` turns true (checked as often), the processes are killed and a BenchError raised."""
     for task in tasks:
         task.prepare()
     waiting = list(enumerate(tasks))
@@ -125,6 +130,8 @@ def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = No
                 i, task = waiting.pop(0)
                 running[i] = Watch(task, timeout)
             select.select([w.fd for w in running.values()], [], [], 1.0)
+            if stop():
+                raise BenchError("stopped: the Dask worker that ran it closed")
             for i, watch in list(running.items()):
                 if watch.check():
                     out[i] = watch.answer
@@ -168,8 +175,21 @@ def report(progress: Progress, what: str, tasks: Tuple[int, int, str], share: Op
 
 def watched(task: Task, timeout: float) -> Any:
     """Run on a Dask worker: one task in a watched forked process (so a codec cannot take the worker);
-    on a worker without ``fork``, in the worker itself."""
-    return run_watched([task], 1, timeout)[0] if hasattr(os, "fork") else task.run(None)
+    on a worker without ``fork``, in the worker itself. It stops (its process killed) as soon as the worker
+    closes: a run that ends early (Ctrl-C, a task that failed) closes its local cluster without waiting for
+    the tasks under way. Ctrl-C in the task's process (the terminal's whole process group) ends the task
+    with a BenchError: Dask would take a KeyboardInterrupt from a task for its worker's own and fail hard."""
+    if not hasattr(os, "fork"):
+        return task.run(None)
+    from distributed import get_worker
+    from distributed.core import Status
+
+    worker = get_worker()
+    try:
+        return run_watched([task], 1, timeout, stop=lambda: worker.status in (Status.closing, Status.closed,
+                                                                               Status.failed))[0]
+    except KeyboardInterrupt:
+        raise BenchError("interrupted (Ctrl-C)") from None
 
 
 class Watch:
@@ -281,9 +301,11 @@ class OnDask:
         self.cluster: Any = None
         self.threads = 0  #: the cluster's worker threads
         self.info: Optional[Dict[str, Any]] = None  #: the cluster: scheduler, workers, dashboard
+        self.ctrl_c = CtrlC()
 
     def __enter__(self) -> "OnDask":
         self.client, self.cluster = connect(self.spec)
+        self.ctrl_c.__enter__()
         workers = self.client.scheduler_info().get("workers", {})
         self.threads = sum(w.get("nthreads", 1) for w in workers.values())
         self.info = {"scheduler": self.client.scheduler.address, "workers": len(workers),
@@ -301,23 +323,22 @@ class OnDask:
         """As the forks executor does: ``slots`` tasks in flight, the next one sent as one ends. Dask itself
         would hand every task out at once (fewer than twice the threads) or two per thread: a task queued
         behind a slow one on a busy worker while another worker sits idle."""
-        from dask.distributed import as_completed
-
         waiting = list(enumerate(tasks))
         position: Dict[str, int] = {}
-        running = as_completed()
+        finished: "queue.Queue[Any]" = queue.Queue()
 
         def send() -> None:
             i, task = waiting.pop(0)
             future = self.client.submit(watched, task, self.timeout, pure=False, retries=1, priority=-i)
             position[future.key] = i
-            running.add(future)
+            future.add_done_callback(finished.put)
 
         for _ in range(min(self.slots, len(waiting))):
             send()
         out: List[Any] = [None] * len(tasks)
         done, total = 0, calls_of(tasks)
-        for n, future in enumerate(running, 1):
+        for n in range(1, len(tasks) + 1):
+            future = _next(finished, self.ctrl_c)
             if waiting:
                 send()
             out[position[future.key]] = _result(future)
@@ -326,10 +347,57 @@ class OnDask:
         return out
 
     def __exit__(self, *exc: Any) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        try:
+            if self.client is not None:
+                self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+        finally:
+            self.ctrl_c.__exit__(*exc)
+
+
+class CtrlC:
+    """While a Dask client (and a local cluster) runs in this process, Ctrl-C is noted by a handler and raised as
+    KeyboardInterrupt where the run waits (:meth:`check`) or as the cluster closes: raised wherever the main thread
+    happens to be, it can land in one of Dask's callbacks on that thread (its garbage-collection diagnosis), which
+    prints a traceback and drops it. Only in the main thread, and only where Ctrl-C raises KeyboardInterrupt (a
+    run started with SIGINT ignored keeps ignoring it)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.previous: Any = None
+
+    def __enter__(self) -> "CtrlC":
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, *_: Any) -> None:
+        self.seen = True
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt if Ctrl-C was pressed."""
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+        if exc[0] is None:
+            self.check()
+
+
+def _next(finished: "queue.Queue[Any]", ctrl_c: CtrlC) -> Any:
+    """The next future done, waited for a second at a time (a wait without a timeout is not woken by Ctrl-C when
+    the signal lands on one of Dask's threads), Ctrl-C checked in between."""
+    while True:
+        ctrl_c.check()
+        try:
+            return finished.get(timeout=1.0)
+        except queue.Empty:
+            pass
 
 
 def _result(future: Any) -> Any:
@@ -343,37 +411,48 @@ def _result(future: Any) -> Any:
         raise BenchError(f"dask: {e}") from None
 
 
-#: The Dask settings of a cluster that ``--dask local[:N]`` starts. Workers forked from this process start
-#: in about 0.1 s (spawned: 1.6 s). A worker's thread only waits for the forked process that runs its task, so its
-#: statistical profiler (100 samples a second of that wait), 50 event-loop health checks a second in each
-#: process and 10 memory checks a second (the memory is in the forked processes) only take CPU from the
-#: tasks: 60-80 ms of CPU a second with two workers waiting on their tasks, 20 ms with these (docs/fleet.md).
-LOCAL_CLUSTER = {"distributed.worker.multiprocessing-method": "fork", "distributed.worker.profile.enabled": False,
-                 "distributed.admin.tick.interval": "1s", "distributed.worker.memory.monitor-interval": "1s"}
+#: The Dask settings of a cluster that ``--dask local[:N]`` starts. Its workers are threads of this process (each
+#: waits for the forked process that runs its task, as the forks executor does), so its statistical profiler (100
+#: samples a second of that wait) and 50 event-loop health checks a second only take CPU from the tasks
+#: (docs/fleet.md, "How it scales").
+LOCAL_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s"}
 
 
 def connect(spec: str) -> Tuple[Any, Any]:
     """A Dask client (and the LocalCluster it started, if any) for ``--dask``: ``local``, ``local:N``
-    (N worker processes of one thread each) or a scheduler address such as ``tcp://host:8786``."""
+    (N workers of one thread each, in this process) or a scheduler address such as ``tcp://host:8786``."""
     try:
-        import dask
-        from dask.distributed import Client, LocalCluster
+        from dask.distributed import Client
     except ImportError:
         raise BenchError("--dask needs the dask[distributed] package (in a clone: pip install -r requirements.txt; "
                          "else: pip install 'rpcbench[dask]')") from None
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its start-up chatter is not the run's news
     if spec == "local" or spec.startswith("local:"):
-        workers = int(spec.partition(":")[2] or os.cpu_count() or 1)
-        with dask.config.set(LOCAL_CLUSTER):
-            # its workers' own logs stay quiet: a task's failure comes back through its future (reported per codec),
-            # and a heartbeat that misses a scheduler closing under load (dask/distributed#7105) is no news
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=logging.CRITICAL)
+        cluster = local_cluster(int(spec.partition(":")[2] or os.cpu_count() or 1))
         return Client(cluster), cluster
     try:
         return Client(spec, timeout="20s"), None
     except (OSError, TimeoutError) as e:
         raise BenchError(f"--dask {spec}: cannot reach the scheduler ({e})") from None
+
+
+def local_cluster(workers: int) -> Any:
+    """A LocalCluster of ``workers`` single-threaded workers in this process, started in about 0.01 s (worker
+    processes forked from this one took 0.1-0.3 s, and each task's result crossed a socket to come back): a worker
+    only waits for the process its task forks, which holds the codecs, so threads lose no parallelism. No memory
+    limit: a worker's memory is its forked processes', which Dask does not see."""
+    import dask
+    from dask.distributed import LocalCluster
+
+    # the cluster's logs are this process's now, and stay quiet: a task's failure comes back through its future
+    # (reported per codec), a heartbeat that misses a scheduler closing under load (dask/distributed#7105) is no news
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    try:
+        with dask.config.set(LOCAL_CLUSTER):
+            return LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, memory_limit=0,
+                                dashboard_address=":0")
+    except Exception as e:  # Dask's own configuration (a preload, a comm setting) can stop it: its reason in one line
+        raise BenchError(f"--dask local:{workers}: the cluster did not start ({e.__cause__ or e})") from None
 
 
 def parse_dask(spec: str) -> str:

@@ -8,17 +8,20 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from test_cli import FAST, run_bench
+from test_cli import FAST, REPO, run_bench
 
 from rpc_capture import Call, TraceReader, TraceWriter
 from rpcbench import results
 from rpcbench.config import RunConfig
-from rpcbench.executors import InProcess, open_executor
+from rpcbench.errors import BenchError
+from rpcbench.executors import InProcess, open_executor, run_watched
 from rpcbench.progress import quiet
 from rpcbench.simulate import simulate
 from rpc_capture.stats import TraceStats
@@ -300,6 +303,90 @@ def _run_catching(plan: Plan, done: list, errors: list) -> None:
         done.append(run_pass(plan))
     except BaseException as e:  # reported by the test thread
         errors.append(e)
+
+
+def test_a_local_cluster_that_cannot_start_is_one_line(fleet_dir, tmp_path, monkeypatch):
+    """Dask's own configuration can stop a LocalCluster (here a scheduler preload that is not there): one line
+    saying why, exit 2, no results folder."""
+    monkeypatch.setenv("DASK_DISTRIBUTED__SCHEDULER__PRELOAD", '["no_such_preload_module"]')
+    out = tmp_path / "out"
+    done = run_bench("--trace", fleet_dir / "a.rpct", "--codecs", "json", "--dask", "local:2", "--sizes-only",
+                     "--out", out, "--no-report", "--quiet")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "run_bench.py: error: --dask local:2: the cluster did not start (No module named 'no_such_preload_module')"]
+    assert not out.exists()
+
+
+def test_ctrl_c_on_dask_stops_the_run_and_every_task_process(fleet_dir, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group) while a local cluster's tasks run: exit 130 with the one line
+    saying so, and every task process the run forked is gone (none left running or unreaped)."""
+    psutil = pytest.importorskip("psutil")
+    plugin = tmp_path / "slow.py"
+    plugin.write_text(SLOW_CODEC)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "run_bench.py"), "--trace", str(fleet_dir), "--codec-path", str(plugin),
+         "--codecs", "slowjson,json", "--dask", "local:2", "--sizes-only", "--out", str(tmp_path / "out"),
+         "--no-report", "--quiet"], cwd=REPO, env=dict(os.environ, SLOW_CODEC_S="0.05"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        forked = _task_processes(psutil.Process(proc.pid))
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "run_bench.py: interrupted"
+    assert forked and not [p for p in forked if psutil.pid_exists(p)]
+
+
+def _task_processes(run) -> list:
+    """The pids of the task processes a run has forked, once it has some (waiting up to 120 s)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = [child.pid for child in run.children()]
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("the run forked no task process within 120 s")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sleeper:
+    """A task that writes its process id to ``pid_file``, then sleeps for ever."""
+
+    pid_file: Path
+    codecs: tuple = ("sleeper",)
+    span: tuple = (0, 0)
+
+    def prepare(self) -> None:
+        pass
+
+    def run(self, beat):
+        self.pid_file.write_text(str(os.getpid()))
+        time.sleep(3600)
+
+    def blame(self, position: int, reason: str) -> "_Sleeper":
+        return self
+
+
+def test_a_stopped_watch_kills_and_reaps_its_task_process(tmp_path):
+    """What a Dask worker that closes does to the task it runs (run_watched's ``stop``): the task's process is
+    killed and reaped, and the task ends with a BenchError instead of its answer."""
+    task = _Sleeper(tmp_path / "pid")
+    stopping = threading.Event()
+
+    def stop() -> bool:
+        if task.pid_file.exists():
+            stopping.set()
+        return stopping.is_set()
+
+    with pytest.raises(BenchError, match="stopped: the Dask worker that ran it closed"):
+        run_watched([task], 1, 3600, stop=stop)
+    with pytest.raises(ProcessLookupError):  # not running, and not a zombie either: reaped
+        os.kill(int(task.pid_file.read_text()), 0)
 
 
 def test_dictionaries_train_on_a_sample_across_the_traces(fleet_dir, tmp_path):
