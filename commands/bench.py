@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing-lanes", type=whole_number(1, MAX_JOBS), metavar="N",
                    help="codecs timed at once, each in its own process pinned to a CPU of its own, paired anew and "
                    "moved from CPU to CPU round by round so every codec meets the same neighbours and CPUs; 1 times "
-                   "one at a time (default: 2 when this process may use 2 CPUs and --jobs is 2 or more, else 1; "
-                   "always 1 with --processes 0)")
+                   "one at a time (default: 2 when this process may use 2 CPUs, --jobs is 2 or more and other work "
+                   "keeps under a quarter of a CPU busy just before timing, else 1; always 1 with --processes 0)")
     p.add_argument("--jobs", type=whole_number(0, MAX_JOBS), default=min(2, os.cpu_count() or 1), metavar="N",
                    help="watched processes sharing the size and fidelity pass (a codec that hangs or crashes fails "
                    "alone); 0 runs it in this process, unwatched (default: %(default)s)")

@@ -93,6 +93,7 @@ def _settings(plan: Plan, size_pass: SizePass, timed: Timed, size_pass_s: float)
         "codecs": [t.codec.name for t in size_pass.tallies], "repeat": timing.repeat, "warmup": timing.warmup,
         "budget_s": config.budget, "processes": timing.processes, "sample": len(sample), "sample_seed": config.seed,
         "min_time_s": timing.min_time, "timing_lanes": timing.lanes,
+        **({"busy_cpus_before_timing": round(timed.busy_cpus, 2)} if timed.busy_cpus is not None else {}),
         "sample_method": _sample_method(config, sample, size_pass),
         "sample_by_method": dict(Counter(call.method for call in sample).most_common()), "jobs": config.jobs,
         "gc": f"{'on' if config.gc else 'off'} inside timed loops", "timer": "perf_counter_ns around whole batches",

@@ -30,7 +30,8 @@ _TRACE_FIELDS = {"path": (str, _NONE), "format": (str, _NONE), "calls": (int, _N
                  "per_connection": (dict, _NONE)}
 _SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "sample_method": (str, _NONE),
                     "processes": (int, _NONE), "jobs": (int, _NONE), "repeat": (int, _NONE),
-                    "timing_lanes": (int, _NONE), "ticks": (list, _NONE),
+                    "timing_lanes": (int, _NONE), "busy_cpus_before_timing": (int, float, _NONE),
+                    "ticks": (list, _NONE),
                     "transport": (str, _NONE), "packet_overhead": (int, _NONE)}
 _TICK_FIELDS = {"path": str, "tick_ms": (int, float, _NONE), "confidence": _NUMBER, "gaps": int, "quantized": list}
 _WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "calls": int, "packets": int,

@@ -1,6 +1,7 @@
 """The timing stage of a run: the sample the size pass drew, timed per codec (:func:`run_timing` -> :class:`Timed`).
 
-``--budget`` shrinks the timing plan first (:func:`rpcbench.budget.fit_to_budget`); the sample and the tick
+The default two lanes are kept only on CPUs nothing else keeps busy (:func:`rpcbench.worker.busy_cpus`), then
+``--budget`` shrinks the timing plan (:func:`rpcbench.budget.fit_to_budget`); the sample and the tick
 windows of a batched --wire policy come from the size pass's result, read no trace again; the codecs are
 timed in fresh worker processes (:mod:`rpcbench.worker`) or interleaved in this one (``--processes 0``), by
 :mod:`rpcbench.timing`'s loops. A codec the size pass stopped is not timed (its answer is its error).
@@ -8,6 +9,8 @@ timed in fresh worker processes (:mod:`rpcbench.worker`) or interleaved in this 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import tempfile
 import time
@@ -28,6 +31,7 @@ from .timing import TimingAnswer, TimingJob, run_jobs
 
 STAGE_ROUNDS = 2  #: timed rounds (per process) that also time each stage of multi-stage codecs
 TimingAnswers = Dict[str, TimingAnswer]  #: codec name -> its timing
+log = logging.getLogger("rpcbench")
 
 
 @dataclass(frozen=True)
@@ -39,22 +43,37 @@ class Timed:
     answers: TimingAnswers  #: codec name -> its timing, or its error (the size pass's, when it stopped it)
     interrupted: bool  #: Ctrl-C cut the timing short
     seconds: float  #: how long the stage took
+    busy_cpus: Optional[float] = None  #: CPUs' worth of other work just before timing (looked at for default lanes)
 
 
 def run_timing(plan: Plan, size_pass: SizePass, progress: Progress) -> Timed:
-    """Fit the timing plan to the budget left, then time the sample of every codec the size pass kept."""
-    config = plan.config
-    timing = plan.timing
+    """Settle the lanes on this machine, fit the timing plan to the budget left, then time the sample of every
+    codec the size pass kept."""
+    config, started = plan.config, time.perf_counter()
+    failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
+    codecs = [] if config.sizes_only else [c for c in plan.codecs if c.name not in failed]
+    timing, busy = plan.timing, None
+    if codecs and timing.lanes > 1 and config.timing_lanes is None:
+        timing, busy = _lanes_for_the_machine(timing, progress)
     if config.budget:
         timing = fit_to_budget(timing, size_pass, config.budget - (time.perf_counter() - plan.started))
-    started = time.perf_counter()
     progress("timing sample", "taking it from the size pass")
     sample = [] if config.sizes_only else size_pass.sample(timing.sample)
     packets = None if config.sizes_only else size_pass.packet_plan(timing.sample)
-    failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
-    codecs = [] if config.sizes_only else [c for c in plan.codecs if c.name not in failed]
     answers, interrupted = time_sample(config, timing, codecs, sample, progress, packets)
-    return Timed(timing, tuple(sample), {**answers, **failed}, interrupted, time.perf_counter() - started)
+    return Timed(timing, tuple(sample), {**answers, **failed}, interrupted, time.perf_counter() - started, busy)
+
+
+def _lanes_for_the_machine(timing: TimingPlan, progress: Progress) -> Tuple[TimingPlan, Optional[float]]:
+    """The default lanes kept only on CPUs nothing else keeps busy: beside other work a pinned lane shares its
+    CPU with it and reads codecs up to 2x slow (docs/methodology.md), so the run times one codec at a time."""
+    progress("timing sample", "looking at what else the CPUs do")
+    busy = worker.busy_cpus()
+    if busy is None or busy < worker.BUSY_LIMIT:
+        return timing, busy
+    log.warning("timing: one codec at a time: other work kept %.2f CPUs busy, and two lanes need the CPUs to "
+                "themselves (--timing-lanes 2 times two at once anyway)", busy)
+    return dataclasses.replace(timing, lanes=1), busy
 
 
 def time_sample(config: RunConfig, plan: TimingPlan, codecs: Sequence[Codec], sample: List[Call],

@@ -52,6 +52,8 @@ from .timing import LaneSchedule, TimingJob
 from .progress import Progress
 
 REPO = Path(__file__).resolve().parent.parent
+BUSY_WINDOW_S = 0.5  #: how long the run looks at what else the CPUs do before it times codecs two at a time
+BUSY_LIMIT = 0.25  #: CPUs' worth of other work from which the default times one codec at a time instead
 _interrupted = False  #: set by SIGINT in the zygote: finish the round, then answer with what there is
 
 
@@ -369,6 +371,28 @@ def lane_cpus(lanes: int) -> Tuple[int, ...]:
 def usable_cpus() -> int:
     """CPUs this process may run on (``os.sched_getaffinity``; 1 where the system cannot say)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
+def busy_cpus(seconds: float = BUSY_WINDOW_S) -> Optional[float]:
+    """CPUs' worth of work done by others over ``seconds`` while this run waits (``/proc/stat``: every state but
+    idle and iowait, steal included, as a VM's host taking the CPU is as busy as a process); None where the
+    system cannot say. Two lanes need the CPUs to themselves: beside other work each is stuck on its own CPU
+    with it, where one codec at a time runs on whichever CPU is free (docs/methodology.md, timing lanes)."""
+    def ticks() -> Tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]  # user .. steal (guest time is in user already)
+        total = sum(fields)
+        return total - fields[3] - fields[4], total
+    try:
+        (busy0, all0), own0 = ticks(), sum(os.times()[:4])
+        time.sleep(seconds)
+        (busy1, all1), own1 = ticks(), sum(os.times()[:4])
+    except (OSError, ValueError, IndexError):
+        return None
+    if all1 <= all0:
+        return None
+    cpus = os.cpu_count() or 1
+    return max(0.0, cpus * (busy1 - busy0) / (all1 - all0) - (own1 - own0) / seconds)
 
 
 def _stop_softly(*_: Any) -> None:

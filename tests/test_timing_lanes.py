@@ -25,7 +25,7 @@ from rpcbench.budget import TimingPlan
 from rpcbench.config import DEFAULT_TRACE, RunConfig
 from rpcbench.timing import LaneSchedule, lane_turns, round_robin
 from rpcbench.timing_stage import time_sample
-from rpcbench.worker import lane_cpus, usable_cpus
+from rpcbench.worker import BUSY_LIMIT, busy_cpus, lane_cpus, usable_cpus
 
 REPO = Path(__file__).resolve().parent.parent
 TWO_CPUS = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or usable_cpus() < 2 or
@@ -190,7 +190,45 @@ def test_the_lanes_of_a_run_are_in_its_settings(tmp_path, options, lanes):
     done = _run(tmp_path, *options)
     assert done.returncode == 0, done.stderr
     settings = json.loads((tmp_path / "out" / "results.json").read_text())["settings"]
+    busy = settings.get("busy_cpus_before_timing")
+    assert (busy is not None) == (options == ())  # the CPUs are looked at only for the default lanes
+    if busy is not None and busy >= BUSY_LIMIT:  # the machine running the tests is busy: one lane, and it says so
+        lanes = 1
+        assert "timing: one codec at a time: other work kept" in done.stderr
     assert settings["timing_lanes"] == lanes
+
+
+@TWO_CPUS
+def test_beside_other_work_the_default_times_one_codec_at_a_time(tmp_path):
+    """Two busy loops keep both CPUs busy: the default's two lanes would each share a CPU with one, so the run
+    times one codec at a time, says why in one line and records what it saw; --timing-lanes 2 keeps two."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        default, forced = _run(tmp_path / "a"), _run(tmp_path / "b", "--timing-lanes", "2")
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    assert default.returncode == 0 and forced.returncode == 0, default.stderr + forced.stderr
+    settings = json.loads((tmp_path / "a" / "out" / "results.json").read_text())["settings"]
+    assert settings["timing_lanes"] == 1 and settings["busy_cpus_before_timing"] >= 1.0
+    assert [line for line in default.stderr.splitlines() if "one codec at a time" in line] == [
+        f"warning: timing: one codec at a time: other work kept {settings['busy_cpus_before_timing']:.2f} CPUs busy, "
+        "and two lanes need the CPUs to themselves (--timing-lanes 2 times two at once anyway)"]
+    forced_settings = json.loads((tmp_path / "b" / "out" / "results.json").read_text())["settings"]
+    assert forced_settings["timing_lanes"] == 2 and "busy_cpus_before_timing" not in forced_settings
+
+
+def test_busy_cpus_sees_a_busy_loop():
+    """What the default lanes go by: a busy loop in another process is a CPU's worth of work."""
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        seen = busy_cpus()
+    finally:
+        loop.kill()
+        loop.wait()
+    assert seen is not None and 0.8 <= seen <= (os.cpu_count() or 1)
 
 
 @pytest.mark.parametrize("options, message", [
