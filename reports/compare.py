@@ -348,6 +348,7 @@ def comparison_warnings(old: Suite, new: Suite, reference: Optional[str],
                      "calls, so their changes are not exact and the gate does not judge them")
     sample_keys = ("sample", "sample_seed", "sample_by_method", "gc")
     differ = [k for k in sample_keys if old.settings.get(k) != new.settings.get(k)]
+    differ += ["timing_lanes"] * ((old.settings.get("timing_lanes") or 1) != (new.settings.get("timing_lanes") or 1))
     if differ:
         notes.append(f"timing settings differ ({', '.join(differ)}): CPU per call averages different calls "
                      "or conditions")

@@ -332,3 +332,23 @@ def test_a_crowded_out_warm_up_round_does_not_shorten_the_timed_batches():
         job.run_round(record=False)
     job.calibrate(0.01)
     assert job.loops > 1, job.loops  # 30 ms > 10 ms: calibrated on the paused round, it would be 1
+
+
+def test_runs_timed_in_other_lanes_are_said_to_differ(runs, tmp_path):
+    """One run timed two codecs at once and the other one at a time (the default falls back to one on a busy
+    machine): their CPU figures were taken in other conditions, so compare says so; a file from before lanes
+    (no timing_lanes) reads as one lane."""
+    def with_lanes(name: str, lanes: object) -> Path:
+        data = json.loads((runs["a"] / "results.json").read_text(encoding="utf-8"))
+        data["settings"].pop("timing_lanes", None)
+        if lanes is not None:
+            data["settings"]["timing_lanes"] = lanes
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(data), encoding="utf-8")
+        return tmp_path / name
+
+    one, two, older = with_lanes("one", 1), with_lanes("two", 2), with_lanes("older", None)
+    differ = compare_cli(str(one), str(two), "--out", str(tmp_path))
+    assert re.search(r"timing settings differ \([^)]*timing_lanes", differ.stdout.replace("\n  ", " ")), differ.stdout
+    same = compare_cli(str(older), str(one), "--out", str(tmp_path))
+    assert "timing_lanes" not in same.stdout
