@@ -32,6 +32,12 @@ from .isolation import reap, silence_stdout
 from .progress import Progress
 
 log = logging.getLogger("rpcbench")
+Arrived = Callable[[Any], Any]  #: what becomes of a task's result as it comes in (:meth:`Executor.run_all`)
+
+
+def as_is(result: Any) -> Any:
+    """A task's result kept as it came."""
+    return result
 
 
 class Task(Protocol):
@@ -65,9 +71,11 @@ class Executor(Protocol):
     def slots(self) -> int:
         """How many tasks run at the same time."""
 
-    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
-        """Each task's result, in order; ``what`` names them in progress, which counts ``calls`` (the
-        run's calls, 0: unknown) done at the pace of the tasks' calls (:func:`share_done`)."""
+    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0, arrived: Arrived = as_is) -> List[Any]:
+        """Each task's result, in order, as ``arrived`` leaves it when it comes in (the size pass folds a piece's
+        timing candidates into its trace's at once, so a long trace's pieces do not pile them up); ``what``
+        names them in progress, which counts ``calls`` (the run's calls, 0: unknown) done at the pace of the
+        tasks' calls (:func:`share_done`)."""
 
     def __enter__(self) -> "Executor": ...
 
@@ -83,10 +91,10 @@ class InProcess:
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
 
-    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
+    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0, arrived: Arrived = as_is) -> List[Any]:
         out, done, total = [], 0, calls_of(tasks)
         for n, task in enumerate(tasks, 1):
-            out.append(task.run(None))
+            out.append(arrived(task.run(None)))
             done += task.span[1]
             report(self.progress, what, (n, len(tasks), ""), share_done(done, [], total), calls)
         return out
@@ -105,16 +113,17 @@ class Forks(InProcess):
         super().__init__(progress)
         self.slots, self.timeout = jobs, timeout
 
-    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
+    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0, arrived: Arrived = as_is) -> List[Any]:
         def tick(done: int, share: Optional[float]) -> None:
             report(self.progress, what, (done, len(tasks), ""), share, calls)
 
-        return run_watched(tasks, self.slots, self.timeout, tick)
+        return run_watched(tasks, self.slots, self.timeout, tick, arrived=arrived)
 
 
 def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = None,
-                stop: Callable[[], bool] = lambda: False) -> List[Any]:
-    """Each task's result, ``jobs`` of them at a time in watched forked processes; ``tick(done, share)``
+                stop: Callable[[], bool] = lambda: False, arrived: Arrived = as_is) -> List[Any]:
+    """Each task's result (as ``arrived`` leaves it), ``jobs`` of them at a time in watched forked processes;
+    ``tick(done, share)``
     about once a second (progress: tasks done, and the share of their calls done, :func:`share_done`). When
     ``stop()`` turns true (checked as often), the processes are killed and a BenchError raised."""
     for task in tasks:
@@ -134,7 +143,7 @@ def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = No
                 raise BenchError("stopped: the Dask worker that ran it closed")
             for i, watch in list(running.items()):
                 if watch.check():
-                    out[i] = watch.answer
+                    out[i] = arrived(watch.answer)
                     finished, done = finished + 1, done + tasks[i].span[1]
                     del running[i]
             if tick is not None:
@@ -319,7 +328,7 @@ class OnDask:
         """The cluster's threads: each runs one task (its forked process) at a time."""
         return max(1, self.threads)
 
-    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0) -> List[Any]:
+    def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0, arrived: Arrived = as_is) -> List[Any]:
         """As the forks executor does: ``slots`` tasks in flight, the next one sent as one ends. Dask itself
         would hand every task out at once (fewer than twice the threads) or two per thread: a task queued
         behind a slow one on a busy worker while another worker sits idle."""
@@ -341,7 +350,7 @@ class OnDask:
             future = _next(finished, self.ctrl_c)
             if waiting:
                 send()
-            out[position[future.key]] = _result(future)
+            out[position[future.key]] = arrived(_result(future))
             done += tasks[position[future.key]].span[1]
             report(self.progress, what, (n, len(tasks), " on dask"), share_done(done, [], total), calls)
         return out

@@ -102,12 +102,13 @@ class Drawn:
         return tuple(tuple.__new__(Call, item) for item in marshal.loads(self.windows[first]))
 
     def merge(self, other: "Drawn", keep: int) -> "Drawn":
-        """Both draws together (``other``'s calls come later in the trace), ``keep`` per method: exact."""
+        """Both draws together, ``keep`` per method: exact, and the same whichever order draws of a trace's pieces
+        merge in (calls and windows in trace order)."""
         ranked = {method: tuple(heapq.nsmallest(keep, [*self.ranked.get(method, ()), *other.ranked.get(method, ())]))
                   for method in {**self.ranked, **other.ranked}}
         kept = {index for pairs in ranked.values() for _, index in pairs}
-        calls = {i: c for i, c in itertools.chain(self.calls.items(), other.calls.items()) if i in kept}
-        windows = {i: w for i, w in itertools.chain(self.windows.items(), other.windows.items()) if i in kept}
+        calls = {i: c for i, c in sorted(itertools.chain(self.calls.items(), other.calls.items())) if i in kept}
+        windows = {i: w for i, w in sorted(itertools.chain(self.windows.items(), other.windows.items())) if i in kept}
         return Drawn(ranked, calls, windows)
 
 

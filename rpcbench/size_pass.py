@@ -49,9 +49,10 @@ def run_size_pass(plan: Plan, executor: Executor) -> SizePass:
     # in around it; first, it kept a whole-trace piece waiting for its slot and that piece ran alone at the end
     whole = sum(p.start is None for p in pieces)
     tasks = [PieceTask(config, p, plan.sampling) for p in pieces]
-    answers = executor.run_all([*tasks[:whole], *floors, *links, *tasks[whole:]], "size pass: reading",
-                               sum(max(t.calls, 0) for t in plan.index))
     merges = [_TraceMerge(t.path, [CodecTally(c) for c in plan.codecs], config.sample) for t in plan.index]
+    answers = executor.run_all([*tasks[:whole], *floors, *links, *tasks[whole:]], "size pass: reading",
+                               sum(max(t.calls, 0) for t in plan.index),
+                               arrived=lambda answer: _draw(merges, answer))
     for merge, totals in zip(merges, answers[whole:whole + len(floors)]):
         merge.floor = totals
     for merge, replays in zip(merges, answers[whole + len(floors):whole + len(floors) + len(links)]):
@@ -80,20 +81,30 @@ class _TraceMerge:
     link: Optional[LinkReplays] = None  #: its lossy link replays (--loss; :class:`LinkTask`)
 
     def absorb(self, summary: PieceSummary) -> None:
-        """Add one piece's summary."""
+        """Add one piece's summary (its timing candidates went in as it arrived: :func:`_draw`)."""
         by_name = {t.codec.name: t for t in self.tallies}
         for name, state in zip(summary.piece.codecs, summary.tallies):
             by_name[name].merge(state)
         if summary.count is not None:
             self.stats.merge(summary.count.stats)
             self.measured += summary.count.measured
-            self.drawn = self.drawn.merge(summary.count.drawn, self.keep)
         self.reader = summary.reader or self.reader
 
     def result(self, wire: TraceWire) -> TracePass:
         """The trace's figures, complete (``wire``: its policies, as the plan resolved them)."""
         return TracePass(self.path, tuple(self.tallies), self.stats, self.measured, self.drawn, self.reader,
                          self.floor, wire, self.link)
+
+
+def _draw(merges: List[_TraceMerge], answer: Any) -> Any:
+    """A piece's timing candidates folded into its trace's as the piece's summary arrives, and left out of the
+    summary kept: a bottom-k sample merges exactly in any order, and a long trace's pieces do not each hold
+    their thousand calls per method until the last one ends (a 1,000,000-call trace's 266,000 calls, 33 MB)."""
+    if not isinstance(answer, PieceSummary) or answer.count is None:
+        return answer
+    merge = merges[answer.piece.trace]
+    merge.drawn = merge.drawn.merge(answer.count.drawn, merge.keep)
+    return dataclasses.replace(answer, count=dataclasses.replace(answer.count, drawn=NOTHING_DRAWN))
 
 
 def _merge_traces(plan: Plan, traces: Tuple[TracePass, ...]) -> Tuple[

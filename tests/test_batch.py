@@ -3,6 +3,7 @@ the same figures for every kind of codec on real traces (the bundled samples, re
 for codecs that fail, return the wrong type or exit partway through a batch; and the batch helpers (seeded
 priorities, bottom-k candidates, trace statistics) against their per-call originals."""
 
+import functools
 import heapq
 import random
 import sys
@@ -19,7 +20,7 @@ from rpcbench.config import RunConfig
 from rpcbench.fidelity import Limit
 from rpcbench.pieces import Piece, tally_piece
 from rpcbench.registry import Registry
-from rpcbench.sampling import Candidates, SamplePlan, priorities, priority
+from rpcbench.sampling import NOTHING_DRAWN, Candidates, SamplePlan, priorities, priority
 from rpcbench.tally import CodecTally, check_batch, check_call
 from rpcbench.wire import PER_CALL, WirePolicy
 
@@ -158,3 +159,25 @@ def test_a_piece_with_nothing_to_time_draws_no_candidates_and_counts_the_same():
     assert untimed.count.drawn.ranked == {} and untimed.count.drawn.calls == {}
     assert sum(map(len, timed.count.drawn.ranked.values())) > 50
     assert counted(untimed) == counted(timed) and timed.count.measured == timed.count.stats.calls > 0
+
+
+@pytest.mark.parametrize("keep", [1, 50])
+def test_draws_of_pieces_merge_alike_in_any_order(keep):
+    """The size pass folds each piece's draw in as the piece ends, in whatever order pieces end (forks, Dask):
+    any order gives the one draw of the whole trace, its calls and tick windows in trace order."""
+    calls = list(open_trace(str(TRACES["dict"])))[:3000]
+    policy = WirePolicy("tick:50", tick_ms=50)
+    whole, pieces = Candidates(keep, policy), []
+    for start in range(0, len(calls), 700):
+        piece = Candidates(keep, policy)
+        for at in range(start, min(start + 700, len(calls)), BATCH):
+            indices = list(range(at, min(at + BATCH, start + 700, len(calls))))
+            chunk, ranks = calls[indices[0]:indices[-1] + 1], priorities(3, 0, np.array(indices, np.uint64), 1)
+            piece.offer_all(chunk, ranks, indices)
+            whole.offer_all(chunk, ranks, indices)
+        pieces.append(piece.export())
+    merged = [functools.reduce(lambda a, b: a.merge(b, keep), order, NOTHING_DRAWN)
+              for order in (pieces, pieces[::-1], random.Random(keep).sample(pieces, len(pieces)))]
+    assert merged[0] == merged[1] == merged[2]
+    assert all(list(m.windows) == sorted(m.windows) and list(m.calls) == sorted(m.calls) for m in merged)
+    assert merged[0].ranked == whole.export().ranked and merged[0].windows  # windows drawn, a piece's edge aside

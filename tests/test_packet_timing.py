@@ -69,7 +69,7 @@ def test_with_every_call_sampled_the_packets_timed_are_the_size_pass_packets(tmp
 
 def test_a_sample_times_whole_windows_chosen_by_their_first_call() -> None:
     """A partial sample: every window timed is one the size pass sends, whole, with its first call sampled."""
-    config = RunConfig(trace=str(DICT_TRACE), codecs=("json",), sample=300, sizes_only=True, jobs=0, floor=False,
+    config = RunConfig(trace=str(DICT_TRACE), codecs=("json",), sample=300, jobs=0, floor=False,
                        wire=parse_policies(BATCHED))
     with open_executor(None, 0, config.codec_timeout, lambda *a: None) as executor:
         size_pass = run_size_pass(make_plan(config, config.registry(), quiet), executor)
@@ -82,9 +82,9 @@ def test_a_sample_times_whole_windows_chosen_by_their_first_call() -> None:
     policy = size_pass.traces[0].wire.policies[0]
     every = {ids(w) for _, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), policy)}
     assert {ids(w) for w in plan.windows} <= every
-    first_sampled = size_pass._sample_indices(config.sample)[0]  # the windows a second read of the trace would give
-    assert plan.windows == tuple(tuple(w) for first, w in tick_windows(enumerate(open_trace(str(DICT_TRACE))), policy)
-                                 if first in first_sampled)
+    first_sampled = size_pass._sample_indices(config.sample)[0]  # the windows a second read of the trace would give,
+    again = sorted(tick_windows(enumerate(open_trace(str(DICT_TRACE))), policy), key=lambda fw: fw[0])  # by first call
+    assert plan.windows == tuple(tuple(w) for first, w in again if first in first_sampled)
     assert all(ids(w)[0] in sampled for w in plan.windows)
     assert sum(len(w) for w in plan.windows) > len(plan.windows)  # batches, not single calls
 
