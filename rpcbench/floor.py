@@ -27,10 +27,10 @@ budget (the bundled samples, the Minecraft example) gets the exact floor, as bef
 from __future__ import annotations
 
 import bisect
-import itertools
 import lzma
 import random
 import time
+from array import array
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -101,10 +101,11 @@ class Floor:
         self.calls = 0  #: calls kept
         self.seen = 0  #: calls offered
         self._bytes = 0
-        self._streams: Dict[Any, List[bytes]] = {}
+        self._streams: Dict[Any, Tuple[bytearray, "array[int]"]] = {}  #: stream -> its JSON, each call's end in it
 
     def add(self, call: Call) -> None:
-        """Keep one call of the trace (until ``max_bytes``; calls JSON cannot carry are left out)."""
+        """Keep one call of the trace (until ``max_bytes``; calls JSON cannot carry are left out). A stream is
+        kept as one buffer and its calls' ends (8 bytes a call), not a bytes object per call (about 50 more)."""
         self.seen += 1
         if self._bytes >= self.max_bytes:
             return
@@ -112,7 +113,11 @@ class Floor:
             data = self._encode(call)
         except Exception:
             return
-        self._streams.setdefault(stream_key(call), []).append(data)
+        stream = self._streams.get(stream_key(call))
+        if stream is None:
+            stream = self._streams[stream_key(call)] = (bytearray(), array("q"))
+        stream[0].extend(data)
+        stream[1].append(len(stream[0]))
         self.calls += 1
         self._bytes += len(data)
 
@@ -122,7 +127,7 @@ class Floor:
         if not self.calls:
             return None
         started = time.perf_counter()
-        streams = [Stream(parts) for parts in self._streams.values()]
+        streams = [Stream(data, ends) for data, ends in self._streams.values()]
         share = budget_share([s.size for s in streams], self.budget)
         planned = [s.jobs(share) for s in streams]
         jobs = sorted((job for each in planned for job in each), key=lambda job: -job.size)
@@ -139,29 +144,29 @@ Sizes = Tuple[int, int]  #: a job's compressed bytes, and the bytes out after it
 
 @dataclass(frozen=True, eq=False)
 class Job:
-    """Some of a stream's calls through one compressor, the first ``mark`` of them before the mark."""
+    """Some of a stream's calls through one compressor, their first ``mark`` JSON bytes before the mark."""
 
-    parts: Tuple[bytes, ...]
+    data: bytes  #: the calls' compact JSON, one after another
     mark: int = 0
 
     @property
     def size(self) -> int:
-        return sum(map(len, self.parts))
+        return len(self.data)
 
     @property
     def rated(self) -> int:
         """JSON bytes after the mark."""
-        return sum(map(len, self.parts[self.mark:]))
+        return len(self.data) - self.mark
 
     def compressed(self) -> Sizes:
         """The job's compressed bytes, and those out after the mark. The bytes out at the mark and at the end
         before the flush both fall short by the input the encoder holds back (its lookahead, under 1 KiB), so
         their difference is that of the part after the mark, shifted by it."""
         if not self.mark:
-            return compressed_size(self.parts), 0
+            return compressed_size(self.data), 0
         compressor = lzma.LZMACompressor(format=lzma.FORMAT_ALONE, filters=_filters(self.size))
-        before = len(compressor.compress(b"".join(self.parts[:self.mark])))
-        after = len(compressor.compress(b"".join(self.parts[self.mark:])))
+        before = len(compressor.compress(self.data[:self.mark]))
+        after = len(compressor.compress(self.data[self.mark:]))
         return before + after + len(compressor.flush()), after
 
 
@@ -169,19 +174,19 @@ class Stream:
     """One connection and direction's calls, and how the floor takes its bytes within a share of the budget
     (whole, or its prefix and windows: the module's docstring)."""
 
-    def __init__(self, parts: List[bytes]) -> None:
-        self.parts = parts
-        self.ends = list(itertools.accumulate(map(len, parts)))  #: JSON bytes up to and including each call
-        self.size = self.ends[-1]
+    def __init__(self, data: bytearray, ends: "array[int]") -> None:
+        self.data = data
+        self.ends = ends  #: JSON bytes up to and including each call
+        self.size = ends[-1]
 
     def jobs(self, share: float) -> List[Job]:
         """What to compress: the whole stream, or its prefix and windows."""
         length = WINDOW_BYTES
         if self.size <= max(2 * share, 2 * (WINDOWS_MIN + 1) * length):
-            return [Job(tuple(self.parts))]
+            return [Job(bytes(self.data))]
         prefix = max(2, self._call_at(length))
         end, rated = self.ends[prefix - 1], length * (1 - CONTEXT)
-        jobs = [Job(tuple(self.parts[:prefix]))]
+        jobs = [Job(bytes(self.data[:end]))]
         place = random.Random(self.size)  # seeded by the stream: the streams of one battle, alike in time, are
         count = max(WINDOWS_MIN, int(share // length) - 1)  # not sampled at the same moments
         for k in range(count):  # each window whole within the stream, after the prefix
@@ -192,10 +197,11 @@ class Stream:
     def _window(self, start: float, mark: float, last: int, least: int) -> Job:
         """The calls from JSON byte ``start`` to call ``last``, marked at byte ``mark`` (at least a call each
         side of the mark; none before call ``least``)."""
-        last = min(len(self.parts), max(last, least + 2))
+        last = min(len(self.ends), max(last, least + 2))
         first = min(max(least, self._call_at(start)), last - 2)
         at = min(last - 1, max(first + 1, self._call_at(mark)))
-        return Job(tuple(self.parts[first:last]), at - first)
+        begin = self.ends[first - 1] if first else 0
+        return Job(bytes(self.data[begin:self.ends[last - 1]]), self.ends[at - 1] - begin)
 
     def _call_at(self, offset: float) -> int:
         """How many calls end at or before JSON byte ``offset``."""
@@ -228,11 +234,10 @@ def _filters(stream_bytes: int) -> List[Dict[str, int]]:
     return [{"id": lzma.FILTER_LZMA1, "preset": LZMA_PRESET, "dict_size": dictionary_size(stream_bytes)}]
 
 
-def compressed_size(parts: Sequence[bytes]) -> int:
+def compressed_size(stream: bytes) -> int:
     """One stream's bytes compressed whole by lzma -9 (``.lzma`` format), its dictionary the stream's size
     as a power of two: the same bytes as preset 9's 64 MiB on any stream up to that, without setting up a
     64 MiB dictionary and match finder per stream."""
-    stream = b"".join(parts)
     return len(lzma.compress(stream, format=lzma.FORMAT_ALONE, filters=_filters(len(stream))))
 
 

@@ -76,7 +76,7 @@ def test_lzma_with_its_dictionary_cut_to_the_stream_gives_preset_9_s_bytes(path)
     """The floor's lzma sets up a dictionary of the stream's size, not preset 9's 64 MiB: the same number of
     bytes, on every stream of the bundled samples and of real Minecraft traffic."""
     for stream in streams_of(list(open_trace(str(path)))[:4000]):
-        assert compressed_size([stream]) == lzma_9(stream)
+        assert compressed_size(stream) == lzma_9(stream)
 
 
 @pytest.mark.parametrize("path", [DEFAULT_TRACE, DICT_TRACE, MINECRAFT])
