@@ -40,7 +40,7 @@ MIN_PROCESSES = 3
 MIN_SETS = 2  #: process sets each run needs for the test: the between-process noise is measured from them
 MIN_SET_ROUNDS = 3  #: rounds a process set needs to give a figure
 #: the run settings docs/compare.md recommends for runs a gate compares (measured by bench/compare_gate.py)
-GATE_RUN_SETTINGS = "--processes 6 --repeat 8 --warmup 3 --min-time 0.05"
+GATE_RUN_SETTINGS = "--processes 6 --repeat 8 --warmup 3 --min-time 0.05 --timing-lanes 1"
 __all__ = ["ALPHA", "DEFAULT_REFERENCE", "GATE_RUN_SETTINGS", "MIN_EFFECT_PCT", "TEST", "Comparison", "CpuChange",
            "Shift", "Violation", "compare", "gate", "unseen"]
 #: the percentile of a process set's rounds taken as its absolute time (its fast end: the codec when least crowded)
