@@ -57,27 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated codec ids, e.g. json,bson,json+zlib-1; a level range or list expands: "
                    "json+zlib-1..9, json+zstd-1,3,19 (default: %(default)s)")
     _add_output_options(p)
-    p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
-                   help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
-    p.add_argument("--warmup", type=whole_number(1, 1000), default=1,
-                   help="untimed warm-up rounds before them (default: 1)")
-    p.add_argument("--min-time", type=seconds(60), default=0.01, metavar="SECONDS",
-                   help="shortest timed batch: the sample is replayed as often as needed to last this long "
-                   "(default: 0.01; many short interleaved rounds beat a few long ones "
-                   "on machines whose speed drifts)")
-    p.add_argument("--sample", type=whole_number(1, 10_000_000), default=1000, metavar="N",
-                   help="calls timed: a seeded sample, stratified by method (and by trace in a fleet), of the trace "
-                   "(sizes and fidelity cover every call unless --sample-calls; default: 1000)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
-    p.add_argument("--processes", type=whole_number(0, MAX_PROCESSES), default=1, metavar="N",
-                   help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
-                   "round; N sets run one after another and their rounds are pooled. 0 times every codec in this "
-                   "process instead (default: 1)")
-    p.add_argument("--timing-lanes", type=whole_number(1, MAX_JOBS), metavar="N",
-                   help="codecs timed at once, each in its own process pinned to a CPU of its own, paired anew and "
-                   "moved from CPU to CPU round by round so every codec meets the same neighbours and CPUs; 1 times "
-                   "one at a time (default: 2 when this process may use 2 CPUs, --jobs is 2 or more and other work "
-                   "keeps under a quarter of a CPU busy just before timing, else 1; always 1 with --processes 0)")
+    _add_timing_options(p)
     p.add_argument("--jobs", type=whole_number(0, MAX_JOBS), default=min(2, os.cpu_count() or 1), metavar="N",
                    help="watched processes sharing the size and fidelity pass (a codec that hangs or crashes fails "
                    "alone); 0 runs it in this process, unwatched (default: %(default)s)")
@@ -101,6 +81,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-codecs", action="store_true", help="list the available codecs and compressors, then exit")
     add_report_options(p)
     return p
+
+
+def _add_timing_options(p: argparse.ArgumentParser) -> None:
+    """How the codecs' CPU is timed: rounds, batches, the sample, process sets and lanes."""
+    p.add_argument("--repeat", type=whole_number(1, 1_000_000), default=40,
+                   help="timed rounds per codec in each process set; the median of all is reported (default: 40)")
+    p.add_argument("--warmup", type=whole_number(1, 1000), default=1,
+                   help="untimed warm-up rounds before them (default: 1)")
+    p.add_argument("--min-time", type=seconds(60), default=0.01, metavar="SECONDS",
+                   help="shortest timed batch: the sample is replayed as often as needed to last this long "
+                   "(default: 0.01; many short interleaved rounds beat a few long ones "
+                   "on machines whose speed drifts)")
+    p.add_argument("--sample", type=whole_number(1, 10_000_000), default=1000, metavar="N",
+                   help="calls timed: a seeded sample, stratified by method (and by trace in a fleet), of the trace "
+                   "(sizes and fidelity cover every call unless --sample-calls; default: 1000)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the timing sample (default: 1)")
+    p.add_argument("--processes", type=whole_number(0, MAX_PROCESSES), default=1, metavar="N",
+                   help="process sets: each codec is timed in its own fresh process, codecs taking turns round by "
+                   "round; N sets run one after another and their rounds are pooled. 0 times every codec in this "
+                   "process instead (default: 1)")
+    p.add_argument("--timing-lanes", type=whole_number(1, MAX_JOBS), metavar="N",
+                   help="codecs timed at once, each in its own process pinned to a CPU of its own, paired anew and "
+                   "moved from CPU to CPU round by round so every codec meets the same neighbours and CPUs; 1 times "
+                   "one at a time (default: 2 when this process may use 2 CPUs, --jobs is 2 or more and other work "
+                   "keeps under a quarter of a CPU busy just before timing, else 1; always 1 with --processes 0)")
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
