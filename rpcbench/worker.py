@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from rpc_capture import open_trace
 
@@ -267,44 +267,76 @@ def _cpu() -> Optional[int]:
 
 def _generation(codecs: Dict[str, Any], sample: list, plan: Dict[str, Any], generation: int,
                 say: Callable[[str], None]) -> Dict[str, Dict]:
-    """One child per codec, warmed up one after another, then ``repeat`` interleaved rounds."""
+    """One child per codec, warmed up, then ``repeat`` interleaved rounds, then each one's answer; each phase in
+    the lanes (one child per lane at a time, pinned to the lane's CPU)."""
     plan = dict(plan, first_generation=generation == 0)
-    children: List[Child] = []
+    children: List[Child] = []  # in the codecs' order, the ones that failed their warm-up taken out
     answers: Dict[str, Dict[str, Any]] = {}
     tag = f"process set {generation + 1}/{plan['processes']}: " if plan["processes"] > 1 else ""
-    n = len(plan["codecs"])
+    n, cpus = len(plan["codecs"]), plan["cpus"]
 
     def step(phase: str, done: int, total: int, detail: str) -> None:
         say(f"progress {phase}|{done}|{total}|{tag}{detail}")
 
-    try:
-        for i, name in enumerate(plan["codecs"]):
-            if _interrupted:
-                break
-            step("timing: warm-up", generation * n + i, plan["processes"] * n, name)
-            child = Child(name, functools.partial(TimingJob, codecs[name], sample, gc_enabled=plan["gc"],
-                                                  packets=plan.get("packets")), plan)
-            reply = child.ask("warmup")
-            if "error" in reply:
-                answers[name] = reply
-                child.close()
-            else:
-                children.append(child)
+    def warm_up(at: int, name: str, lane: int) -> Child:
+        step("timing: warm-up", generation * n + at, plan["processes"] * n, name)
+        child = Child(name, functools.partial(TimingJob, codecs[name], sample, gc_enabled=plan["gc"],
+                                              packets=plan.get("packets")), plan)
+        children.append(child)
+        return _sent(child, "warmup", cpus, lane)
 
+    def warmed(child: Child, reply: Dict[str, Any]) -> None:
+        if "error" in reply:
+            answers[child.codec] = reply
+            children.remove(child)
+            child.close()
+
+    def finish(at: int, child: Child, lane: int) -> Child:
+        step("tails and allocations" if plan["first_generation"] else "timing: results", at, len(children),
+             child.codec)
+        return _sent(child, "result" if _interrupted else "finish", cpus, lane)
+
+    def finished(child: Child, answer: Dict[str, Any]) -> None:
+        answers[child.codec] = answer if answer.get("error") else dict(answer, cpus=child.cpus)
+
+    try:
+        _in_lanes(plan["codecs"], max(1, len(cpus)), warm_up, warmed, go_on=lambda: not _interrupted)
         _play_rounds(children, plan, answers,
                      lambda r, turns, codec: step("timing: rounds", generation * plan["repeat"] * n + turns,
                                                  plan["processes"] * plan["repeat"] * n,
                                                  f"round {r + 1}/{plan['repeat']}: {codec}"))
-        for i, child in enumerate(children):
-            if child.codec not in answers:
-                step("tails and allocations" if plan["first_generation"] else "timing: results", i, len(children),
-                     child.codec)
-                answer = child.ask("result" if _interrupted else "finish")
-                answers[child.codec] = answer if answer.get("error") else dict(answer, cpus=child.cpus)
+        _in_lanes([c for c in children if c.codec not in answers], max(1, len(cpus)), finish, finished)
     finally:
         for child in children:
             child.close()
     return answers
+
+
+def _in_lanes(items: Sequence[Any], lanes: int, start: Callable[[int, Any, int], "Child"],
+              done: Callable[["Child", Dict[str, Any]], None], go_on: Callable[[], bool] = lambda: True) -> None:
+    """One command per item, ``lanes`` at a time: ``start(position, item, lane)`` sends it and gives the child that
+    answers, ``done(child, reply)`` takes each reply as it comes (the warm-up, and the answers after the rounds);
+    no item starts once ``go_on()`` turns false."""
+    waiting, begun = list(items), 0
+    running: Dict[Child, int] = {}  # child -> its lane
+    while True:
+        for lane in range(lanes):
+            if waiting and go_on() and lane not in running.values():
+                running[start(begun, waiting.pop(0), lane)] = lane
+                begun += 1
+        if not running:
+            return
+        child = _next_reply(list(running))
+        del running[child]
+        done(child, child.receive())
+
+
+def _sent(child: "Child", command: str, cpus: Sequence[int], lane: int) -> "Child":
+    """``child`` pinned to its lane's CPU (with lanes), sent ``command``."""
+    if cpus:
+        _pin(child.pid, cpus[lane])
+    child.send(command)
+    return child
 
 
 def _play_rounds(children: List[Child], plan: Dict[str, Any], answers: Dict[str, Dict[str, Any]],

@@ -120,13 +120,13 @@ def test_a_player_out_leaves_the_others_every_round():
 
 
 def _time(tmp_path: Path, codecs: Tuple[str, ...], lanes: int, processes: int = 2, repeat: int = 6,
-          plugin_after: int = 0) -> Tuple[Dict, List[str]]:
+          plugin_after: int = 0, tails: bool = False) -> Tuple[Dict, List[str]]:
     """The bundled sample's first 300 calls timed in worker processes; the answers and the progress lines."""
     files: Tuple[str, ...] = ()
     if plugin_after:
         (tmp_path / "boom.py").write_text(FAILING.format(after=plugin_after))
         files = (str(tmp_path / "boom.py"),)
-    config = RunConfig(codecs=codecs, codec_files=files, tails=False, memory=False, codec_timeout=30)
+    config = RunConfig(codecs=codecs, codec_files=files, tails=tails, memory=tails, codec_timeout=30)
     registry = config.registry()
     sample = list(itertools.islice(open_trace(str(DEFAULT_TRACE)), 300))
     plan = TimingPlan(len(sample), 0.001, repeat, processes, 1, lanes)
@@ -151,6 +151,21 @@ def test_two_lanes_time_every_codec_half_its_rounds_on_each_cpu(tmp_path):
             assert Counter(process_set) == {cpus[0]: 3, cpus[1]: 3}, (codec, answer["cpus"])
     rounds = [line for line in lines if line.startswith("timing: rounds: ")]
     assert Counter(line.split(": ")[-1] for line in rounds) == {codec: 12 for codec in codecs}
+
+
+@TWO_CPUS
+def test_two_lanes_take_every_codecs_tails_and_allocations_once(tmp_path):
+    """After the rounds, each codec's tails and allocations (first process set only) are taken in the lanes, two
+    codecs at once: every codec gets them once, the second process set none, and its rounds stay whole."""
+    codecs = ("json", "msgpack", "bson")
+    answers, lines = _time(tmp_path, codecs, 2, tails=True)
+    for codec in codecs:
+        assert set(answers[codec]["latency"]) == set(answers[codec]["memory"]) == {"encode", "decode"}, codec
+        assert len(answers[codec]["rounds"]["encode"]) == 12
+    assert Counter(line.split(": ")[-1] for line in lines if line.startswith("tails and allocations: ")) == \
+        {codec: 1 for codec in codecs}
+    assert Counter(line.split(": ")[-1] for line in lines if line.startswith("timing: results: ")) == \
+        {codec: 1 for codec in codecs}
 
 
 @TWO_CPUS
