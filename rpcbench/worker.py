@@ -15,8 +15,8 @@ every codec spends as many rounds on each CPU (:func:`rpcbench.timing.lane_turns
 neighbour's cost and a CPU's speed hit every codec alike too. Each child runs in a session of
 its own: Linux's autogroup scheduling shares the CPUs between sessions, and two lanes in one
 session would split one session's share on a busy machine. At the end each child sends
-its figures (plus tails and allocations, in the first generation, one child at a time)
-and exits, and the next generation starts from the pristine zygote again.
+its figures (plus tails and allocations, in the first generation, in the same lanes as
+the rounds, as is the warm-up) and exits, and the next generation starts from the pristine zygote again.
 
 Protocol: the parent starts the zygote as ``python -m rpcbench.worker SAMPLE FD`` with its
 stdout on /dev/null and writes ``pickle.dumps((config, plan))`` to its stdin; the zygote
@@ -32,6 +32,7 @@ has measured so far (no tails or allocations) and answers with ``interrupted: tr
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import pickle
@@ -317,13 +318,26 @@ def _in_lanes(items: Sequence[Any], lanes: int, start: Callable[[int, Any, int],
     """One command per item, ``lanes`` at a time: ``start(position, item, lane)`` sends it and gives the child that
     answers, ``done(child, reply)`` takes each reply as it comes (the warm-up, and the answers after the rounds);
     no item starts once ``go_on()`` turns false."""
-    waiting, begun = list(items), 0
+    waiting, positions = list(items), itertools.count()
+
+    def next_command(lane: int) -> Optional[Child]:
+        return start(next(positions), waiting.pop(0), lane) if waiting and go_on() else None
+
+    _keep_lanes_busy(lanes, next_command, done)
+
+
+def _keep_lanes_busy(lanes: int, next_command: Callable[[int], Optional["Child"]],
+                     done: Callable[["Child", Dict[str, Any]], None]) -> None:
+    """The lanes' one loop: each free lane asks ``next_command(lane)`` to send its next command (the child that will
+    answer, or None: nothing for that lane now), ``done(child, reply)`` takes each reply as it comes (a reply
+    overdue is an error), until no lane has a command under way."""
     running: Dict[Child, int] = {}  # child -> its lane
     while True:
         for lane in range(lanes):
-            if waiting and go_on() and lane not in running.values():
-                running[start(begun, waiting.pop(0), lane)] = lane
-                begun += 1
+            if lane not in running.values():
+                child = next_command(lane)
+                if child is not None:
+                    running[child] = lane
         if not running:
             return
         child = _next_reply(list(running))
@@ -347,29 +361,24 @@ def _play_rounds(children: List[Child], plan: Dict[str, Any], answers: Dict[str,
     on Ctrl-C no turn starts, the turns under way finish."""
     cpus = plan["cpus"]
     schedule = LaneSchedule(children, plan["repeat"], max(1, len(cpus)))
-    running: Dict[Child, int] = {}  # child -> its lane
-    turns = 0  # turns started
-    while True:
-        for lane in range(schedule.lanes):
-            turn = None if _interrupted or lane in running.values() else schedule.next_turn(lane)
-            if turn:
-                child, r = turn
-                if cpus:
-                    _pin(child.pid, cpus[lane])
-                started(r, turns, child.codec)
-                turns += 1
-                child.send("round")
-                running[child] = lane
-        if not running:
-            return
-        child = _next_reply(list(running))
-        del running[child]
-        reply = child.receive()
+    turns = itertools.count()  # turns started
+
+    def next_turn(lane: int) -> Optional[Child]:
+        turn = None if _interrupted else schedule.next_turn(lane)
+        if turn is None:
+            return None
+        child, r = turn
+        started(r, next(turns), child.codec)
+        return _sent(child, "round", cpus, lane)
+
+    def played(child: Child, reply: Dict[str, Any]) -> None:
         schedule.played(child, "error" not in reply)
         if "error" in reply:
             answers[child.codec] = reply
         else:
             child.cpus.append(reply.get("cpu"))
+
+    _keep_lanes_busy(schedule.lanes, next_turn, played)
 
 
 def _pin(pid: int, cpu: int) -> None:
