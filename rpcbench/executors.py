@@ -123,9 +123,9 @@ class Forks(InProcess):
 def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = None,
                 stop: Callable[[], bool] = lambda: False, arrived: Arrived = as_is) -> List[Any]:
     """Each task's result (as ``arrived`` leaves it), ``jobs`` of them at a time in watched forked processes;
-    ``tick(done, share)``
-    about once a second (progress: tasks done, and the share of their calls done, :func:`share_done`). When
-    ``stop()`` turns true (checked as often), the processes are killed and a BenchError raised."""
+    ``tick(done, share)`` about once a second (progress: tasks done, and the share of their calls done,
+    :func:`share_done`). When ``stop()`` turns true (checked as often), the processes are killed and a BenchError
+    raised."""
     for task in tasks:
         task.prepare()
     waiting = list(enumerate(tasks))
