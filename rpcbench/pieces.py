@@ -205,8 +205,10 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
     for indices, chunk in _chunks(piece, plan, calls, origins, pass_over):
         # every call measured and none alone: the chunk's calls grouped once, for the statistics and every tally
         batch = CallBatch(indices, chunk) if not batchers and plan.size_fraction >= 1 else None
-        if piece.count:
-            stats.merge(batch.trace_stats()) if batch is not None else stats.add_all(chunk)
+        if piece.count and batch is not None:
+            stats.merge(batch.trace_stats())
+        elif piece.count:
+            stats.add_all(chunk)
         if drawing:
             candidates.offer_all(chunk, priorities(plan.seed, piece.trace, np.array(indices, np.uint64), TIMING_SALT),
                                  indices)
