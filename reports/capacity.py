@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import scipy.stats
 
 from rpcbench.results import CodecResult, Suite, Timing
 from rpcbench.wire import TRANSPORTS, Transport
@@ -225,6 +224,7 @@ def _bootstrap(spans: np.ndarray, calls: Dict[str, np.ndarray], ref_bytes: Dict[
     point = rates(*data)
     if len(spans) < 2:
         return [Estimate(float(v), math.nan, math.nan) for v in point], "one connection: no interval"
+    import scipy.stats  # 0.5 s to import: only an interval over two connections or more needs it
     ci = scipy.stats.bootstrap(data, rates, paired=True, vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES,
                                method="percentile", batch=max(1, 500_000 // len(spans)),
                                rng=np.random.default_rng(BOOTSTRAP_SEED)).confidence_interval

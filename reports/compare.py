@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import List, Optional, Sequence, Tuple
 
-from scipy.stats import t as student_t
 
 from rpcbench.results import SLOW_STATE_FACTOR, CodecResult, Suite, Timing
 
@@ -325,6 +324,7 @@ def _shift(old: Sequence[float], new: Sequence[float], alpha: float, min_effect:
     figures = (math.exp(means[0]) * scale, math.exp(means[1]) * scale)
     if min(len(old), len(new)) < MIN_SETS:
         return Shift(*figures, None, (len(old), len(new)))
+    from scipy.stats import t as student_t  # 0.5 s to import: only a comparison needs it
     df = len(old) + len(new) - 2
     pooled = sum((x - m) ** 2 for side, m in zip(logs, means) for x in side) / df
     se = math.sqrt(pooled * (1 / len(old) + 1 / len(new)))
