@@ -1,51 +1,26 @@
-"""The size pass a batch of calls at a time: what the calls of a batch share (:class:`CallBatch`: their keys
-grouped once for every codec's tally, their pickle for the fidelity check), and the batch through one stateless
-codec (:func:`round_trip_all`, :func:`compressed_all`: :class:`Inner`), each call encoded and decoded once.
+"""The size pass a batch of calls at a time: what the calls of a batch share (:class:`CallBatch`: their columns,
+their pickle for the fidelity check), and the batch through one stateless codec (:func:`round_trip_all`,
+:func:`compressed_all`: :class:`Inner`), each call encoded and decoded once.
 
 Per call, bookkeeping in Python costs more than msgpack's own encode and decode; per batch, loops in C
-(list comprehensions, ``Counter``, numpy's ``bincount``, one pickle of the batch) do the same work, and the
-figures come out identical (tests/test_batch.py holds the two paths against each other)."""
+(``map``, list comprehensions, one pickle of the batch) do the same work, and the sums wait for a span of
+batches (:mod:`rpcbench.span`). The figures come out identical (tests/test_batch.py holds the two paths
+against each other)."""
 
 from __future__ import annotations
 
 import itertools
 import operator
 import time
-from collections import Counter
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-import numpy as np
-
-from rpc_capture import C2S, Call
-from rpc_capture.stats import TraceStats
+from rpc_capture import Call
 
 from .codec import Codec
 from .fidelity import OTHER, pickled
 from .round_trip import Outcome, compressed, encode_failed, error_text, judged, not_bytes
 
 BATCH = 128  #: calls per batch, as a binary trace stores them
-_LATEST, _EARLIEST = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-
-
-class Grouping:
-    """A batch's calls grouped by a key: the distinct keys in order of first appearance, the position of each
-    call's key among them (:attr:`of`) and the calls per key."""
-
-    __slots__ = ("keys", "of", "counts")
-
-    def __init__(self, values: Sequence[Any]) -> None:
-        self.keys = list(dict.fromkeys(values))
-        position = {key: i for i, key in enumerate(self.keys)}
-        self.of = np.fromiter(map(position.__getitem__, values), np.intp, len(values))
-        self.counts: List[int] = np.bincount(self.of, minlength=len(self.keys)).tolist()
-
-    def counter(self) -> Counter:
-        """The calls per key, as a ``Counter`` (keys in order of first appearance)."""
-        return Counter(dict(zip(self.keys, self.counts)))
-
-    def sums(self, weights: np.ndarray) -> List[int]:
-        """The sum of ``weights`` (one per call) per key (exact: a batch's bytes are far below 2**53)."""
-        return np.bincount(self.of, weights, len(self.keys)).astype(np.int64).tolist()
 
 
 class Inner(NamedTuple):
@@ -63,42 +38,13 @@ class CallBatch:
 
     def __init__(self, indices: List[int], calls: List[Call]) -> None:
         self.indices, self.calls = indices, calls
-        methods, args, self._times, dirs, conns, *_ = zip(*calls)
-        self.methods, self.directions = Grouping(methods), Grouping(dirs)
-        self.connections = Grouping(conns)
-        self._by_connection_way = self.connections.of * 2 + np.array(
-            [direction != C2S for direction in self.directions.keys], np.intp)[self.directions.of]
+        self.methods, args, self.times, self.dirs, self.conns, *_ = zip(*calls)
+        self.offset = 0  #: where its calls start in the piece's span (:func:`rpcbench.tally.check_batch`)
         self.shared: Dict[str, Inner] = {}  #: inner codec name -> its batch (codecs on one inner codec share it)
-        self._sent = list(zip(methods, args))
+        self._sent = list(zip(self.methods, args))
         self._pickle: Optional[bytes] = None
         self._pickles: Optional[List[Optional[bytes]]] = None
         self.per_call: Optional[List[Dict[str, Any]]] = None  #: each call's ``shared`` (tally.check), once asked
-
-    def connection_bytes(self, weights: np.ndarray) -> Iterator[Tuple[Any, int, int]]:
-        """(connection, c2s bytes, s2c bytes) of each connection, in order of first appearance."""
-        keys = self.connections.keys
-        sums = np.bincount(self._by_connection_way, weights, 2 * len(keys)).astype(np.int64).tolist()
-        return zip(keys, sums[0::2], sums[1::2])
-
-    def trace_stats(self) -> TraceStats:
-        """The batch's trace statistics, as :meth:`TraceStats.add` of each call counts them, from the groupings the
-        tallies use (merged into a piece's by :meth:`TraceStats.merge`: keys in order of first appearance, each
-        connection's span from its earliest to its latest timestamp, whatever their order)."""
-        try:
-            times = np.array(self._times, np.int64)
-        except OverflowError:  # a timestamp beyond 64 bits (no clock gives one): counted call by call
-            stats = TraceStats()
-            stats.add_all(self.calls)
-            return stats
-        conns = self.connections
-        lows, highs = np.full(len(conns.keys), _LATEST), np.full(len(conns.keys), _EARLIEST)
-        np.minimum.at(lows, conns.of, times)
-        np.maximum.at(highs, conns.of, times)
-        ways = np.bincount(self._by_connection_way, minlength=2 * len(conns.keys)).tolist()
-        spans = {conn: [low, high, c2s, s2c] for conn, low, high, c2s, s2c in
-                 zip(conns.keys, lows.tolist(), highs.tolist(), ways[0::2], ways[1::2])}
-        return TraceStats(len(self.calls), self.methods.counter(), self.directions.counter(), conns.counter(), spans,
-                          min(lows.tolist()), max(highs.tolist()))
 
     def same_as_sent(self, back: List[Any]) -> bool:
         """Is every decoded value exactly the (method, args) tuple sent? One pickle per side, compared: in fast
@@ -112,7 +58,14 @@ class CallBatch:
             return False
 
     def same_each(self, back: List[Any]) -> List[bool]:
-        """Is each decoded value exactly the (method, args) tuple sent, by its pickle? (False: maybe not.)"""
+        """Is each decoded value exactly the (method, args) tuple sent? (False: maybe not.) ``==`` tells the calls that
+        differ, then one pickle per side of the others shows them the same (else each one's pickle is compared)."""
+        try:
+            equal = list(map(operator.eq, self._sent, back))
+            if pickled(list(itertools.compress(self._sent, equal))) == pickled(list(itertools.compress(back, equal))):
+                return [bool(e) for e in equal]
+        except Exception:  # an == that raises (an odd decoded type), or a value pickle cannot write
+            pass
         if self._pickles is None:
             self._pickles = _pickles_of(self._sent)
         mine, theirs = self._pickles, _pickles_of(back)
@@ -197,24 +150,28 @@ def _outcome(codec: Codec, call: Call, data: Any, back: Any, ns: int, declared: 
 
 def _each(func: Any, items: Sequence[Any], indices: Sequence[int], beat: Any) -> List[Any]:
     """``func`` of each item, in order, each once; an item whose call raised gets :class:`_Raised`, and a
-    ``SystemExit`` ends the list. With a watcher, ``beat[0]`` names the call at work, as call by call it does."""
+    ``SystemExit`` ends the list. With a watcher, ``beat[0]`` names the call at work, as call by call it does.
+
+    The loop runs in C (``list.extend`` of a ``map``, which keeps what it got when a call raises; the watch's
+    ``beat[0]`` is stored by a ``map`` zipped before each item): a Python loop costs a quarter of msgpack's
+    encode and decode."""
     out: List[Any] = []
-    append = out.append
     while len(out) < len(items):
+        rest: Iterator[Any] = itertools.islice(items, len(out), None)
+        if beat is not None:
+            at = map(beat.__setitem__, itertools.repeat(0), itertools.islice(indices, len(out), None))
+            rest = map(_SECOND, zip(at, rest))
         try:
-            if beat is None:
-                for item in itertools.islice(items, len(out), None):
-                    append(func(item))
-            else:
-                for index, item in itertools.islice(zip(indices, items), len(out), None):
-                    beat[0] = index
-                    append(func(item))
+            out.extend(map(func, rest))
         except Exception as e:
-            append(_Raised(e))
+            out.append(_Raised(e))
         except SystemExit as e:
-            append(_Raised(e))
+            out.append(_Raised(e))
             break
     return out
+
+
+_SECOND = operator.itemgetter(1)
 
 
 def compressed_all(compressor: Any, base: Inner, batch: CallBatch, beat: Any) -> Inner:

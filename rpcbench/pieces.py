@@ -23,7 +23,8 @@ from .link_replay import LinkReplays, replay_trace
 from .reader_info import ReaderInfo, reader_info
 from .registry import Registry
 from .sampling import SIZE_SALT, TIMING_SALT, Candidates, Drawn, SamplePlan, priorities
-from .tally import CodecTally, check_batch, check_call, send_rest
+from .span import SPAN_CALLS, Span
+from .tally import CodecTally, check_batch, check_call, send_rest, sum_span
 from .trace_index import TraceIndex
 from .tick import TraceWire
 from .wire import TRANSPORTS, Batcher, WirePolicy
@@ -201,22 +202,23 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             for index, call in zip(indices, chunk):
                 tally.pass_over(index, call)
 
-    measured = 0
+    every = not batchers and plan.size_fraction >= 1  #: every call measured, none alone: the span counts the trace
+    span_stats = stats if piece.count and every else None
+    measured, span = 0, Span(times=span_stats is not None)
     for indices, chunk in _chunks(piece, plan, calls, origins, pass_over):
-        # every call measured and none alone: the chunk's calls grouped once, for the statistics and every tally
-        batch = CallBatch(indices, chunk) if not batchers and plan.size_fraction >= 1 else None
-        if piece.count and batch is not None:
-            stats.merge(batch.trace_stats())
-        elif piece.count:
+        if piece.count and not every:
             stats.add_all(chunk)
         if drawing:
             candidates.offer_all(chunk, priorities(plan.seed, piece.trace, np.array(indices, np.uint64), TIMING_SALT),
                                  indices)
-        if batch is not None:
-            check_batch(tallies, batch, beat)
+        if every:
+            check_batch(tallies, CallBatch(indices, chunk), span, beat)
             measured += len(chunk)
         else:
-            measured += _measure_runs(tallies, plan, piece.trace, indices, chunk, batchers, pass_over, beat)
+            measured += _measure_runs(tallies, plan, piece.trace, indices, chunk, batchers, pass_over, span, beat)
+        if len(span) >= SPAN_CALLS:
+            sum_span(tallies, span, span_stats)
+    sum_span(tallies, span, span_stats)
     send_rest(tallies, batchers, beat)
     for position, tally in enumerate(tallies):
         if beat is not None:
@@ -232,7 +234,7 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
 
 def _measure_runs(tallies: List[CodecTally], plan: SamplePlan, trace: int, indices: List[int], chunk: List[Call],
                   batchers: Dict[str, Batcher], pass_over: Callable[[Sequence[int], Sequence[Call]], None],
-                  beat: Any) -> int:
+                  span: Span, beat: Any) -> int:
     """A chunk's calls that ``--size-fraction`` keeps through the tallies (one at a time with a batched --wire
     policy: each call's messages join their batches), the others to ``pass_over``; the calls measured."""
     measured = 0
@@ -247,7 +249,7 @@ def _measure_runs(tallies: List[CodecTally], plan: SamplePlan, trace: int, indic
             for index, call in zip(ids, sub):
                 check_call(tallies, index, call, beat, batchers)
         elif sub:
-            check_batch(tallies, CallBatch(ids, sub), beat)
+            check_batch(tallies, CallBatch(ids, sub), span, beat)
     return measured
 
 

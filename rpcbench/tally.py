@@ -6,18 +6,21 @@ calls merge exactly."""
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
-from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
 from rpc_capture import C2S, Call
+from rpc_capture.stats import TraceStats
 
 from .batch import CallBatch, Inner, compressed_all, round_trip_all
 from .codec import Codec, Compressed, Streams, stream_key
 from .histogram import nearest_ranks
 from .results import Problem, Sizes
 from .round_trip import Outcome, compressed, error_text, round_trip
+from .span import Columns, Span, fold
 from .wire import Batcher, Closed, WirePolicy, WireTally
 
 
@@ -52,6 +55,7 @@ class CodecTally:
         #: a batch at a time (:meth:`check_all`): no state across calls, and exact (no precision profile)
         self._inner_batched = not inner.per_connection and type(inner).within_steps is Codec.within_steps
         self.batched = self._inner_batched and not codec.per_connection
+        self._runs: List[Tuple[int, array]] = []  #: (offset in the span, bytes per call) of batches to sum
         self._whole = True  #: the inner codec's last batch came back whole (so the next one's pickle is tried first)
         #: reads the calls the run does not measure, in order (a recorded stream: :meth:`Codec.pass_over`)
         self.follows_skipped = codec.per_connection and type(codec).pass_over is not Codec.pass_over
@@ -72,7 +76,7 @@ class CodecTally:
         self.sizes, self.by_method, self.by_direction, self.by_connection, self.problems = Counter(), {}, {}, {}, {}
         self.lossy = {}
         self.failures = self.mismatches = 0
-        self.wire, self._per_call, self.message = {}, [], None
+        self.wire, self._per_call, self.message, self._runs = {}, [], None, []
         self.error = reason
 
     def export(self) -> Dict[str, Any]:
@@ -197,38 +201,50 @@ class CodecTally:
             return
         if done.stop is not None:
             self.fail(f"size pass stopped at call {batch.indices[done.stop[0]]}: {done.stop[1]}")
-        elif None not in done.data:  # every call encoded: counted per batch, problems (if any) call by call
-            self._absorb_all(batch, cast(List[bytes], done.data), done.ns)
+        elif None not in done.data:  # every call encoded: summed with the span, problems (if any) call by call
+            self.ns += done.ns
+            self._wait(batch, map(len, cast(List[bytes], done.data)))
             for index, call, outcome in zip(batch.indices, batch.calls, done.outcomes or ()):
                 if outcome is not None:
                     self._judgement(index, call, outcome)
         else:
-            inner = batch.shared[self._inner_name].data
             each = done.ns // len(batch.calls)
-            for index, call, outcome, data, message in zip(batch.indices, batch.calls, cast(list, done.outcomes),
-                                                           done.data, inner):
-                outcome = outcome or Outcome(data, None, each)
-                self._absorb(index, call, outcome)
-                if self.wire:
-                    self._wire(call, outcome.data, message)
+            outcomes = [o or Outcome(d, None, each) for o, d in zip(cast(list, done.outcomes), done.data)]
+            for index, call, outcome in zip(batch.indices, batch.calls, outcomes):
+                self.ns += outcome.ns
+                self._judgement(index, call, outcome)
+            self._wait(batch, (-1 if d is None else len(d) for d in done.data))
 
-    def _absorb_all(self, batch: CallBatch, data: List[bytes], ns: int) -> None:
-        """Count a batch whose calls all encoded: their time and bytes, grouped (problems are counted apart)."""
-        self.ns += ns
-        sizes = list(map(len, data))
-        self.sizes.update(sizes)
-        weights = np.array(sizes, np.float64)
-        per_direction = batch.directions.sums(weights)
-        _fold(self.by_method, batch.methods.keys, batch.methods.counts, batch.methods.sums(weights))
-        _fold(self.by_direction, batch.directions.keys, batch.directions.counts, per_direction)
-        for conn, c2s, s2c in batch.connection_bytes(weights):
-            pair = self.by_connection.get(conn)
-            if pair is None:
-                pair = self.by_connection[conn] = [0, 0]
-            pair[0] += c2s
-            pair[1] += s2c
-        for wire in self._per_call:
-            wire.add_all(batch.directions, per_direction, sizes, weights)
+    def _wait(self, batch: CallBatch, sizes: Iterable[int]) -> None:
+        """A batch's bytes per call (-1: it did not encode), to sum with its span's (:meth:`sum_runs`)."""
+        runs = self._runs
+        if not runs or runs[-1][0] + len(runs[-1][1]) != batch.offset:
+            runs.append((batch.offset, array("q")))
+        runs[-1][1].extend(sizes)
+
+    def sum_runs(self, columns: Columns) -> None:
+        """Count the batches waiting (:meth:`_wait`) with their span's ``columns``: bytes per method, direction and
+        connection, the size histogram and each per-call --wire policy's packets."""
+        names = columns.names
+        for start, sizes in self._runs:
+            keys, counts = columns.keys[start:start + len(sizes)], np.frombuffer(sizes, np.int64)
+            if counts.min() < 0:  # calls that did not encode count nowhere
+                keys, counts = keys[counts >= 0], counts[counts >= 0]
+                if not len(counts):
+                    continue
+            histogram = _histogram(counts)
+            self.sizes.update(histogram)
+            weights = counts.astype(np.float64)
+            calls = np.bincount(keys, minlength=len(names.method_of))
+            payload = np.bincount(keys, weights, len(calls)).astype(np.int64)
+            both = np.column_stack((calls, payload))
+            fold(self.by_method, keys, calls, names.method_of, names.methods, both)
+            fold(self.by_direction, keys, calls, names.dir_of, names.dirs, both)
+            fold(self.by_connection, keys, calls, names.conn_of, names.conns,
+                 np.column_stack((payload * ~names.s2c, payload * names.s2c)))
+            for wire in self._per_call:
+                wire.add_all(keys, calls, names, weights, histogram)
+        self._runs = []
 
     def _batch(self, batch: CallBatch, beat: Any) -> Inner:
         """The batch through this codec (its inner codec's batch shared with the codecs on it)."""
@@ -298,14 +314,14 @@ class CodecTally:
         return tuple(sorted(groups, key=lambda p: (p.declared, -p.count)))
 
 
-def _fold(into: Dict[Any, List[int]], keys: List[Any], calls: List[int], sizes: List[int]) -> None:
-    """Add a batch's calls and bytes per key to ``into`` (key -> [calls, bytes]), new keys in the batch's order."""
-    for key, count, n in zip(keys, calls, sizes):
-        pair = into.get(key)
-        if pair is None:
-            pair = into[key] = [0, 0]
-        pair[0] += count
-        pair[1] += n
+def _histogram(sizes: np.ndarray) -> Dict[int, int]:
+    """The calls per size among ``sizes`` (a bincount while the largest is small, else a sort)."""
+    if sizes.max() < 1 << 16:
+        counts = np.bincount(sizes)
+        found = np.flatnonzero(counts)
+        return dict(zip(found.tolist(), counts[found].tolist()))
+    values, counts = np.unique(sizes, return_counts=True)
+    return dict(zip(values.tolist(), counts.tolist()))
 
 
 def _call_shared(batch: CallBatch, position: int) -> Dict[str, Outcome]:
@@ -348,9 +364,11 @@ def check_call(tallies: List[CodecTally], index: int, call: Call, beat: Any = No
                 _send(tallies, text, closed, beat, f"at call {index}")
 
 
-def check_batch(tallies: List[CodecTally], batch: CallBatch, beat: Any = None) -> None:
+def check_batch(tallies: List[CodecTally], batch: CallBatch, span: Span, beat: Any = None) -> None:
     """:func:`check_call` of each call of ``batch`` (no batched --wire policy: calls go alone), the codecs that
-    take a batch at once first (the others then reuse their inner codecs' outcomes)."""
+    take a batch at once first (the others then reuse their inner codecs' outcomes); their sums wait in ``span``
+    (:func:`sum_span`)."""
+    batch.offset = span.add(batch.methods, batch.conns, batch.dirs, batch.times)
     if beat is not None:
         beat[0] = batch.indices[0]
     order = sorted(range(len(tallies)), key=lambda position: not tallies[position].batched)
@@ -361,6 +379,20 @@ def check_batch(tallies: List[CodecTally], batch: CallBatch, beat: Any = None) -
         if beat is not None:
             beat[1] = position
         tally.check_all(batch, beat)
+
+
+def sum_span(tallies: List[CodecTally], span: Span, stats: Optional[TraceStats] = None) -> None:
+    """Count the batches waiting in ``span`` into each live tally (and the span's calls into ``stats``, if given),
+    then empty it."""
+    if not len(span):
+        return
+    columns = span.columns()
+    for tally in tallies:
+        if not tally.error:
+            tally.sum_runs(columns)
+    if stats is not None:
+        stats.merge(span.stats(columns))
+    span.clear()
 
 
 def _send(tallies: List[CodecTally], text: str, batch: Closed, beat: Any, where: str) -> None:

@@ -26,6 +26,7 @@ from rpc_capture import C2S, S2C, Call
 from .codec import Streams
 from .errors import BenchError
 from .histogram import nearest_rank, nearest_ranks
+from .span import Names, fold
 
 PER_CALL = "per-call"
 SIZE_CLASSES = (125, 65535)  #: WebSocket's 7-bit and 16-bit payload lengths (RFC 6455 5.2): packets counted by class
@@ -270,19 +271,18 @@ class WireTally:
         figures[_CALLS] += 1
         self.latency[0] += 1
 
-    def add_all(self, directions: Any, payloads: List[int], sizes: List[int], weights: np.ndarray) -> None:
-        """:meth:`add` of a batch's encoded calls, each of ``sizes`` bytes (``weights``: the same as floats):
-        ``directions`` (a :class:`rpcbench.batch.Grouping`) groups them by direction, ``payloads`` their bytes."""
+    def add_all(self, keys: np.ndarray, calls: np.ndarray, names: Names, weights: np.ndarray,
+                sizes: Dict[int, int]) -> None:
+        """:meth:`add` of encoded calls of ``weights`` bytes each (as floats), ``keys`` the span key of each
+        (:class:`rpcbench.span.Names` tells their directions; ``calls``: per key, how many); ``sizes``: their
+        histogram."""
         classes = (weights > SIZE_CLASSES[0]).astype(np.intp) + (weights > SIZE_CLASSES[1])
-        by_class = np.bincount(directions.of * 3 + classes, minlength=3 * len(directions.keys)).tolist()
-        for d, (direction, count, payload) in enumerate(zip(directions.keys, directions.counts, payloads)):
-            figures = self._direction(direction)
-            figures[_CALLS] += count
-            figures[_PACKETS] += count
-            figures[_PAYLOAD] += payload
-            figures[4:7] = [a + b for a, b in zip(figures[4:7], by_class[3 * d:3 * d + 3])]
+        by_class = np.bincount(keys * 3 + classes, minlength=3 * len(calls)).reshape(len(calls), 3)
+        payload = np.bincount(keys, weights, len(calls))
+        figures = np.column_stack((calls, calls, payload, np.zeros(len(calls)), by_class)).astype(np.int64)
+        fold(self.directions, keys, calls, names.dir_of, names.dirs, figures)
         self.payloads.update(sizes)
-        self.latency[0] += len(sizes)
+        self.latency[0] += len(weights)
 
     def send(self, key: Any, messages: Sequence[bytes]) -> None:
         """Send the codec's ``messages`` of a closed batch of connection and direction ``key`` (those of its calls

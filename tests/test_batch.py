@@ -21,7 +21,8 @@ from rpcbench.fidelity import Limit
 from rpcbench.pieces import Piece, tally_piece
 from rpcbench.registry import Registry
 from rpcbench.sampling import NOTHING_DRAWN, Candidates, SamplePlan, priorities, priority
-from rpcbench.tally import CodecTally, check_batch, check_call
+from rpcbench.span import Span
+from rpcbench.tally import CodecTally, check_batch, check_call, sum_span
 from rpcbench.wire import PER_CALL, WirePolicy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,34 +33,42 @@ CODECS = ("json", "msgpack", "bson", "protobuf", "json+zlib-1", "protobuf+zlib-1
 
 
 def figures(tallies):
-    """What a tally exports, dict order included (the outputs list keys in the order they were met)."""
+    """What a tally exports, dict order included (the outputs list keys in the order they were met), but the
+    histograms' (sizes and packet payloads: only their percentiles and sums reach an output)."""
     out = []
     for tally in tallies:
         state = tally.export()
         state.pop("ns")
-        state["wire"] = {text: {k: v for k, v in wire.items() if k != "ns"} for text, (_, wire) in
-                         state["wire"].items()}
+        state["sizes"] = sorted(state["sizes"].items())
+        state["wire"] = {text: {k: sorted(v.items()) if k == "payloads" else v for k, v in wire.items() if k != "ns"}
+                         for text, (_, wire) in state["wire"].items()}
         out.append(repr(state))
     return out
 
 
-def both_ways(make, calls):
-    """The figures of fresh tallies (``make()``) fed call by call, then batch by batch."""
+def both_ways(make, calls, span_batches=5):
+    """The figures of fresh tallies (``make()``) fed call by call, then batch by batch, summed every
+    ``span_batches`` batches (the size pass sums every SPAN_CALLS calls)."""
     one, batched = make(), make()
     for index, call in enumerate(calls):
         check_call(one, index, call)
-    for start in range(0, len(calls), BATCH):
+    span = Span()
+    for number, start in enumerate(range(0, len(calls), BATCH)):
         chunk = calls[start:start + BATCH]
-        check_batch(batched, CallBatch(list(range(start, start + len(chunk))), chunk))
+        check_batch(batched, CallBatch(list(range(start, start + len(chunk))), chunk), span)
+        if number % span_batches == span_batches - 1:
+            sum_span(batched, span)
+    sum_span(batched, span)
     return figures(one), figures(batched)
 
 
+@pytest.mark.parametrize("span_batches", [1, 7, 64])
 @pytest.mark.parametrize("trace", TRACES, ids=list(TRACES))
-def test_batches_give_the_figures_calls_give_on_real_traces(trace):
+def test_batches_give_the_figures_calls_give_on_real_traces(trace, span_batches):
     calls = list(open_trace(str(TRACES[trace])))[:3000]
     registry = Registry.default()
     one, batched = both_ways(lambda: [CodecTally(registry.create(c), (WirePolicy(PER_CALL),)) for c in CODECS],
-                             calls)
+                             calls, span_batches)
     assert one == batched
     if trace != "study":  # some codec had problems to count there: the batch's slow path ran too
         assert any("'problems': {}" not in f for f in one)
@@ -125,8 +134,14 @@ def test_candidates_are_the_calls_of_smallest_priority_per_method(keep):
     assert {i: drawn.call(i) for i in drawn.calls} == {i: calls[i] for pairs in drawn.ranked.values() for _, i in pairs}
 
 
-BATCH_STATS = {"add_all": lambda stats, indices, calls: stats.add_all(calls),
-               "groupings": lambda stats, indices, calls: stats.merge(CallBatch(indices, calls).trace_stats())}
+def span_stats(stats, indices, calls):
+    """A batch's statistics as the size pass counts them: its columns in a span of its own, summed."""
+    batch, span = CallBatch(indices, calls), Span()
+    span.add(batch.methods, batch.conns, batch.dirs, batch.times)
+    stats.merge(span.stats(span.columns()))
+
+
+BATCH_STATS = {"add_all": lambda stats, indices, calls: stats.add_all(calls), "span": span_stats}
 
 
 @pytest.mark.parametrize("way", BATCH_STATS)
