@@ -448,8 +448,7 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
 def _wire(w: Dict[str, Any]) -> WireFigures:
     """A results file's figures under one --wire policy (schema 6 on; the checks passed: results_check)."""
     cpu = w.get("cpu")
-    return _typed(WireFigures, w, quantized=tuple(w.get("quantized", ())), transport=w.get("transport", "none"),
-                  packet_overhead=w.get("packet_overhead", 0), tick_confidence=w.get("tick_confidence"),
+    return _typed(WireFigures, w, quantized=tuple(w["quantized"]),
                   by_direction={d: _typed(WireDirection, f, size_classes=tuple(f["size_classes"]))
                                 for d, f in w["by_direction"].items() if d in DIRECTIONS},
                   cpu=PacketCpu(cpu.get("calls", 0), cpu.get("packets", 0), _timing(cpu.get("encode")),

@@ -37,7 +37,8 @@ _SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "
                     "ticks": (list, _NONE),
                     "transport": (str, _NONE), "packet_overhead": (int, _NONE)}
 _TICK_FIELDS = {"path": str, "tick_ms": (int, float, _NONE), "confidence": _NUMBER, "gaps": int, "quantized": list}
-_WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "calls": int, "packets": int,
+_WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "tick_confidence": (*_NUMBER, _NONE),
+                "quantized": list, "transport": str, "packet_overhead": int, "calls": int, "packets": int,
                 "payload_bytes": int, "fragmented": int, "wire_bytes": int, "payload_p50": _NUMBER,
                 "payload_p99": _NUMBER, "latency_mean_ms": _NUMBER, "latency_p99_ms": _NUMBER, "packet_ns": int,
                 "problem": (str, _NONE), "by_direction": dict}

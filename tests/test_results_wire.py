@@ -12,6 +12,7 @@ import pytest
 
 from rpc_capture import TraceWriter
 from rpcbench.config import DEFAULT_TRACE, RunConfig
+from rpcbench.errors import BenchError
 from rpcbench.link import COUNTS, LinkSettings
 from rpcbench.pipeline import run_benchmark
 from rpcbench.results import Suite, Timing, load
@@ -94,3 +95,14 @@ def test_a_link_directions_fields_are_the_replays_counts_in_order() -> None:
     """link_figures fills LinkDirection from a replay's counts by position: the same names in the same order."""
     assert [f.name for f in dataclasses.fields(LinkDirection)] == [*COUNTS[:-1], "wire_bytes"]
     assert COUNTS[-1] == "header_bytes"
+
+
+@pytest.mark.parametrize("field, value", [("quantized", None), ("transport", 3), ("tick_confidence", "high")])
+def test_a_wire_row_with_a_field_of_another_type_is_refused_naming_it(fleet: Tuple[Suite, Path], tmp_path: Path,
+                                                                      field: str, value: Any) -> None:
+    """Every field of a WireFigures is checked before it is made: a tampered one is one line, not a wrong value."""
+    data = json.loads((fleet[1] / "results.json").read_text(encoding="utf-8"))
+    data["results"][1]["wire"][0][field] = value
+    (tmp_path / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BenchError, match=rf"results\[1\]\.wire\[0\]\.{field} is "):
+        load(str(tmp_path))
