@@ -1,7 +1,8 @@
 """Results as a small immutable data model, saved as versioned ``results.json`` and ``results.csv``.
 
 ``Suite`` (one run: environment, settings, trace) holds one ``CodecResult`` per codec,
-which holds ``Sizes``, two ``Timing`` (encode, decode) and the fidelity ``Problem`` list.
+which holds ``Sizes``, two ``Timing`` (encode, decode), the fidelity ``Problem`` list, and its
+figures per --wire policy and lossy link replay (``WireFigures``, ``LinkFigures``: rpcbench/results_wire.py).
 The JSON format is described field by field in ``docs/results-format.md``; readers must
 check ``schema_version``.
 """
