@@ -20,7 +20,6 @@ from typing import List
 import _common  # noqa: F401  (puts the repository on sys.path)
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.pipeline import run_benchmark
-from rpcbench.results import wire_timing
 from rpcbench.wire import parse_policies
 
 
@@ -40,15 +39,14 @@ def main(argv: List[str]) -> int:
     print(f"  {'codec':<20} {'encode µs':>9} {'packets':>8} {'ratio':>6}   {'decode µs':>9} {'packets':>8} "
           f"{'ratio':>6}   calls/packet")
     for r in suite.results:
-        batched = next((w for w in r.wire if w["wire"] == args.policy), None)
-        encode, decode = (wire_timing(batched, op) if batched else None for op in ("encode", "decode"))
-        if not (r.encode and r.decode and encode and decode and batched):
-            print(f"  {r.codec:<20} not timed ({r.error or (batched or {}).get('cpu', {}).get('error', 'failed')})")
+        cpu = next((w.cpu for w in r.wire if w.wire == args.policy), None)
+        encode, decode = (cpu.encode, cpu.decode) if cpu else (None, None)
+        if not (r.encode and r.decode and cpu and encode and decode):
+            print(f"  {r.codec:<20} not timed ({r.error or (cpu and cpu.error) or 'failed'})")
             continue
-        cpu = batched["cpu"]
         print(f"  {r.codec:<20} {r.encode.median_us:>9.2f} {encode.median_us:>8.2f} {encode.ratio_to(r.encode):>5.2f}x"
               f"   {r.decode.median_us:>9.2f} {decode.median_us:>8.2f} {decode.ratio_to(r.decode):>5.2f}x"
-              f"   {cpu['calls'] / cpu['packets']:.2f}")
+              f"   {cpu.calls / cpu.packets:.2f}")
     return 0
 
 

@@ -76,13 +76,13 @@ def effect(trace: str, policy: str) -> None:
     _, suite = size_pass(trace, f"per-call,{policy}")
     print(f"  {'codec':<20} {'per message':>12} {'per packet':>11} {'ratio':>6} {'packets':>8}")
     for r in suite.results:
-        rows = {w["wire"]: w for w in r.wire}
+        rows = {w.wire: w for w in r.wire}
         if len(rows) < 2:
             print(f"  {r.codec:<20} no figures ({r.error or 'failed'})")
             continue
         one, batched = rows["per-call"], rows[policy]
-        a, b = one["payload_bytes"] / one["calls"], batched["payload_bytes"] / batched["calls"]
-        print(f"  {r.codec:<20} {a:>10.1f} B {b:>9.1f} B {b / a:>5.2f}x {batched['packets']:>8,}")
+        a, b = one.payload_bytes / one.calls, batched.payload_bytes / batched.calls
+        print(f"  {r.codec:<20} {a:>10.1f} B {b:>9.1f} B {b / a:>5.2f}x {batched.packets:>8,}")
 
 
 def main(argv: List[str]) -> int:

@@ -80,13 +80,12 @@ def check(suite: Suite, policy: Optional[str]) -> Optional[CaptureCheck]:
     packets = capture.get("packets")
     if row is None or not row.wire or not isinstance(packets, Mapping):
         return None
-    figures = {w["wire"]: w for w in row.wire}
+    figures = {w.wire: w for w in row.wire}
     chosen = next(str(p) for p in (policy, PER_CALL, *figures) if p in figures)
-    by_direction = figures[chosen]["by_direction"]
-    measured, messages = int(figures[chosen]["calls"]), int(capture.get("messages") or 0)
+    by_direction = figures[chosen].by_direction
+    measured, messages = figures[chosen].calls, int(capture.get("messages") or 0)
     scale = messages / measured if 0 < measured < messages else 1.0
-    directions = tuple(DirectionCheck(d, round(by_direction.get(d, {}).get("packets", 0) * scale),
-                                      int(packets.get(d, 0)))
-                       for d in ("c2s", "s2c") if packets.get(d) or by_direction.get(d, {}).get("packets"))
+    directions = tuple(DirectionCheck(d, round(by_direction[d].packets * scale), int(packets.get(d, 0)))
+                       for d in ("c2s", "s2c") if packets.get(d) or by_direction[d].packets)
     return CaptureCheck(chosen, str(capture.get("framing", "?")), directions,
                         (measured, messages) if scale != 1.0 else (0, 0))

@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rpcbench.errors import BenchError
 from rpcbench.results import CodecResult, Suite
+from rpcbench.results_wire import LinkFigures
 
 from .analysis import Axes
 from .formatting import MISSING
@@ -103,16 +104,16 @@ def same_rate(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
-def figures(r: CodecResult, policy: Optional[str], rate: Optional[float]) -> Optional[Dict[str, Any]]:
+def figures(r: CodecResult, policy: Optional[str], rate: Optional[float]) -> Optional[LinkFigures]:
     """The codec's link figures under ``policy`` at ``rate`` (None: not measured, or no rate)."""
     if rate is None:
         return None
-    return next((f for f in r.link if f["wire"] == policy and same_rate(f["loss_pct"], rate)), None)
+    return next((f for f in r.link if f.wire == policy and same_rate(f.loss_pct, rate)), None)
 
 
 def link_policy(suite: Suite, wire_policy: Optional[str]) -> Optional[str]:
     """The --wire policy to read the link figures under: the decided one when the link ran it, else the link's first."""
-    texts = list(dict.fromkeys(f["wire"] for r in suite.results for f in r.link))
+    texts = list(dict.fromkeys(f.wire for r in suite.results for f in r.link))
     return wire_policy if wire_policy in texts else (texts[0] if texts else None)
 
 
@@ -138,8 +139,8 @@ def chosen_rate(rates: Sequence[float], wanted: Optional[float]) -> Tuple[Option
 def view(suite: Suite, wanted: Optional[float], wire_policy: Optional[str]) -> LossView:
     """Every codec's rows per loss rate under the decided --wire policy, the rate decided at, the flags."""
     policy = link_policy(suite, wire_policy)
-    found = [(r, f) for r in suite.results for f in r.link if f["wire"] == policy]
-    rates = tuple(sorted({f["loss_pct"] for _, f in found}))
+    found = [(r, f) for r in suite.results for f in r.link if f.wire == policy]
+    rates = tuple(sorted({f.loss_pct for _, f in found}))
     chosen, why = chosen_rate(rates, wanted)
     if chosen is None:
         return NO_LOSS
@@ -151,13 +152,12 @@ def view(suite: Suite, wanted: Optional[float], wire_policy: Optional[str]) -> L
     return replace(found_view, flags=tuple(flags(found_view)))
 
 
-def _row(codec: str, f: Dict[str, Any], seconds: float) -> LossRow:
-    calls = f["calls"] or 1
-    lost = tuple(sorted(((m, n) for m, n in f["lost_by_method"].items() if n), key=lambda x: (-x[1], x[0])))
-    return LossRow(codec, f["loss_pct"], f["delivery"], f["calls"], f["lost_calls"], lost, f["wire_bytes"] / calls,
-                   f["wire_bytes"] * 8 / 1000 / seconds if seconds else 0.0, f["resend_bytes"] / calls,
-                   f["ack_bytes"] / calls, f["latency_p50_ms"], f["latency_p99_ms"], f.get("mismatches", 0),
-                   f.get("problem"))
+def _row(codec: str, f: LinkFigures, seconds: float) -> LossRow:
+    calls = f.calls or 1
+    lost = tuple(sorted(((m, n) for m, n in f.lost_by_method.items() if n), key=lambda x: (-x[1], x[0])))
+    return LossRow(codec, f.loss_pct, f.delivery, f.calls, f.lost_calls, lost, f.wire_bytes / calls,
+                   f.wire_bytes * 8 / 1000 / seconds if seconds else 0.0, f.resend_bytes / calls,
+                   f.ack_bytes / calls, f.latency_p50_ms, f.latency_p99_ms, f.mismatches, f.problem)
 
 
 def link_text(suite: Suite) -> str:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rpcbench.errors import BenchError
-from rpcbench.results import CodecResult, Suite, Timing, wire_timing
+from rpcbench.results import CodecResult, Suite, Timing
+from rpcbench.results_wire import LinkFigures, WireFigures
 from rpcbench.wire import PER_CALL, TRANSPORTS, reprice
 
 from .analysis import Axes
@@ -81,7 +82,7 @@ class WireView:
 def chosen_policy(suite: Suite, wanted: Optional[str]) -> Optional[str]:
     """The policy to decide on: ``wanted`` (one of the run's), else the run's first batched policy, else
     per-call; None when the results hold no wire figures (older runs)."""
-    texts = [w["wire"] for w in next((r.wire for r in suite.results if r.wire), ())]
+    texts = [w.wire for w in next((r.wire for r in suite.results if r.wire), ())]
     if not texts:
         return None
     if wanted is not None and wanted not in texts:
@@ -91,21 +92,22 @@ def chosen_policy(suite: Suite, wanted: Optional[str]) -> Optional[str]:
     return next((t for t in texts if t != PER_CALL), texts[0])
 
 
-def policy_figures(r: CodecResult, policy: str, transport: str, extra: int) -> Optional[Dict[str, Any]]:
+def policy_figures(r: CodecResult, policy: str, transport: str, extra: int) -> Optional[WireFigures]:
     """The codec's wire figures under ``policy`` with the headers of ``transport`` (+ ``extra`` per packet)."""
-    found = next((w for w in r.wire if w["wire"] == policy), None)
+    found = _under(r, policy)
     return reprice(found, TRANSPORTS[transport], extra) if found else None
 
 
-def weights(r: CodecResult, reference: CodecResult, figures: Optional[Dict[str, Any]],
+def weights(r: CodecResult, reference: CodecResult, figures: Union[WireFigures, LinkFigures, None],
             direction: str) -> Optional[Tuple[float, float]]:
     """The capacity plan's (scale of the reference's bytes, header bytes per call) in ``direction`` from the
-    codec's wire figures: payload per call over the reference's bytes per call, headers per call."""
-    mine, theirs = (figures or {}).get("by_direction", {}).get(direction), reference.by_direction.get(direction)
-    if not mine or not mine["calls"] or not theirs or not theirs["calls"] or not theirs["bytes"]:
+    codec's wire figures or its lossy link figures: payload per call over the reference's bytes per call, headers
+    (and acks on the link) per call."""
+    mine, theirs = figures.by_direction.get(direction) if figures else None, reference.by_direction.get(direction)
+    if not mine or not mine.calls or not theirs or not theirs["calls"] or not theirs["bytes"]:
         return None
-    payload = mine["payload_bytes"] / mine["calls"]
-    return payload / (theirs["bytes"] / theirs["calls"]), (mine["wire_bytes"] - mine["payload_bytes"]) / mine["calls"]
+    payload = mine.payload_bytes / mine.calls
+    return payload / (theirs["bytes"] / theirs["calls"]), (mine.wire_bytes - mine.payload_bytes) / mine.calls
 
 
 def shared_policy(old: Suite, new: Suite) -> Optional[str]:
@@ -118,28 +120,32 @@ def shared_policy(old: Suite, new: Suite) -> Optional[str]:
 
 
 def _has(suite: Suite, policy: Optional[str]) -> bool:
-    return any(w["wire"] == policy for r in suite.results for w in r.wire)
+    return any(w.wire == policy for r in suite.results for w in r.wire)
 
 
-def policy_cpu(r: CodecResult, w: Dict[str, Any], op: str) -> Optional[Timing]:
+def _under(r: CodecResult, policy: Optional[str]) -> Optional[WireFigures]:
+    """The codec's wire figures under ``policy`` as the run recorded them (its --transport headers), or None."""
+    return next((w for w in r.wire if w.wire == policy), None)
+
+
+def policy_cpu(r: CodecResult, w: WireFigures, op: str) -> Optional[Timing]:
     """The codec's CPU per call of ``op`` (encode or decode) as sent under the policy of its wire row ``w``: per
     message under per-call, on whole packets under the batched policy the run timed, else None."""
-    if w["wire"] == PER_CALL:
+    if w.wire == PER_CALL:
         return r.encode if op == "encode" else r.decode
-    return wire_timing(w, op)
+    return w.packet_timing(op)
 
 
 def cpu_timing(r: CodecResult, policy: Optional[str], op: str) -> Optional[Timing]:
     """The CPU per call of ``op`` the capacity plan counts under ``policy``: as sent under it (:func:`policy_cpu`),
     else per message (no wire figures, or a batched policy whose packets were not timed)."""
-    found = next((w for w in r.wire if w["wire"] == policy), None)
+    found = _under(r, policy)
     return (policy_cpu(r, found, op) if found else None) or (r.encode if op == "encode" else r.decode)
 
 
 def bytes_per_call(r: CodecResult, policy: Optional[str]) -> Optional[float]:
     """The codec's wire bytes per call under ``policy`` as the run recorded them (its --transport headers)."""
-    found = next((w for w in r.wire if w["wire"] == policy), None)
-    return found["wire_bytes"] / found["calls"] if found and found["calls"] else None
+    return _per_call(_under(r, policy))
 
 
 def connection_seconds(suite: Suite) -> float:
@@ -152,7 +158,7 @@ def connection_seconds(suite: Suite) -> float:
 def view(suite: Suite, transport: str, extra: int, wanted: Optional[str]) -> WireView:
     """Every codec's wire rows, the rankings per policy and what changed between them."""
     chosen = chosen_policy(suite, wanted)
-    texts = tuple(dict.fromkeys(w["wire"] for r in suite.results for w in r.wire))
+    texts = tuple(dict.fromkeys(w.wire for r in suite.results for w in r.wire))
     seconds = connection_seconds(suite)
     rows = tuple(_row(r, w, seconds) for r in suite.results if r.sizes
                  for policy in texts if (w := policy_figures(r, policy, transport, extra)))
@@ -162,16 +168,16 @@ def view(suite: Suite, transport: str, extra: int, wanted: Optional[str]) -> Wir
     return WireView(texts, chosen, transport, rows, rankings, tuple(notes))
 
 
-def _row(r: CodecResult, w: Dict[str, Any], seconds: float) -> WireRow:
+def _row(r: CodecResult, w: WireFigures, seconds: float) -> WireRow:
     per_s = 1 / seconds if seconds else 0.0
-    up, down = w["by_direction"][C2S], w["by_direction"][S2C]
-    calls = w["calls"] or 1
-    return WireRow(r.codec, w["wire"], w["tick_ms"], w["calls"], w["packets"], w["wire_bytes"] / calls,
-                   w["payload_p50"], w["payload_p99"], up["packets"] * per_s, down["packets"] * per_s,
-                   up["wire_bytes"] * 8 / 1000 * per_s, down["wire_bytes"] * 8 / 1000 * per_s,
-                   w["latency_mean_ms"], w["latency_p99_ms"], w["fragmented"], w["packet_ns"] / 1000 / calls,
-                   w["problem"], _median(policy_cpu(r, w, "encode")), _median(policy_cpu(r, w, "decode")),
-                   (w.get("cpu") or {}).get("error"))
+    up, down = w.by_direction[C2S], w.by_direction[S2C]
+    calls = w.calls or 1
+    return WireRow(r.codec, w.wire, w.tick_ms, w.calls, w.packets, w.wire_bytes / calls,
+                   w.payload_p50, w.payload_p99, up.packets * per_s, down.packets * per_s,
+                   up.wire_bytes * 8 / 1000 * per_s, down.wire_bytes * 8 / 1000 * per_s,
+                   w.latency_mean_ms, w.latency_p99_ms, w.fragmented, w.packet_ns / 1000 / calls,
+                   w.problem, _median(policy_cpu(r, w, "encode")), _median(policy_cpu(r, w, "decode")),
+                   w.cpu.error if w.cpu else None)
 
 
 def _median(timing: Optional[Timing]) -> Optional[float]:
@@ -200,8 +206,12 @@ def front_axes(wire: WireView, suite: Suite) -> Optional[Axes]:
 
 def priced_bytes_per_call(r: CodecResult, policy: str, transport: str, extra: int) -> Optional[float]:
     """The codec's wire bytes per call under ``policy``, repriced for ``transport`` (+ ``extra`` per packet)."""
-    found = policy_figures(r, policy, transport, extra)
-    return found["wire_bytes"] / found["calls"] if found and found["calls"] else None
+    return _per_call(policy_figures(r, policy, transport, extra))
+
+
+def _per_call(found: Optional[WireFigures]) -> Optional[float]:
+    """Wire bytes per call of ``found`` (None: no figures or no call)."""
+    return found.wire_bytes / found.calls if found and found.calls else None
 
 
 def ranking_changes(rankings: Mapping[str, Sequence[str]]) -> List[str]:

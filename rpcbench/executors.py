@@ -25,6 +25,7 @@ import select
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from .errors import BenchError
@@ -62,10 +63,19 @@ class Task(Protocol):
         """The same task with the codec at ``position`` failed for ``reason`` (it then skips it)."""
 
 
-class Executor(Protocol):
-    """Runs tasks; ``slots`` of them at a time; ``info`` says where (results.json's ``settings.dask``)."""
+@dataclass(frozen=True)
+class ClusterInfo:
+    """The Dask cluster a size pass ran on (results.json's ``settings.dask``)."""
 
-    info: Optional[Dict[str, Any]]
+    scheduler: str  #: its address (``inproc://...`` for --dask local:N)
+    workers: int
+    dashboard: Optional[str]  #: the dashboard's address
+
+
+class Executor(Protocol):
+    """Runs tasks; ``slots`` of them at a time; ``info`` says where (None: here or in forks)."""
+
+    info: Optional[ClusterInfo]
 
     @property
     def slots(self) -> int:
@@ -85,7 +95,7 @@ class Executor(Protocol):
 class InProcess:
     """Tasks one after another in this process, unwatched (``--jobs 0``, tests, a system without fork)."""
 
-    info: Optional[Dict[str, Any]] = None
+    info: Optional[ClusterInfo] = None
     slots = 1
 
     def __init__(self, progress: Progress) -> None:
@@ -309,7 +319,7 @@ class OnDask:
         self.client: Any = None
         self.cluster: Any = None
         self.threads = 0  #: the cluster's worker threads
-        self.info: Optional[Dict[str, Any]] = None  #: the cluster: scheduler, workers, dashboard
+        self.info: Optional[ClusterInfo] = None
         self.ctrl_c = CtrlC()
 
     def __enter__(self) -> "OnDask":
@@ -317,8 +327,7 @@ class OnDask:
         self.ctrl_c.__enter__()
         workers = self.client.scheduler_info().get("workers", {})
         self.threads = sum(w.get("nthreads", 1) for w in workers.values())
-        self.info = {"scheduler": self.client.scheduler.address, "workers": len(workers),
-                     "dashboard": self.client.dashboard_link}
+        self.info = ClusterInfo(self.client.scheduler.address, len(workers), self.client.dashboard_link)
         log.info("dask: %d workers, scheduler %s, dashboard %s", len(workers), self.client.scheduler.address,
                  self.client.dashboard_link)
         return self

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rpc_capture import C2S, S2C
 
 from .errors import BenchError
 from .histogram import nearest_rank
+from .results_wire import LinkDirection, LinkFigures
 from .wire import LATENCY_UNIT_MS, Transport
 
 DEFAULT_LOSS_SEED = 31  #: --loss-seed when none is given: two runs draw the same losses and delays
@@ -178,19 +179,19 @@ def merged(states: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     return tally.export()
 
 
-def link_figures(policy: str, loss_pct: float, state: Dict[str, Any]) -> Dict[str, Any]:
+def link_figures(policy: str, loss_pct: float, state: Dict[str, Any]) -> LinkFigures:
     """What results.json records of one replay (``link`` of a codec's result: one per policy and rate)."""
-    directions = {d: {name: counts[i] for i, name in enumerate(COUNTS) if name != "header_bytes"}
+    directions = {d: LinkDirection(**dict(zip(COUNTS[:HEADERS], counts)),
+                                   wire_bytes=counts[PAYLOAD] + counts[ACK] + counts[HEADERS])
                   for d, counts in state["directions"].items()}
-    for d, counts in state["directions"].items():
-        directions[d]["wire_bytes"] = counts[PAYLOAD] + counts[ACK] + counts[HEADERS]
-    totals = {name: sum(f[name] for f in directions.values()) for name in (*COUNTS[:-1], "wire_bytes")}
+    totals = {f.name: sum(getattr(d, f.name) for d in directions.values()) for f in fields(LinkDirection)}
     latency = state["latency"]
-    return {"wire": policy, "loss_pct": loss_pct, "delivery": state["delivery"], **totals,
-            "lost_by_method": dict(sorted(state["lost_by_method"].items())),
-            "latency_p50_ms": round(nearest_rank(latency, 50) * LATENCY_UNIT_MS, 1) if latency else 0.0,
-            "latency_p99_ms": round(nearest_rank(latency, 99) * LATENCY_UNIT_MS, 1) if latency else 0.0,
-            "mismatches": state["mismatches"], "problem": state["problem"], "by_direction": directions}
+    return LinkFigures(
+        wire=policy, loss_pct=loss_pct, delivery=state["delivery"], **totals,
+        lost_by_method=dict(sorted(state["lost_by_method"].items())),
+        latency_p50_ms=round(nearest_rank(latency, 50) * LATENCY_UNIT_MS, 1) if latency else 0.0,
+        latency_p99_ms=round(nearest_rank(latency, 99) * LATENCY_UNIT_MS, 1) if latency else 0.0,
+        mismatches=state["mismatches"], problem=state["problem"], by_direction=directions)
 
 
 class AckWindow:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections import Counter
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .config import RunConfig
@@ -26,6 +27,7 @@ from .plan import Plan, make_plan
 from .progress import Progress, quiet
 from .registry import Registry
 from .results import SCHEMA_VERSION, CodecResult, Suite, Timing, TraceResults
+from .results_wire import PacketCpu, WireFigures
 from .captured import use_capture
 from .size_pass import run_size_pass
 from .size_result import PassFigures, SizePass, TracePass
@@ -112,22 +114,21 @@ def _sample_method(config: RunConfig, sample: Tuple[Any, ...], size_pass: SizePa
     return "stratified by method, seeded" if len(size_pass.traces) == 1 else "stratified by trace and method, seeded"
 
 
-def packet_cpu(wire: Tuple[Dict[str, Any], ...], timing: TimingAnswer) -> Tuple[Dict[str, Any], ...]:
+def packet_cpu(wire: Tuple[WireFigures, ...], timing: TimingAnswer) -> Tuple[WireFigures, ...]:
     """A codec's wire rows with the CPU per call of whole packets (encode + frame + compress; decompress + unframe +
-    decode) under the timed batched policy, as ``cpu`` of that policy's row (``{"error": why}`` when its
-    packets could not be prepared; no ``cpu`` when the codec's timing did not run)."""
+    decode) under the timed batched policy, as ``cpu`` of that policy's row (only the error when its packets could
+    not be prepared; no ``cpu`` when the codec's timing did not run)."""
     shape, rounds = timing.get("packets"), timing.get("rounds", {})
     if not shape:
         return wire
     if "error" in shape:
-        cpu: Dict[str, Any] = {"error": shape["error"]}
+        cpu = PacketCpu(error=shape["error"])
     elif all(rounds.get(op) for op in PACKET_OPS):
-        cpu = {"calls": shape["calls"], "packets": shape["packets"],
-               **{op.split("_")[0]: {"rounds_ns": list(rounds[op]), "calls": shape["calls"], "loops": shape["loops"]}
-                  for op in PACKET_OPS}}
+        encode, decode = (Timing(tuple(rounds[op]), shape["calls"], shape["loops"]) for op in PACKET_OPS)
+        cpu = PacketCpu(shape["calls"], shape["packets"], encode, decode)
     else:
         return wire
-    return tuple({**w, "cpu": cpu} if w["wire"] == shape["policy"] else w for w in wire)
+    return tuple(replace(w, cpu=cpu) if w.wire == shape["policy"] else w for w in wire)
 
 
 def untimed(config: RunConfig) -> str:

@@ -1,7 +1,8 @@
 """Results as a small immutable data model, saved as versioned ``results.json`` and ``results.csv``.
 
 ``Suite`` (one run: environment, settings, trace) holds one ``CodecResult`` per codec,
-which holds ``Sizes``, two ``Timing`` (encode, decode) and the fidelity ``Problem`` list.
+which holds ``Sizes``, two ``Timing`` (encode, decode), the fidelity ``Problem`` list, and its
+figures per --wire policy and lossy link replay (``WireFigures``, ``LinkFigures``: rpcbench/results_wire.py).
 The JSON format is described field by field in ``docs/results-format.md``; readers must
 check ``schema_version``.
 """
@@ -13,11 +14,14 @@ import json
 import math
 import os
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional, Tuple
+
+from rpc_capture import DIRECTIONS
 
 from .errors import BenchError
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS, PROBLEM_KEYS, check_suite
+from .results_wire import LinkDirection, LinkFigures, PacketCpu, WireDirection, WireFigures
 
 SCHEMA_VERSION = 8
 #: version 1 files have no ``partial`` (they are complete runs); 1 and 2 have no state or floor figures;
@@ -219,11 +223,11 @@ class CodecResult:
     by_direction: Dict[str, Dict[str, int]] = field(default_factory=dict)  #: "c2s"/"s2c" -> {"calls", "bytes"}
     estimate: Optional[Estimate] = None  #: a sampled size pass (--sample-calls): every call's figures estimated
     #: per --wire policy: packets, payload and wire bytes, per direction, latency (rpcbench.wire.wire_figures)
-    wire: Tuple[Dict[str, Any], ...] = ()
+    wire: Tuple[WireFigures, ...] = ()
     #: a lossy codec (quant): field path -> {"changed": values back within their step, "max_error", "step"}
     lossy: Dict[str, Dict[str, float]] = field(default_factory=dict)
     #: per --wire policy and --loss rate: its replay over the lossy link (rpcbench.link.link_figures)
-    link: Tuple[Dict[str, Any], ...] = ()
+    link: Tuple[LinkFigures, ...] = ()
 
     def state_bytes_for(self, connections: int) -> int:
         """Memory the codec's state needs for ``connections`` connections at one end."""
@@ -278,10 +282,13 @@ class Suite:
                     out[kind].update(_derived(getattr(r, kind)))
                 for stage, timing in r.stages.get(kind, {}).items():
                     out["stages"][kind][stage].update(_derived(timing))
-                for w, row in zip(r.wire, out["wire"]):
-                    packet = wire_timing(w, kind)
-                    if packet:
-                        row["cpu"][kind].update(_derived(packet))
+        per_trace = (pair for t, out in zip(self.traces, data["traces"]) for pair in zip(t.results, out["results"]))
+        for r, out in (*zip(self.results, data["results"]), *per_trace):
+            for w, row in zip(r.wire, out["wire"]):
+                if w.cpu:
+                    row["cpu"] = _packet_cpu(w.cpu)
+                else:  # results.json has no cpu but on the timed policy
+                    del row["cpu"]
         return data
 
     def save(self, folder: str) -> None:
@@ -310,6 +317,14 @@ def _derived(t: Timing) -> Dict[str, Any]:
     lo, hi, confidence = t.ci_us
     return {"median_us": t.median_us, "spread_pct": t.spread_pct, "stdev_pct": t.stdev_pct, "iqr_us": t.iqr_us,
             "mad_us": t.mad_us, "ci_us": [lo, hi], "ci_confidence": confidence}
+
+
+def _packet_cpu(cpu: PacketCpu) -> Dict[str, Any]:
+    """A wire row's ``cpu`` as results.json writes it: the figures with their derived ones, or only the error."""
+    if cpu.error is not None:
+        return {"error": cpu.error}
+    return {"calls": cpu.calls, "packets": cpu.packets,
+            **{op: {**asdict(t), **_derived(t)} for op, t in (("encode", cpu.encode), ("decode", cpu.decode)) if t}}
 
 
 def csv_row(r: CodecResult, trace: str = MERGED) -> List[Any]:
@@ -342,20 +357,13 @@ def csv_rows(r: CodecResult, trace: str = MERGED) -> List[List[Any]]:
         return [row + [""] * 7 + [error] + [""] * 5]
     rows = []
     for w in r.wire:
-        wire = [w["wire"], w["packets"], w["payload_bytes"], w["wire_bytes"], w["fragmented"],
-                *(f"{t.median_us:.3f}" if (t := wire_timing(w, op)) else "" for op in ("encode", "decode")), error]
-        replays = [k for k in r.link if k["wire"] == w["wire"]]
-        rows.extend([row + wire[:1] + [k["packets"], k["payload_bytes"], k["wire_bytes"]] + wire[4:] +
-                     [f"{k['loss_pct']:g}", k["resend_bytes"], f"{k['latency_p50_ms']:.1f}",
-                      f"{k['latency_p99_ms']:.1f}", k["lost_calls"]] for k in replays] or [row + wire + [""] * 5])
+        wire = [w.wire, w.packets, w.payload_bytes, w.wire_bytes, w.fragmented,
+                *(f"{t.median_us:.3f}" if (t := w.packet_timing(op)) else "" for op in ("encode", "decode")), error]
+        replays = [k for k in r.link if k.wire == w.wire]
+        rows.extend([row + wire[:1] + [k.packets, k.payload_bytes, k.wire_bytes] + wire[4:] +
+                     [f"{k.loss_pct:g}", k.resend_bytes, f"{k.latency_p50_ms:.1f}", f"{k.latency_p99_ms:.1f}",
+                      k.lost_calls] for k in replays] or [row + wire + [""] * 5])
     return rows
-
-
-def wire_timing(w: Dict[str, Any], op: str) -> Optional[Timing]:
-    """The CPU per call of ``op`` (encode or decode) on whole packets under one --wire policy's row (its
-    ``cpu``), or None: not the batched policy that was timed, not timed, or older results."""
-    t = (w.get("cpu") or {}).get(op)
-    return Timing(tuple(t["rounds_ns"]), t["calls"], t["loops"]) if t else None
 
 
 MAX_RESULTS_BYTES = 256 << 20  #: largest results.json read (a real one is well under 1 MB)
@@ -408,18 +416,19 @@ def _with_bytes_by_codec(trace: Dict[str, Any]) -> Dict[str, Any]:
     return {**trace, "per_connection": {**traffic, "bytes": {table["codec"]: {n: table[n] for n in CONNECTION_BYTES}}}}
 
 
-def _codec_result(r: Dict[str, Any]) -> CodecResult:
-    def timing(t: Optional[Dict[str, Any]]) -> Optional[Timing]:
-        return Timing(tuple(t["rounds_ns"]), t["calls"], t["loops"]) if t else None
+def _timing(t: Optional[Dict[str, Any]]) -> Optional[Timing]:
+    return Timing(tuple(t["rounds_ns"]), t["calls"], t["loops"]) if t else None
 
-    stages = {op: {name: timing(t) for name, t in by_stage.items()} for op, by_stage in r.get("stages", {}).items()}
+
+def _codec_result(r: Dict[str, Any]) -> CodecResult:
+    stages = {op: {name: _timing(t) for name, t in by_stage.items()} for op, by_stage in r.get("stages", {}).items()}
 
     return CodecResult(
         **{k: r[k] for k in ("codec", "config", "library", "library_version", "origin", "calls", "failures",
                              "mismatches", "by_method", "error")},
         sizes=Sizes(**r["sizes"]) if r["sizes"] else None,
-        encode=timing(r["encode"]),
-        decode=timing(r["decode"]),
+        encode=_timing(r["encode"]),
+        decode=_timing(r["decode"]),
         problems=tuple(Problem(**{k: v for k, v in p.items() if k in PROBLEM_KEYS}) for p in r["problems"]),
         stages=stages,  # type: ignore[arg-type]
         latency=r.get("latency", {}),
@@ -431,10 +440,31 @@ def _codec_result(r: Dict[str, Any]) -> CodecResult:
         floor_ratio=r.get("floor_ratio"),
         by_direction=r.get("by_direction", {}),
         estimate=_estimate(r.get("estimate")),
-        wire=tuple(r.get("wire", ())),
+        wire=tuple(_wire(w) for w in r.get("wire", ())),
         lossy=r.get("lossy", {}),
-        link=tuple(r.get("link", ())),
+        link=tuple(_link(k) for k in r.get("link", ())),
     )
+
+
+def _wire(w: Dict[str, Any]) -> WireFigures:
+    """A results file's figures under one --wire policy (schema 6 on; the checks passed: results_check)."""
+    cpu = w.get("cpu")
+    return _typed(WireFigures, w, quantized=tuple(w["quantized"]),
+                  by_direction={d: _typed(WireDirection, f, size_classes=tuple(f["size_classes"]))
+                                for d, f in w["by_direction"].items() if d in DIRECTIONS},
+                  cpu=PacketCpu(cpu.get("calls", 0), cpu.get("packets", 0), _timing(cpu.get("encode")),
+                                _timing(cpu.get("decode")), cpu.get("error")) if cpu else None)
+
+
+def _link(k: Dict[str, Any]) -> LinkFigures:
+    """A results file's replay over the lossy link (schema 8; the checks passed: results_check)."""
+    return _typed(LinkFigures, k, by_direction={d: _typed(LinkDirection, f) for d, f in k["by_direction"].items()
+                                                if d in DIRECTIONS})
+
+
+def _typed(kind: Any, data: Dict[str, Any], **given: Any) -> Any:
+    """``kind`` (a dataclass) from the fields of ``data`` it has, ``given`` ones instead (TypeError: one missing)."""
+    return kind(**{**{f.name: data[f.name] for f in fields(kind) if f.name in data}, **given})
 
 
 def _estimate(e: Optional[Dict[str, Any]]) -> Optional[Estimate]:

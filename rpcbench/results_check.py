@@ -5,7 +5,10 @@ foreign file fails on the first field that is wrong, named by its path in the fi
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from typing import Any, Dict, Optional, Tuple
+
+from .results_wire import LinkDirection
 
 LATENCY_KEYS = ("n", "p50", "p90", "p99", "max")  #: the figures of each op/method latency entry
 
@@ -34,15 +37,15 @@ _SETTINGS_FIELDS = {"sample_by_method": (dict, _NONE), "sample": (int, _NONE), "
                     "ticks": (list, _NONE),
                     "transport": (str, _NONE), "packet_overhead": (int, _NONE)}
 _TICK_FIELDS = {"path": str, "tick_ms": (int, float, _NONE), "confidence": _NUMBER, "gaps": int, "quantized": list}
-_WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "calls": int, "packets": int,
+_WIRE_FIELDS = {"wire": str, "tick_ms": (int, float, _NONE), "mtu": (int, _NONE), "tick_confidence": (*_NUMBER, _NONE),
+                "quantized": list, "transport": str, "packet_overhead": int, "calls": int, "packets": int,
                 "payload_bytes": int, "fragmented": int, "wire_bytes": int, "payload_p50": _NUMBER,
                 "payload_p99": _NUMBER, "latency_mean_ms": _NUMBER, "latency_p99_ms": _NUMBER, "packet_ns": int,
                 "problem": (str, _NONE), "by_direction": dict}
 _WIRE_DIRECTION_FIELDS = {"calls": int, "packets": int, "payload_bytes": int, "fragmented": int, "wire_bytes": int,
                           "size_classes": list}
 #: a replay over the lossy link (schema 8: rpcbench.link.link_figures), and its figures per direction
-_LINK_COUNTS = ("calls", "delivered_calls", "lost_calls", "packets", "lost_packets", "ack_packets", "lost_acks",
-                "payload_bytes", "resend_bytes", "ack_bytes", "wire_bytes")
+_LINK_COUNTS = tuple(f.name for f in fields(LinkDirection))
 _LINK_FIELDS = {"wire": str, "loss_pct": _NUMBER, "delivery": str, **dict.fromkeys(_LINK_COUNTS, int),
                 "lost_by_method": dict, "latency_p50_ms": _NUMBER, "latency_p99_ms": _NUMBER, "mismatches": int,
                 "problem": (str, _NONE), "by_direction": dict}

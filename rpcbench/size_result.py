@@ -20,6 +20,7 @@ from rpc_capture.stats import TraceStats
 
 from .config import RunConfig
 from .environment import file_sha256
+from .executors import ClusterInfo
 from .floor import FloorFigures, FloorTotals, floor_figures
 from .link import link_figures, merged
 from .link_replay import LinkReplays
@@ -27,6 +28,7 @@ from .packet_timing import PacketPlan
 from .reader_info import ReaderInfo, reader_record
 from .results import Estimate, Problem
 from .results_check import CONNECTION_BYTES, CONNECTION_COLUMNS
+from .results_wire import LinkFigures, WireFigures
 from .sampling import Drawn, SamplePlan, proportional_quotas, sampled_estimate
 from .tally import CodecTally
 from .tick import TraceWire
@@ -42,8 +44,8 @@ class PassFigures:
 
     problems: Tuple[Problem, ...]  #: each with the trace its example came from
     estimate: Optional[Estimate]  #: a sampled pass's estimates with their intervals (None: every call)
-    wire: Tuple[Dict[str, Any], ...]  #: its packets per --wire policy (none once the codec failed)
-    link: Tuple[Dict[str, Any], ...] = ()  #: its replays over the lossy link per policy and loss rate (--loss)
+    wire: Tuple[WireFigures, ...]  #: its packets per --wire policy (none once the codec failed)
+    link: Tuple[LinkFigures, ...] = ()  #: its replays over the lossy link per policy and loss rate (--loss)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ class SizePass:
     stats: TraceStats  #: every trace's statistics merged (connections kept apart per trace)
     example_trace: Dict[ProblemKey, str]  #: the trace of each problem's example
     floor: Optional[FloorFigures]  #: the floor of every trace together (None: --no-floor)
-    dask: Optional[Dict[str, Any]]  #: the cluster the pass ran on
+    dask: Optional[ClusterInfo]  #: the cluster the pass ran on (None: here or in forks)
 
     @property
     def measured(self) -> int:
@@ -141,7 +143,7 @@ class SizePass:
                      for w in tally.wire.values()) if not tally.error else ()
         return PassFigures(problems, estimate, wire, () if tally.error else self._link(name, trace))
 
-    def _link(self, name: str, trace: Optional[TracePass]) -> Tuple[Dict[str, Any], ...]:
+    def _link(self, name: str, trace: Optional[TracePass]) -> Tuple[LinkFigures, ...]:
         """A codec's lossy link figures, of one ``trace`` or merged over every trace (per policy and rate, in the
         order of --wire and --loss; none when a replay of it failed, which is logged)."""
         replays = [t.link for t in ([trace] if trace else self.traces) if t.link is not None]
@@ -159,10 +161,10 @@ class SizePass:
     def settings(self) -> Dict[str, Any]:
         """What results.json records of how the size pass ran."""
         ticks = [{"path": t.path, **dataclasses.asdict(t.wire.tick)} for t in self.traces if t.wire.tick is not None]
-        return {"sizes_only": self.config.sizes_only, "dask": self.dask, "traces": len(self.traces),
-                "wire": [p.text for p in self.config.wire], "transport": self.config.transport,
-                "packet_overhead": self.config.packet_overhead, "ticks": ticks, **self.config.link.summary(),
-                "size_pass_calls": self.measured,
+        return {"sizes_only": self.config.sizes_only, "dask": dataclasses.asdict(self.dask) if self.dask else None,
+                "traces": len(self.traces), "wire": [p.text for p in self.config.wire],
+                "transport": self.config.transport, "packet_overhead": self.config.packet_overhead, "ticks": ticks,
+                **self.config.link.summary(), "size_pass_calls": self.measured,
                 "size_pass_method": "seeded sample, uniform over calls" if self.sampled else "every call"}
 
     def record(self, training: Optional[Dict[str, Any]]) -> Dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -26,6 +26,7 @@ from rpc_capture import C2S, S2C, Call
 from .codec import Streams
 from .errors import BenchError
 from .histogram import nearest_rank, nearest_ranks
+from .results_wire import WireDirection, WireFigures
 from .span import Names, fold
 
 PER_CALL = "per-call"
@@ -364,32 +365,32 @@ class WireTally:
         self.problem = self.problem or state["problem"]
 
 
-def wire_figures(policy: WirePolicy, state: Dict[str, Any], transport: Transport, extra: int = 0) -> Dict[str, Any]:
+def wire_figures(policy: WirePolicy, state: Dict[str, Any], transport: Transport, extra: int = 0) -> WireFigures:
     """What results.json records of one codec under one policy: totals, per direction (with the header
     bytes of ``transport`` plus ``extra`` per packet), payload per packet and the latency batching adds."""
-    directions: Dict[str, Any] = {}
+    directions: Dict[str, WireDirection] = {}
     for direction in (C2S, S2C):
         figures = state["directions"].get(direction, [0] * 7)
         headers = transport.class_bytes(direction, figures[4:], extra)
-        directions[direction] = {"calls": figures[_CALLS], "packets": figures[_PACKETS],
-                                 "payload_bytes": figures[_PAYLOAD], "fragmented": figures[_FRAGMENTED],
-                                 "size_classes": list(figures[4:]), "wire_bytes": figures[_PAYLOAD] + headers}
-    calls = sum(d["calls"] for d in directions.values())
+        directions[direction] = WireDirection(figures[_CALLS], figures[_PACKETS], figures[_PAYLOAD],
+                                              figures[_FRAGMENTED], tuple(figures[4:]), figures[_PAYLOAD] + headers)
+    calls = sum(d.calls for d in directions.values())
     latency = state["latency"]
     payload_p50, payload_p99 = nearest_ranks(state["payloads"], (50, 99))
-    return {"wire": policy.text, "tick_ms": policy.tick_ms, "mtu": policy.mtu, "tick_confidence": policy.confidence,
-            "quantized": list(policy.quantized), "transport": transport.name, "packet_overhead": extra,
-            "calls": calls, **{key: sum(d[key] for d in directions.values())
-                               for key in ("packets", "payload_bytes", "fragmented", "wire_bytes")},
-            "payload_p50": payload_p50, "payload_p99": payload_p99,
-            "latency_mean_ms": sum(int(k) * n for k, n in latency.items()) * LATENCY_UNIT_MS / calls if calls else 0.0,
-            "latency_p99_ms": nearest_rank(latency, 99) * LATENCY_UNIT_MS, "packet_ns": state["ns"],
-            "problem": state["problem"], "by_direction": directions}
+    totals = {key: sum(getattr(d, key) for d in directions.values())
+              for key in ("packets", "payload_bytes", "fragmented", "wire_bytes")}
+    return WireFigures(
+        wire=policy.text, tick_ms=policy.tick_ms, mtu=policy.mtu, tick_confidence=policy.confidence,
+        quantized=tuple(policy.quantized), transport=transport.name, packet_overhead=extra, calls=calls, **totals,
+        payload_p50=payload_p50, payload_p99=payload_p99,
+        latency_mean_ms=sum(int(k) * n for k, n in latency.items()) * LATENCY_UNIT_MS / calls if calls else 0.0,
+        latency_p99_ms=nearest_rank(latency, 99) * LATENCY_UNIT_MS, packet_ns=state["ns"], problem=state["problem"],
+        by_direction=directions)
 
 
-def reprice(figures: Dict[str, Any], transport: Transport, extra: int) -> Dict[str, Any]:
+def reprice(figures: WireFigures, transport: Transport, extra: int) -> WireFigures:
     """Recorded wire figures with the headers of another transport (size classes make it exact)."""
-    directions = {d: {**f, "wire_bytes": f["payload_bytes"] + transport.class_bytes(d, f["size_classes"], extra)}
-                  for d, f in figures["by_direction"].items()}
-    return {**figures, "transport": transport.name, "packet_overhead": extra, "by_direction": directions,
-            "wire_bytes": sum(f["wire_bytes"] for f in directions.values())}
+    directions = {d: replace(f, wire_bytes=f.payload_bytes + transport.class_bytes(d, f.size_classes, extra))
+                  for d, f in figures.by_direction.items()}
+    return replace(figures, transport=transport.name, packet_overhead=extra, by_direction=directions,
+                   wire_bytes=sum(f.wire_bytes for f in directions.values()))

@@ -507,7 +507,7 @@ def test_results_of_older_schemas_load_without_replays(one_rate, tmp_path):
     from rpcbench.results import load
     out = tmp_path
     (out / "results.json").write_text(json.dumps(one_rate))
-    assert load(str(out)).results[0].link[0]["loss_pct"] == 1
+    assert load(str(out)).results[0].link[0].loss_pct == 1
     data = json.loads(json.dumps(one_rate))
     data["schema_version"] = 7
     for result in data["results"]:

@@ -166,11 +166,11 @@ def test_decide_loss_picks_the_rate_and_the_verdict_says_which(lossy_run):
     assert chosen.returncode == 0, chosen.stderr
     said = " ".join(chosen.stdout.split())
     assert "on the lossy link at 5 % loss (--decide-loss)" in said
-    link = {(r.codec, f["loss_pct"]): f for r in results.load(lossy_run).results for f in r.link}
-    fewest = min((f["wire_bytes"], codec) for (codec, rate), f in link.items() if rate == 5.0)[1]
+    link = {(r.codec, f.loss_pct): f for r in results.load(lossy_run).results for f in r.link}
+    fewest = min((f.wire_bytes, codec) for (codec, rate), f in link.items() if rate == 5.0)[1]
     assert f"\n  {fewest}: " in chosen.stdout  # the bandwidth pick: fewest wire bytes at 5 %
-    lost = link[(fewest, 5.0)]["lost_calls"]
-    assert link[(fewest, 5.0)]["delivery"] == "udp"  # on this traffic: the acks cost the others more than they save
+    lost = link[(fewest, 5.0)].lost_calls
+    assert link[(fewest, 5.0)].delivery == "udp"  # on this traffic: the acks cost the others more than they save
     assert f"{fewest} over plain UDP at 5 % loss: {lost:,} of 20,000 calls never arrive" in said
     for bad, message in (("3", "not one of the run's --loss rates (0, 1, 5)"), ("200", "from 0 to 100")):
         refused = run_bench("report", lossy_run, "--decide-loss", bad)
@@ -184,11 +184,11 @@ def test_the_capacity_plan_prices_the_decided_rate_and_stream_codecs_compete_ove
         d = decide(suite, ReportOptions(transport="udp", loss=rate))
         assert d.plan.loss_pct == rate
         for r in suite.results:
-            f = next(f for f in r.link if f["loss_pct"] == rate)
+            f = next(f for f in r.link if f.loss_pct == rate)
             row = d.plan.rows[r.codec]
-            assert (row.down.value + row.up.value) * seconds == pytest.approx(f["wire_bytes"], rel=1e-9)
-            assert row.down.value * seconds == pytest.approx(f["by_direction"]["s2c"]["wire_bytes"], rel=1e-9)
-            assert d.front_axes.bytes[r.codec] == f["wire_bytes"] / f["calls"]  # the front stands on them too
+            assert (row.down.value + row.up.value) * seconds == pytest.approx(f.wire_bytes, rel=1e-9)
+            assert row.down.value * seconds == pytest.approx(f.by_direction["s2c"].wire_bytes, rel=1e-9)
+            assert d.front_axes.bytes[r.codec] == f.wire_bytes / f.calls  # the front stands on them too
         assert not any(codec.endswith("stream-1") or "stream-3" in codec for codec, _ in d.verdict.excluded)
     without = decide(results.load(plain_run), ReportOptions(transport="udp"))
     assert {c for c, why in without.verdict.excluded if "ordered delivery" in why} == {
@@ -198,10 +198,10 @@ def test_the_capacity_plan_prices_the_decided_rate_and_stream_codecs_compete_ove
 
 def test_a_codec_whose_messages_break_on_the_link_is_not_recommended_at_that_rate(lossy_run):
     suite = results.load(lossy_run)
-    smallest = min(suite.results, key=lambda r: next(f["wire_bytes"] for f in r.link if f["loss_pct"] == 5.0))
+    smallest = min(suite.results, key=lambda r: next(f.wire_bytes for f in r.link if f.loss_pct == 5.0))
     problem = "call 7 (hit): the receiver could not decode it: missing baseline"
-    broken = dataclasses.replace(smallest, link=tuple({**f, "mismatches": 3, "problem": problem} if f["loss_pct"] == 5.0
-                                                      else f for f in smallest.link))
+    broken = dataclasses.replace(smallest, link=tuple(dataclasses.replace(f, mismatches=3, problem=problem)
+                                                      if f.loss_pct == 5.0 else f for f in smallest.link))
     suite = dataclasses.replace(suite, results=tuple(broken if r is smallest else r for r in suite.results))
     at_five = decide(suite, ReportOptions(goal="bandwidth", transport="udp", loss=5.0))
     assert (smallest.codec, f"3 delivered messages did not decode to their call on the lossy link at 5 % ({problem})") \
@@ -279,9 +279,9 @@ def test_a_real_lossy_run_shows_its_link_figures_alike_everywhere(real_run):
     seconds = sum(suite.trace["per_connection"]["span_ms"]) / 1000
     d = decide(suite, ReportOptions(transport="udp", loss=5.0))
     for r in suite.results:  # the capacity plan's traffic: the link's wire bytes at the decided rate
-        f = next(f for f in r.link if f["loss_pct"] == 5.0)
+        f = next(f for f in r.link if f.loss_pct == 5.0)
         row = d.plan.rows[r.codec]
-        assert (row.down.value + row.up.value) * seconds == pytest.approx(f["wire_bytes"], rel=1e-9)
+        assert (row.down.value + row.up.value) * seconds == pytest.approx(f.wire_bytes, rel=1e-9)
 
 
 def test_a_decide_loss_rate_the_run_will_not_measure_stops_it_before_it_starts(tmp_path):

@@ -22,7 +22,7 @@ from rpcbench.errors import BenchError
 from rpcbench.executors import open_executor
 from rpcbench.packet_timing import PacketOps, PacketPlan, tick_windows
 from rpcbench.pipeline import run_benchmark
-from rpcbench.results import load, wire_timing
+from rpcbench.results import load
 from rpcbench.simulate import simulate_profile
 from rpcbench.plan import make_plan
 from rpcbench.progress import quiet
@@ -57,14 +57,14 @@ def test_with_every_call_sampled_the_packets_timed_are_the_size_pass_packets(tmp
     suite = run_benchmark(config)
     for r in suite.results:
         per_call, batched = r.wire
-        assert "cpu" not in per_call and batched["wire"] == policy
-        cpu = batched["cpu"]
-        assert (cpu["packets"], cpu["calls"]) == (batched["packets"], batched["calls"]), r.codec
+        assert per_call.cpu is None and batched.wire == policy
+        cpu = batched.cpu
+        assert cpu is not None and (cpu.packets, cpu.calls) == (batched.packets, batched.calls), r.codec
         for op in ("encode", "decode"):
-            found = wire_timing(batched, op)
-            assert found is not None and found.calls == batched["calls"] and len(found.rounds_ns) == 2
+            found = batched.packet_timing(op)
+            assert found is not None and found.calls == batched.calls and len(found.rounds_ns) == 2
     if policy == "tick:33+mtu:120":
-        assert any(w["fragmented"] for r in suite.results for w in r.wire)  # some message goes in pieces
+        assert any(w.fragmented for r in suite.results for w in r.wire)  # some message goes in pieces
 
 
 def test_a_sample_times_whole_windows_chosen_by_their_first_call() -> None:
@@ -189,8 +189,8 @@ def test_results_carry_the_packets_cpu_on_the_timed_policy(run: Path) -> None:
         timed = row["wire"] == BATCHED
         assert bool(row["packet_encode_us"]) == timed and bool(row["packet_decode_us"]) == timed
     suite = load(str(run))
-    assert float(rows[1]["packet_encode_us"]) == pytest.approx(wire_timing(suite.results[0].wire[1], "encode")
-                                                               .median_us, abs=0.001)
+    found = suite.results[0].wire[1].packet_timing("encode")
+    assert found is not None and float(rows[1]["packet_encode_us"]) == pytest.approx(found.median_us, abs=0.001)
 
 
 def test_the_capacity_plan_counts_the_decided_policys_cpu(run: Path) -> None:
@@ -198,9 +198,9 @@ def test_the_capacity_plan_counts_the_decided_policys_cpu(run: Path) -> None:
     for policy in ("per-call", BATCHED):
         d = decide(suite, ReportOptions(transport="udp", wire=policy))
         for r in suite.results:
-            w = next(w for w in r.wire if w["wire"] == policy)
-            encode = wire_timing(w, "encode") or r.encode
-            decode = wire_timing(w, "decode") or r.decode
+            w = next(w for w in r.wire if w.wire == policy)
+            encode = w.packet_timing("encode") or r.encode
+            decode = w.packet_timing("decode") or r.decode
             assert encode and decode and (encode is not r.encode) == (policy == BATCHED)
             rates = d.plan.calls_per_s
             server = d.plan.rows[r.codec].server_us
@@ -214,8 +214,8 @@ def test_the_cpu_goal_and_the_verdicts_ratios_use_the_decided_policys_cpu(run: P
     json_, zlib = suite.result("json"), suite.result("json+zlib-1")
 
     def sent(r: Any, policy: str, op: str) -> Any:
-        return wire_timing(next(w for w in r.wire if w["wire"] == policy), op) or (r.encode if op == "encode"
-                                                                                   else r.decode)
+        return next(w for w in r.wire if w.wire == policy).packet_timing(op) or (r.encode if op == "encode"
+                                                                                 else r.decode)
     for policy in ("per-call", BATCHED):
         d = decide(suite, ReportOptions(transport="udp", wire=policy, goal="cpu"))
         cpu = {r.codec: sent(r, policy, "encode").median_us + sent(r, policy, "decode").median_us

@@ -89,15 +89,15 @@ def test_packets_and_payload_agree_with_an_independent_computation(traces, name)
     suite = run_benchmark(config)
     calls = [(c.method, c.args, c.t, c.dir, c.conn) for c in open_trace(path)]
     for codec, (encode, compress) in CODECS.items():
-        rows = {w["wire"]: w for w in suite.result(codec).wire}
+        rows = {w.wire: w for w in suite.result(codec).wire}
         for policy, (tick, mtu) in POLICIES.items():
             packets, payload, fragmented = ref.packets(calls, encode, tick, mtu, compress)
             mine = rows[policy]
-            assert mine["packets"] == pytest.approx(packets, rel=0.01), (codec, policy)
-            assert mine["payload_bytes"] == pytest.approx(payload, rel=0.03), (codec, policy)
-            assert mine["fragmented"] == pytest.approx(fragmented, rel=0.01, abs=1), (codec, policy)
-            assert mine["wire_bytes"] == mine["payload_bytes"] + 28 * mine["packets"]
-            assert mine["problem"] is None
+            assert mine.packets == pytest.approx(packets, rel=0.01), (codec, policy)
+            assert mine.payload_bytes == pytest.approx(payload, rel=0.03), (codec, policy)
+            assert mine.fragmented == pytest.approx(fragmented, rel=0.01, abs=1), (codec, policy)
+            assert mine.wire_bytes == mine.payload_bytes + 28 * mine.packets
+            assert mine.problem is None
 
 
 @pytest.mark.parametrize("hz", [20, 30, 60])
