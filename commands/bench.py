@@ -141,7 +141,7 @@ def _add_fleet_options(p: argparse.ArgumentParser) -> None:
                    help="run the size and fidelity pass on Dask: a LocalCluster of N workers in this process (each "
                    "task in a watched process of its own), or the cluster of that scheduler (the traces must be "
                    "readable from the workers); timing stays here")
-    p.add_argument("--chunk-calls", type=whole_number(1000, 10**9), default=50_000, metavar="N",
+    p.add_argument("--chunk-calls", type=whole_number(1000, 10**9), default=RunConfig.chunk_calls, metavar="N",
                    help="split plain binary traces into tasks of about N calls (codecs with per-connection "
                    "state still take a trace whole; default: %(default)s)")
     p.add_argument("--sizes-only", action="store_true", help="bytes and fidelity only: skip timing")

@@ -72,7 +72,7 @@ class RunConfig:
     dask: Optional[str] = None  #: run the size pass on Dask: ``local``, ``local:N`` or a scheduler address
     sizes_only: bool = False  #: bytes and fidelity only, no timing
     sample_calls: Optional[int] = None  #: the size pass measures a seeded sample of this many calls
-    chunk_calls: int = 50_000  #: large traces split into tasks of about this many calls
+    chunk_calls: int = 16_000  #: large traces split into tasks of about this many calls (small: the last ends soon)
     wire: Tuple[WirePolicy, ...] = (WirePolicy(PER_CALL),)  #: how calls leave the server (--wire; docs/wire.md)
     transport: str = "none"  #: the headers results.csv's wire bytes include (--transport)
     packet_overhead: int = 0  #: the game's own bytes per packet (--packet-overhead)

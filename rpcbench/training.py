@@ -15,10 +15,12 @@ to the end of each trace and gives every call to the inference: one read of the 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, cast
 
 from rpc_capture import Call, open_trace
 
@@ -28,6 +30,7 @@ from .config import RunConfig
 from .errors import BenchError
 from .inference import Inference, InferredSchema
 from .registry import Registry
+from .watch import started
 from .progress import Progress, quiet
 
 
@@ -82,35 +85,66 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
     """Train one dictionary per inner codec the run's trained codecs (of ``ids``) need, on the first calls of
     each trace (``counts``: calls per trace) or on ``--train-trace``, and infer a schema for the typed codecs from
     every call of the traces when the run has none for them (rpcbench/inference.py); None if neither is
-    needed."""
+    needed. With both, and processes allowed (``--jobs``), the inference reads in a watched process of its own
+    while this one trains: the plan takes the longer of the two, not their sum."""
     needed = wanted(ids, registry)
     inferring = inference.Inference(config) if inference.wanted(config, ids) else None
     if not needed and inferring is None:
         return None
     progress("training", "reading the training calls" if inferring is None else
              "reading every call (schema inference) and the training calls")
-    if needed:
-        calls, held, where = _training_calls(config, counts, inferring)
-    else:
-        calls, held, where = _read(config, (), inferring), (), "nothing: no codec of the run trains a dictionary"
-    schema = inferring.schema() if inferring is not None else None
-    if not needed and schema is None:
-        return None  # the bundled schemas carry the trace's methods
-    training = Training(held, where, len(calls), schema=schema)
-    for done, (inner_id, compressor) in enumerate(needed.items()):
-        progress("training", f"dictionary for {inner_id}", done, len(needed))
-        codec = registry.create(inner_id)
-        inner = codec.name  # what the registry looks the dictionary up by
-        samples = _encoded(codec, calls)
-        started = time.perf_counter()
-        try:
-            training.dictionaries[inner] = compressor.train(samples, config.dict_size)
-        except Exception as e:
-            raise BenchError(f"cannot train a {compressor.name} dictionary of {config.dict_size} bytes on "
-                             f"{len(samples)} {inner} messages ({where}): {e}") from None
-        training.seconds[inner] = time.perf_counter() - started
-        training.compressors[inner] = compressor
-    return training
+    if not needed:
+        calls = _read(config, (), inferring)
+        schema = cast(Inference, inferring).schema()
+        where = "nothing: no codec of the run trains a dictionary"
+        return None if schema is None else Training((), where, len(calls), schema=schema)  # None: bundled ones do
+    aside = config.jobs > 0 and hasattr(os, "fork") and inferring is not None
+    inferred = started(_InferenceTask(cast(Inference, inferring)), config.codec_timeout) if aside else None
+    try:
+        calls, held, where = _training_calls(config, counts, None if aside else inferring)
+        training = Training(held, where, len(calls))
+        for done, (inner_id, compressor) in enumerate(needed.items()):
+            progress("training", f"dictionary for {inner_id}", done, len(needed))
+            _train(training, registry.create(inner_id), compressor, calls, config.dict_size)
+        schema = inferred.result() if inferred is not None else inferring.schema() if inferring is not None else None
+    finally:
+        if inferred is not None:
+            inferred.stop()
+    return dataclasses.replace(training, schema=schema)
+
+
+def _train(training: Training, codec: Codec, compressor: Type[Compressor], calls: List[Call], size: int) -> None:
+    """Train ``compressor``'s dictionary for ``codec`` (an inner codec) on its bytes of ``calls``, into ``training``."""
+    inner = codec.name  # what the registry looks the dictionary up by
+    samples = _encoded(codec, calls)
+    started = time.perf_counter()
+    try:
+        training.dictionaries[inner] = compressor.train(samples, size)
+    except Exception as e:
+        raise BenchError(f"cannot train a {compressor.name} dictionary of {size} bytes on "
+                         f"{len(samples)} {inner} messages ({training.source}): {e}") from None
+    training.seconds[inner] = time.perf_counter() - started
+    training.compressors[inner] = compressor
+
+
+@dataclass(frozen=True)
+class _InferenceTask:
+    """The schema inference over every call of the run's traces as a watched task (:func:`rpcbench.watch.started`):
+    ``inferring`` was made here, so its bundled schemas loaded (or failed) before the read."""
+
+    inferring: Inference
+    codecs: Tuple[str, ...] = ()  #: no codec: nothing to blame for a stall
+    span: Tuple[int, int] = (0, 0)
+
+    def prepare(self) -> None:
+        return None
+
+    def run(self, beat: Any) -> Optional[InferredSchema]:
+        _read(self.inferring.config, (), self.inferring)
+        return self.inferring.schema()
+
+    def blame(self, position: int, reason: str) -> "_InferenceTask":
+        return self
 
 
 def _training_calls(config: RunConfig, counts: Sequence[int], inferring: Optional[Inference]) -> Tuple[

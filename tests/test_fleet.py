@@ -21,7 +21,8 @@ from rpc_capture import Call, TraceReader, TraceWriter
 from rpcbench import results
 from rpcbench.config import RunConfig
 from rpcbench.errors import BenchError
-from rpcbench.executors import InProcess, open_executor, run_watched
+from rpcbench.executors import InProcess, open_executor
+from rpcbench.watch import run_watched
 from rpcbench.progress import quiet
 from rpcbench.simulate import simulate
 from rpc_capture.stats import TraceStats

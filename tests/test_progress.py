@@ -16,7 +16,8 @@ import pytest
 from rpc_capture import TraceWriter, open_trace
 from rpcbench.commands.progress import ProgressDisplay, clock, eta_of, plain_line, rate_of
 from rpcbench.config import DEFAULT_TRACE, RunConfig
-from rpcbench.executors import calls_of, report, share_done
+from rpcbench.executors import report
+from rpcbench.watch import calls_of, share_done
 from rpcbench.pipeline import run_benchmark
 from rpcbench.pieces import FloorTask, PieceTask, plan_pieces
 from rpcbench.trace_index import index_trace
