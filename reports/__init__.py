@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from .capacity import ReportOptions
+from .capacity import ReportOptions, load_bootstrap
 from .decision import Decision, decide
 from .html import write_report
 from .markdown import write_markdown
 from .terminal import terminal_text
 
-__all__ = ["Decision", "ReportOptions", "build", "decide", "terminal_text", "write_markdown", "write_report"]
+__all__ = ["Decision", "ReportOptions", "build", "decide", "load_bootstrap", "terminal_text", "write_markdown",
+           "write_report"]
 
 
 def build(d: Decision, folder: str, charts: Optional[str] = None) -> str:

@@ -206,6 +206,12 @@ def _header(r: CodecResult, direction: str, carrier: Transport) -> float:
     return sum(n * carrier.per_message(direction, mean) for n, mean in methods) / total
 
 
+def load_bootstrap() -> None:
+    """Import what the traffic intervals need (scipy.stats: 0.5 s), ahead of time: a run does it while it waits for
+    its schema inference (:func:`rpcbench.pipeline.run_benchmark`'s ``meanwhile``)."""
+    import scipy.stats  # noqa: F401
+
+
 def _bootstrap(spans: np.ndarray, calls: Dict[str, np.ndarray], ref_bytes: Dict[str, np.ndarray],
                weights: Sequence[Sequence[Tuple[float, float]]]) -> Tuple[List[Estimate], str]:
     """Per player: calls/s per direction, then each codec's c2s and s2c bytes/s, with bootstrap CIs."""
@@ -224,7 +230,7 @@ def _bootstrap(spans: np.ndarray, calls: Dict[str, np.ndarray], ref_bytes: Dict[
     point = rates(*data)
     if len(spans) < 2:
         return [Estimate(float(v), math.nan, math.nan) for v in point], "one connection: no interval"
-    import scipy.stats  # 0.5 s to import: only an interval over two connections or more needs it
+    import scipy.stats  # 0.5 s to import (load_bootstrap): only an interval over two connections or more needs it
     ci = scipy.stats.bootstrap(data, rates, paired=True, vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES,
                                method="percentile", batch=max(1, 500_000 // len(spans)),
                                rng=np.random.default_rng(BOOTSTRAP_SEED)).confidence_interval

@@ -17,7 +17,7 @@ import datetime as dt
 import time
 from collections import Counter
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .config import RunConfig
 from .environment import environment, library_version
@@ -36,15 +36,17 @@ from .timing import PACKET_OPS, TimingAnswer
 from .timing_stage import Timed, run_timing
 
 
-def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None) -> Suite:
+def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None,
+                  meanwhile: Callable[[], None] = lambda: None) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's). A trace
-    imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`)."""
+    imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`). ``meanwhile``: the
+    caller's own work, done while the plan waits for the schema inference (if it ever does)."""
     config = config.with_capture()
     if registry is None:
         registry = config.registry()
     else:
         use_capture(registry, config.capture, config.proto)
-    plan = make_plan(config, registry, progress)
+    plan = make_plan(config, registry, progress, meanwhile)
     with open_executor(config.dask, config.jobs, config.codec_timeout, progress) as executor:
         size_pass = run_size_pass(plan, executor)  # a Dask cluster is closed before timing starts
     size_pass_s = time.perf_counter() - plan.started

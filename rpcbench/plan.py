@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from rpc_capture import open_trace
 
@@ -55,13 +55,15 @@ class Plan:
         return self.sampling.held
 
 
-def make_plan(config: RunConfig, registry: Registry, progress: Progress) -> Plan:
-    """Index the traces, train the dictionaries and infer the schema, make the codecs: the run's :class:`Plan`."""
+def make_plan(config: RunConfig, registry: Registry, progress: Progress, meanwhile: Callable[[], None] = lambda: None
+              ) -> Plan:
+    """Index the traces, train the dictionaries and infer the schema, make the codecs: the run's :class:`Plan`
+    (``meanwhile``: the caller's work, done while the schema inference reads, if it reads aside)."""
     started = time.perf_counter()
     progress("size pass", "indexing the traces")
     ids = config.codec_ids(registry)  # the codec list, expanded once
     index = index_traces(config, count=config.sample_calls is not None or bool(wanted(ids, registry)))
-    training = train_dictionaries(config, registry, ids, [t.calls for t in index], progress)
+    training = train_dictionaries(config, registry, ids, [t.calls for t in index], progress, meanwhile)
     if training is not None:  # the config carries the dictionaries: every task builds the same codecs
         registry.dictionaries.update(training.dictionaries)
         config = dataclasses.replace(config, dictionaries=tuple(sorted(training.dictionaries.items())))

@@ -20,7 +20,7 @@ import itertools
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, cast
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, cast
 
 from rpc_capture import Call, open_trace
 
@@ -81,12 +81,12 @@ def wanted(ids: Sequence[str], registry: Registry) -> Dict[str, Type[Compressor]
 
 
 def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str], counts: Sequence[int],
-                       progress: Progress = quiet) -> Optional[Training]:
+                       progress: Progress = quiet, meanwhile: Callable[[], None] = lambda: None) -> Optional[Training]:
     """Train one dictionary per inner codec the run's trained codecs (of ``ids``) need, on the first calls of
     each trace (``counts``: calls per trace) or on ``--train-trace``, and infer a schema for the typed codecs from
     every call of the traces when the run has none for them (rpcbench/inference.py); None if neither is
     needed. With both, and processes allowed (``--jobs``), the inference reads in a watched process of its own
-    while this one trains: the plan takes the longer of the two, not their sum."""
+    while this one trains, then does ``meanwhile`` (the caller's work): the plan takes the longer, not the sum."""
     needed = wanted(ids, registry)
     inferring = inference.Inference(config) if inference.wanted(config, ids) else None
     if not needed and inferring is None:
@@ -106,6 +106,8 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
         for done, (inner_id, compressor) in enumerate(needed.items()):
             progress("training", f"dictionary for {inner_id}", done, len(needed))
             _train(training, registry.create(inner_id), compressor, calls, config.dict_size)
+        if inferred is not None:
+            meanwhile()
         schema = inferred.result() if inferred is not None else inferring.schema() if inferring is not None else None
     finally:
         if inferred is not None:
