@@ -1,9 +1,7 @@
 #!/usr/bin/env python3
 """rpcbench command line: ``python run_bench.py --help``."""
 
-import sys
-
-from rpcbench.commands import main
+from rpcbench.commands import cli
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    cli()

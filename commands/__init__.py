@@ -9,10 +9,12 @@ below it imports this layer.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
+import os
 import sys
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 from rpc_capture import TraceError
 from rpcbench.errors import BenchError
@@ -55,6 +57,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{program()}: interrupted", file=sys.stderr)
         return 130
+
+
+def cli() -> NoReturn:
+    """The installed ``rpcbench`` command (and ``run_bench.py``): :func:`main`, then :func:`exit_now`."""
+    exit_now(main())
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` once the command is done: its output flushed and the exit handlers run
+    (logging's, a temporary folder's cleanup), without the interpreter's teardown of every module and object,
+    which does nothing a finished command needs and takes 0.1 s (0.3 s once Dask was loaded)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, or a closed stream: nothing left to say
+            pass
+    atexit._run_exitfuncs()
+    os._exit(code)
 
 
 def _printable_streams() -> None:
