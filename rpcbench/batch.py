@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import operator
 import time
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from rpc_capture import Call
 
@@ -150,28 +150,24 @@ def _outcome(codec: Codec, call: Call, data: Any, back: Any, ns: int, declared: 
 
 def _each(func: Any, items: Sequence[Any], indices: Sequence[int], beat: Any) -> List[Any]:
     """``func`` of each item, in order, each once; an item whose call raised gets :class:`_Raised`, and a
-    ``SystemExit`` ends the list. With a watcher, ``beat[0]`` names the call at work, as call by call it does.
-
-    The loop runs in C (``list.extend`` of a ``map``, which keeps what it got when a call raises; the watch's
-    ``beat[0]`` is stored by a ``map`` zipped before each item): a Python loop costs a quarter of msgpack's
-    encode and decode."""
+    ``SystemExit`` ends the list. With a watcher, ``beat[0]`` names the call at work, as call by call it does."""
     out: List[Any] = []
+    append = out.append
     while len(out) < len(items):
-        rest: Iterator[Any] = itertools.islice(items, len(out), None)
-        if beat is not None:
-            at = map(beat.__setitem__, itertools.repeat(0), itertools.islice(indices, len(out), None))
-            rest = map(_SECOND, zip(at, rest))
         try:
-            out.extend(map(func, rest))
+            if beat is None:
+                for item in itertools.islice(items, len(out), None):
+                    append(func(item))
+            else:
+                for index, item in itertools.islice(zip(indices, items), len(out), None):
+                    beat[0] = index
+                    append(func(item))
         except Exception as e:
-            out.append(_Raised(e))
+            append(_Raised(e))
         except SystemExit as e:
-            out.append(_Raised(e))
+            append(_Raised(e))
             break
     return out
-
-
-_SECOND = operator.itemgetter(1)
 
 
 def compressed_all(compressor: Any, base: Inner, batch: CallBatch, beat: Any) -> Inner:
