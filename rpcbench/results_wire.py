@@ -12,10 +12,9 @@ importing the results; the pipeline adds the packets' CPU (:func:`rpcbench.pipel
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
-if TYPE_CHECKING:  # the type only: results imports this module
-    from .results import Timing
+from .results_timing import Timing
 
 
 @dataclass(frozen=True)

@@ -227,14 +227,14 @@ class CodecTally:
         connection, the size histogram and each per-call --wire policy's packets."""
         names = columns.names
         for start, sizes in self._runs:
-            keys, counts = columns.keys[start:start + len(sizes)], np.frombuffer(sizes, np.int64)
-            if counts.min() < 0:  # calls that did not encode count nowhere
-                keys, counts = keys[counts >= 0], counts[counts >= 0]
-                if not len(counts):
+            keys, nbytes = columns.keys[start:start + len(sizes)], np.frombuffer(sizes, np.int64)
+            if nbytes.min() < 0:  # calls that did not encode count nowhere
+                keys, nbytes = keys[nbytes >= 0], nbytes[nbytes >= 0]
+                if not len(nbytes):
                     continue
-            histogram = _histogram(counts)
+            histogram = _histogram(nbytes)
             self.sizes.update(histogram)
-            weights = counts.astype(np.float64)
+            weights = nbytes.astype(np.float64)
             calls = np.bincount(keys, minlength=len(names.method_of))
             payload = np.bincount(keys, weights, len(calls)).astype(np.int64)
             both = np.column_stack((calls, payload))
