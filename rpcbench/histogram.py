@@ -1,10 +1,12 @@
-"""The nearest-rank percentile of a ``{value: count}`` histogram: the one percentile rule of the size pass's
-sizes, the wire's payloads and latencies, and timing's per-call tails."""
+"""``{value: count}`` histograms: the nearest-rank percentile, the one percentile rule of the size pass's sizes,
+the wire's payloads and latencies, and timing's per-call tails; and a histogram of many values at once."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
 
 
 def nearest_ranks(histogram: Mapping[Any, int], pcts: Sequence[float]) -> Tuple[float, ...]:
@@ -30,3 +32,14 @@ def nearest_ranks(histogram: Mapping[Any, int], pcts: Sequence[float]) -> Tuple[
 def nearest_rank(histogram: Mapping[Any, int], pct: float) -> float:
     """One percentile (see :func:`nearest_ranks`)."""
     return nearest_ranks(histogram, (pct,))[0]
+
+
+def histogram_of(values: np.ndarray) -> Dict[int, int]:
+    """How many of ``values`` (non-negative integers) are each value: a bincount while the largest is small,
+    else a sort (a bincount's array would be as long as the largest value)."""
+    if values.max() < 1 << 16:
+        counts = np.bincount(values)
+        found = np.flatnonzero(counts)
+        return dict(zip(found.tolist(), counts[found].tolist()))
+    found, counts = np.unique(values, return_counts=True)
+    return dict(zip(found.tolist(), counts.tolist()))

@@ -215,7 +215,8 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
             check_batch(tallies, CallBatch(indices, chunk), span, beat)
             measured += len(chunk)
         else:
-            measured += _measure_runs(tallies, plan, piece.trace, indices, chunk, batchers, pass_over, span, beat)
+            measured += _measure_runs(tallies, plan, piece.trace, indices, chunk, batchers, pass_over,
+                                      bool(followers), span, beat)
         if len(span) >= SPAN_CALLS:
             sum_span(tallies, span, span_stats)
     sum_span(tallies, span, span_stats)
@@ -234,11 +235,12 @@ def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = N
 
 def _measure_runs(tallies: List[CodecTally], plan: SamplePlan, trace: int, indices: List[int], chunk: List[Call],
                   batchers: Dict[str, Batcher], pass_over: Callable[[Sequence[int], Sequence[Call]], None],
-                  span: Span, beat: Any) -> int:
+                  in_order: bool, span: Span, beat: Any) -> int:
     """A chunk's calls that ``--size-fraction`` keeps through the tallies (one at a time with a batched --wire
-    policy: each call's messages join their batches), the others to ``pass_over``; the calls measured."""
+    policy: each call's messages join their batches), the others to ``pass_over`` (in the chunk's order when
+    ``in_order``: a tally follows the calls it skips); the calls measured."""
     measured = 0
-    for keep, run in _size_runs(plan, trace, indices, any(t.follows_skipped for t in tallies)):
+    for keep, run in _size_runs(plan, trace, indices, in_order):
         sub = [chunk[i] for i in run] if len(run) < len(chunk) else chunk
         ids = [indices[i] for i in run] if len(run) < len(chunk) else indices
         if not keep:

@@ -17,7 +17,7 @@ from rpc_capture.stats import TraceStats
 
 from .batch import CallBatch, Inner, compressed_all, round_trip_all
 from .codec import Codec, Compressed, Streams, stream_key
-from .histogram import nearest_ranks
+from .histogram import histogram_of, nearest_ranks
 from .results import Problem, Sizes
 from .round_trip import Outcome, compressed, error_text, round_trip
 from .span import Columns, Span, fold
@@ -232,7 +232,7 @@ class CodecTally:
                 keys, nbytes = keys[nbytes >= 0], nbytes[nbytes >= 0]
                 if not len(nbytes):
                     continue
-            histogram = _histogram(nbytes)
+            histogram = histogram_of(nbytes)
             self.sizes.update(histogram)
             weights = nbytes.astype(np.float64)
             calls = np.bincount(keys, minlength=len(names.method_of))
@@ -243,7 +243,7 @@ class CodecTally:
             fold(self.by_connection, keys, calls, names.conn_of, names.conns,
                  np.column_stack((payload * ~names.s2c, payload * names.s2c)))
             for wire in self._per_call:
-                wire.add_all(keys, calls, names, weights, histogram)
+                wire.add_all(keys, calls, payload, names, weights, histogram)
         self._runs = []
 
     def _batch(self, batch: CallBatch, beat: Any) -> Inner:
@@ -312,16 +312,6 @@ class CodecTally:
         groups = [Problem(kind, feature, g[1], g[0], g[2], g[3], g[4], g[5])
                   for (kind, feature), g in self.problems.items()]
         return tuple(sorted(groups, key=lambda p: (p.declared, -p.count)))
-
-
-def _histogram(sizes: np.ndarray) -> Dict[int, int]:
-    """The calls per size among ``sizes`` (a bincount while the largest is small, else a sort)."""
-    if sizes.max() < 1 << 16:
-        counts = np.bincount(sizes)
-        found = np.flatnonzero(counts)
-        return dict(zip(found.tolist(), counts[found].tolist()))
-    values, counts = np.unique(sizes, return_counts=True)
-    return dict(zip(values.tolist(), counts.tolist()))
 
 
 def _call_shared(batch: CallBatch, position: int) -> Dict[str, Outcome]:

@@ -108,7 +108,9 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
             _train(training, registry.create(inner_id), compressor, calls, config.dict_size)
         if inferred is not None:
             meanwhile()
-        schema = inferred.result() if inferred is not None else inferring.schema() if inferring is not None else None
+            schema = inferred.result()
+        else:
+            schema = inferring.schema() if inferring is not None else None
     finally:
         if inferred is not None:
             inferred.stop()

@@ -272,15 +272,14 @@ class WireTally:
         figures[_CALLS] += 1
         self.latency[0] += 1
 
-    def add_all(self, keys: np.ndarray, calls: np.ndarray, names: Names, weights: np.ndarray,
+    def add_all(self, keys: np.ndarray, calls: np.ndarray, payload: np.ndarray, names: Names, weights: np.ndarray,
                 sizes: Dict[int, int]) -> None:
         """:meth:`add` of encoded calls of ``weights`` bytes each (as floats), ``keys`` the span key of each
-        (:class:`rpcbench.span.Names` tells their directions; ``calls``: per key, how many); ``sizes``: their
-        histogram."""
+        (:class:`rpcbench.span.Names` tells their directions; ``calls`` and ``payload``: per key, how many and their
+        bytes); ``sizes``: their histogram."""
         classes = (weights > SIZE_CLASSES[0]).astype(np.intp) + (weights > SIZE_CLASSES[1])
         by_class = np.bincount(keys * 3 + classes, minlength=3 * len(calls)).reshape(len(calls), 3)
-        payload = np.bincount(keys, weights, len(calls))
-        figures = np.column_stack((calls, calls, payload, np.zeros(len(calls)), by_class)).astype(np.int64)
+        figures = np.column_stack((calls, calls, payload, np.zeros(len(calls), np.int64), by_class)).astype(np.int64)
         fold(self.directions, keys, calls, names.dir_of, names.dirs, figures)
         self.payloads.update(sizes)
         self.latency[0] += len(weights)

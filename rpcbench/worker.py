@@ -176,13 +176,9 @@ class Child:
         self._command, self._deadline = "", 0.0
         self.cpus: List[Optional[int]] = []  #: the CPU each timed round ran on, as the child saw it
 
-    def ask(self, command: str) -> Dict[str, Any]:
-        """Send a command (warmup, round, finish, result); silence or death is answered as an error."""
-        self.send(command)
-        return self.receive()
-
     def send(self, command: str) -> None:
-        """Send a command without waiting: its reply is :meth:`receive`'s, due within the codec timeout."""
+        """Send a command (warmup, round, finish, result) without waiting: its reply is :meth:`receive`'s, due
+        within the codec timeout."""
         self._command, self._deadline = command, time.monotonic() + self.timeout
         try:
             os.write(self._to_child, (command + "\n").encode())
