@@ -6,6 +6,8 @@
   the format limits that name a failed encode, ``Struct``/``Value`` helpers.
 * :mod:`.schema`: :class:`Settings`, :func:`load`, and :class:`Schema`'s method table
   (which message carries each method, by the rules in its docstring).
+* :mod:`.shape`: what a schema is inferred from: the shape of the values at one place of the args,
+  recorded value by value, merged exactly from runs of calls read apart.
 * :mod:`.infer`: a .proto inferred from a trace (``run_bench.py proto infer``).
 
 Settings travel as data: the registry passes a :class:`Settings` to the codec's
@@ -17,7 +19,8 @@ cache folder is ``compile.CACHE_DIR`` (tests point it elsewhere).
 from .compile import compile_descriptors, condense_errors, well_known_include
 from .convert import (ENUM_FORMS, Converters, MessageConverter, field_kind, find_limit, jsonlike, map_value_field,
                       positional_fields, value_kwargs, value_to_python)
-from .infer import TraceShapes, infer, infer_calls, is_identifier, package_for
+from .infer import TraceShapes, infer, infer_calls, package_for
+from .shape import InexactMerge, is_identifier
 from .schema import DEFAULT_SETTINGS, INFERRED_CHANGE, PROTO_DIR, Method, Schema, Settings, load, read_mapping
 from .wire import read_field, read_varint, varint
 
@@ -25,7 +28,7 @@ __all__ = [
     "compile_descriptors", "condense_errors", "well_known_include",
     "ENUM_FORMS", "Converters", "MessageConverter", "field_kind", "find_limit", "jsonlike", "map_value_field",
     "positional_fields", "value_kwargs", "value_to_python",
-    "TraceShapes", "infer", "infer_calls", "is_identifier", "package_for",
+    "TraceShapes", "infer", "infer_calls", "package_for", "InexactMerge", "is_identifier",
     "DEFAULT_SETTINGS", "INFERRED_CHANGE", "PROTO_DIR", "Method", "Schema", "Settings", "load", "read_mapping",
     "read_field", "read_varint", "varint",
 ]

@@ -1,7 +1,8 @@
 """Infer a .proto schema from a trace, so a team can try protobuf on its own traffic first.
 
-:func:`infer` reads every call, records the shape of each method's args (:class:`Shape`:
-kinds, int ranges, dict keys, list items) and writes one message per method
+:func:`infer` reads every call, records the shape of each method's args (:class:`TraceShapes`, a
+:class:`~rpcbench.protobuf.shape.Shape` per method: kinds, int ranges, dict keys, list items; the shapes of
+runs of calls read apart merge exactly) and writes one message per method
 (:class:`SchemaWriter`), fields typed from every value seen. Where the values left a
 choice open, the field says so in a ``// guess:`` comment; docs/protobuf.md lists the
 rules. ``run_bench.py proto infer`` (commands/proto.py) prints the result.
@@ -13,136 +14,19 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from rpc_capture import Call, open_trace
 
 from ..errors import BenchError
+from .shape import Shape, child_shape, is_identifier
 
-MAX_FIELDS = 64  #: a dict position with more distinct keys than this is a map, not a message
-MAP_MIN_KEYS = 8  #: ...and so is one with at least this many keys, values all alike and each dict holding
-MAP_MAX_FILL = 0.75  #: ...less than this share of them (names that vary by call: player ids, slots)
-_KINDS = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes", list: "list", tuple: "list",
-          dict: "dict"}
-_SCALARS = {t: kind for t, kind in _KINDS.items() if kind in ("bool", "int", "float", "str", "bytes")}
+MAP_MIN_KEYS = 8  #: a dict position with at least this many keys, values all alike and each dict holding
+MAP_MAX_FILL = 0.75  #: ...less than this share of them, is a map (names that vary by call: player ids, slots)
 _WRAPPERS = {"double": "DoubleValue", "int32": "Int32Value", "sint32": "Int32Value", "int64": "Int64Value",
              "sint64": "Int64Value", "uint64": "UInt64Value", "bool": "BoolValue", "string": "StringValue",
              "bytes": "BytesValue"}
 _VALUE = "google.protobuf.Value"
-
-
-def is_identifier(name: Any) -> bool:
-    """Whether ``name`` can be a protobuf field, message or rpc name (ASCII letter or _, then letters, digits, _)."""
-    return type(name) is str and name.isascii() and name.isidentifier()
-
-
-class Shape:
-    """Everything seen at one place of the args (the values of one key, or the items of lists)."""
-
-    def __init__(self) -> None:
-        self.count = 0  #: values seen, None included
-        self.none = 0
-        self.kinds: Counter = Counter()  #: non-None values by kind: bool int float str bytes list dict other
-        self.lo = self.hi = 0  #: int range
-        self.items: Optional[Shape] = None  #: list items
-        self.fields: Optional[Dict[str, Shape]] = {}  #: dict values by key; None once the dicts look like a map
-        self.values: Optional[Shape] = None  #: all dict values, once the dicts look like a map
-        self.key_kinds: Counter = Counter()  #: dict keys: "name", "int", "str" (not a field name), "other"
-        self.key_lo = self.key_hi = 0
-        self.map_reason = ""
-
-    def add(self, value: Any) -> None:
-        """Record one value (called for every value of every call the schema is inferred from: kept lean)."""
-        self.count += 1
-        if value is None:
-            self.none += 1
-            return
-        kind = _KINDS.get(type(value), "other")
-        kinds = self.kinds
-        kinds[kind] += 1
-        if kind == "int":
-            if kinds["int"] == 1:
-                self.lo = self.hi = value
-            elif value < self.lo:
-                self.lo = value
-            elif value > self.hi:
-                self.hi = value
-        elif kind == "list":
-            items = self.items
-            if items is None:
-                items = self.items = Shape()
-            items.add_items(value)
-        elif kind == "dict":
-            self._add_dict(value)
-
-    def add_items(self, values: Any) -> None:
-        """Record the items of one list: a list of one scalar type (chunk data, coordinates) in a few C calls."""
-        types = set(map(type, values))
-        kind = _SCALARS.get(types.pop()) if len(types) == 1 else None
-        if kind is None:
-            for item in values:
-                self.add(item)
-            return
-        n = len(values)
-        self.count += n
-        if kind == "int":
-            lo, hi = min(values), max(values)
-            self.lo, self.hi = (lo, hi) if not self.kinds["int"] else (min(self.lo, lo), max(self.hi, hi))
-        self.kinds[kind] += n
-
-    def _add_dict(self, d: dict) -> None:
-        fields = self.fields
-        if fields is not None and fields.keys() >= d.keys():  # keys already seen, so field names: the usual case
-            self.key_kinds["name"] += len(d)
-            for key, value in d.items():
-                fields[key].add(value)
-            return
-        for key in d:
-            kind = _key_kind(key)
-            self.key_kinds[kind] += 1
-            if kind == "int":
-                self.key_lo, self.key_hi = min(self.key_lo, key), max(self.key_hi, key)
-        if fields is not None:
-            odd = [k for k, n in self.key_kinds.items() if k != "name" and n]
-            if odd or len(fields.keys() | d.keys()) > MAX_FIELDS:
-                self.become_map("keys that are not field names" if odd else f"more than {MAX_FIELDS} distinct keys")
-        if self.fields is not None:
-            for key, value in d.items():
-                _child(self.fields, key).add(value)
-        else:
-            for value in d.values():
-                self.values.add(value)  # type: ignore[union-attr]
-
-    def become_map(self, reason: str) -> None:
-        """Stop telling keys apart: their values merge into one shape, the map's values."""
-        self.map_reason, self.values = reason, Shape()
-        for shape in (self.fields or {}).values():
-            self.values.merge(shape)
-        self.fields = None
-
-    def merge(self, other: "Shape") -> None:
-        """Add everything ``other`` saw (used when a dict position turns out to be a map)."""
-        if other.kinds["int"]:
-            self.lo, self.hi = ((other.lo, other.hi) if not self.kinds["int"]
-                                else (min(self.lo, other.lo), max(self.hi, other.hi)))
-        self.count += other.count
-        self.none += other.none
-        self.kinds.update(other.kinds)
-        self.key_kinds.update(other.key_kinds)
-        self.key_lo, self.key_hi = min(self.key_lo, other.key_lo), max(self.key_hi, other.key_hi)
-        if other.items:
-            self.items = self.items or Shape()
-            self.items.merge(other.items)
-        if other.fields is None and self.fields is not None:
-            self.become_map(other.map_reason)
-        if self.fields is not None:
-            for key, shape in (other.fields or {}).items():
-                _child(self.fields, key).merge(shape)
-        elif other.fields is not None:
-            for shape in other.fields.values():
-                self.values.merge(shape)  # type: ignore[union-attr]
-        else:
-            self.values.merge(other.values)  # type: ignore[union-attr, arg-type]
 
 
 class Field:
@@ -287,21 +171,6 @@ class SchemaWriter:
         return Field("google.protobuf.Struct", label, [note + ": google.protobuf.Struct, numbers come back as float"])
 
 
-def _child(fields: Dict[str, Shape], key: str) -> Shape:
-    """The shape of ``key`` in ``fields``, made on first sight."""
-    shape = fields.get(key)
-    if shape is None:
-        shape = fields[key] = Shape()
-    return shape
-
-
-def _key_kind(key: Any) -> str:
-    """``name`` (can be a field name), ``str`` (any other str), ``int`` or ``other``."""
-    if is_identifier(key):
-        return "name"
-    return "str" if type(key) is str else "int" if type(key) is int else "other"
-
-
 def _varying_keys(s: Shape) -> bool:
     """Whether a dict position that could be a message looks more like a map (see MAP_MIN_KEYS)."""
     fields = list((s.fields or {}).values())
@@ -391,7 +260,9 @@ def infer_calls(source: Iterable[Call], name: str, package: str) -> Tuple[str, D
 class TraceShapes:
     """The shape of each method's args over the calls added so far: a schema is written from it at the end.
 
-    Calls are added one at a time, so a pass that reads the calls for something else can infer on the way."""
+    Calls are added one at a time, so a pass that reads the calls for something else can infer on the way; the
+    shapes of runs of calls read apart (halves of a trace, in two processes) merge into those of one read
+    (:meth:`merge`)."""
 
     def __init__(self) -> None:
         self.by_method: Dict[str, Shape] = {}
@@ -402,8 +273,20 @@ class TraceShapes:
         args = call.args
         if type(args) is list or type(args) is tuple:  # positional: fields arg0, arg1, ...
             args = {f"arg{i}": v for i, v in enumerate(args)}
-        _child(self.by_method, call.method).add(args)
+        child_shape(self.by_method, call.method).add(args)
         self.calls += 1
+
+    def merge(self, other: "TraceShapes") -> None:
+        """Add the calls ``other`` recorded, which came after this one's: the shapes adding them in order gives,
+        methods in order of first appearance (:meth:`Shape.merge`; ``other`` is used up). Raises InexactMerge, this
+        one then half merged, in the few cases where the shapes cannot tell: add the calls in order then."""
+        for method, shape in other.by_method.items():
+            mine = self.by_method.get(method)
+            if mine is None:
+                self.by_method[method] = shape
+            else:
+                mine.merge(shape)
+        self.calls += other.calls
 
     def schema(self, name: str, package: str) -> Tuple[str, Dict[str, str]]:
         """The .proto source (``name``: where the calls came from, for its header), and the mapping needed
