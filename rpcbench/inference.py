@@ -68,6 +68,18 @@ class Inference:
         self.shapes = protobuf.TraceShapes()
         self.add = self.shapes.add  #: record one call (bound once: it runs for every call of the traces)
 
+    def merge(self, parts: Sequence[protobuf.TraceShapes]) -> bool:
+        """Take the shapes of runs of calls read apart (in call order) as if their calls were added here in order;
+        False, nothing taken, where they cannot tell what that gives (:class:`rpcbench.protobuf.InexactMerge`)."""
+        shapes = protobuf.TraceShapes()
+        try:
+            for part in parts:
+                shapes.merge(part)
+        except protobuf.InexactMerge:
+            return False
+        self.shapes, self.add = shapes, shapes.add
+        return True
+
     def schema(self) -> InferredSchema | None:
         """The schema inferred from the calls added, when the bundled schemas lack a method of theirs; None when
         they define them all."""

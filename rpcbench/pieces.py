@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from rpc_capture import Call, TraceReader, open_trace
+from rpc_capture import Call, open_trace
 from rpc_capture.stats import TraceStats
 
 from .batch import BATCH, CallBatch
@@ -25,7 +25,7 @@ from .registry import Registry
 from .sampling import SIZE_SALT, TIMING_SALT, Candidates, Drawn, SamplePlan, priorities
 from .span import SPAN_CALLS, Span
 from .tally import CodecTally, check_batch, check_call, send_rest, sum_span
-from .trace_index import TraceIndex
+from .trace_index import CallRange, TraceIndex
 from .tick import TraceWire
 from .wire import TRANSPORTS, Batcher, WirePolicy
 
@@ -179,10 +179,7 @@ class PieceSummary:
 
 def tally_piece(config: RunConfig, piece: Piece, plan: SamplePlan, beat: Any = None) -> PieceSummary:
     """One piece's calls through its live codecs: a summary that :class:`SizePass` merges."""
-    reader = open_trace(piece.path, config.salvage)
-    if piece.start is not None and isinstance(reader, TraceReader):
-        reader.seek(piece.start, piece.first_call)
-    calls: Iterator[Call] = reader.calls(stop=piece.stop) if isinstance(reader, TraceReader) else iter(reader)
+    reader, calls = CallRange(piece.path, piece.start, piece.first_call, piece.stop).open(config.salvage)
     wire = piece.wire.policies
     registry = _registry(config)
     tallies = []

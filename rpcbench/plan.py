@@ -63,7 +63,7 @@ def make_plan(config: RunConfig, registry: Registry, progress: Progress, meanwhi
     progress("size pass", "indexing the traces")
     ids = config.codec_ids(registry)  # the codec list, expanded once
     index = index_traces(config, count=config.sample_calls is not None or bool(wanted(ids, registry)))
-    training = train_dictionaries(config, registry, ids, [t.calls for t in index], progress, meanwhile)
+    training = train_dictionaries(config, registry, ids, index, progress, meanwhile)
     if training is not None:  # the config carries the dictionaries: every task builds the same codecs
         registry.dictionaries.update(training.dictionaries)
         config = dataclasses.replace(config, dictionaries=tuple(sorted(training.dictionaries.items())))

@@ -1,14 +1,15 @@
-"""The run's trace files (:func:`resolve_traces`: files, folders, patterns) and where each can be split into
-tasks (:class:`TraceIndex`: batch records' offsets, read from record headers without decoding a call)."""
+"""The run's trace files (:func:`resolve_traces`: files, folders, patterns), where each can be split into
+tasks (:class:`TraceIndex`: batch records' offsets, read from record headers without decoding a call), and a
+run of a trace's calls between two of them (:class:`CallRange`; :func:`halves`: the run's calls in two)."""
 
 from __future__ import annotations
 
 import glob
 import os
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
-from rpc_capture import TraceReader, open_trace
+from rpc_capture import Call, JsonlReader, TraceReader, open_trace
 
 from .config import RunConfig
 from .errors import BenchError
@@ -65,3 +66,51 @@ def index_trace(path: str, salvage: bool, chunk_calls: int, count: bool) -> Trac
 def index_traces(config: RunConfig, count: bool) -> List[TraceIndex]:
     """The index pass over every trace of the run, here (see :func:`index_trace`)."""
     return [index_trace(p, config.salvage, config.chunk_calls, count) for p in config.trace_files]
+
+
+@dataclass(frozen=True)
+class CallRange:
+    """Calls of one trace: from the batch record at byte ``start`` (None: the file's start), whose first call is
+    the trace's ``first_call``-th, to the batch record at byte ``stop`` (None: the file's end)."""
+
+    path: str
+    start: Optional[int] = None
+    first_call: int = 0
+    stop: Optional[int] = None
+
+    def open(self, salvage: bool) -> Tuple[Union[TraceReader, JsonlReader], Iterator[Call]]:
+        """The trace's reader, and the range's calls read from it."""
+        reader = open_trace(self.path, salvage)
+        if not isinstance(reader, TraceReader):
+            return reader, iter(reader)
+        if self.start is not None:
+            reader.seek(self.start, self.first_call)
+        return reader, reader.calls(stop=self.stop)
+
+
+Halves = Tuple[Tuple[CallRange, ...], Tuple[CallRange, ...]]
+
+
+def halves(traces: Sequence[TraceIndex]) -> Optional[Halves]:
+    """The run's calls (its traces' one after the other) in two runs of about as many calls each, cut at a batch
+    record of a trace's index (:attr:`TraceIndex.cuts`) or between two traces; None when there is no such cut
+    (one trace that cannot be split) or a trace's calls were not counted."""
+    if any(t.calls < 0 for t in traces):
+        return None
+    total = sum(t.calls for t in traces)
+    best: Optional[Tuple[int, int, Optional[int], int]] = None  #: distance from the middle, trace, offset, calls before
+    before = 0
+    for number, trace in enumerate(traces):
+        for offset, calls in [(None, 0), *trace.cuts[1:]]:  # None: the trace's start
+            at = before + calls
+            if 0 < at < total and (best is None or abs(2 * at - total) < best[0]):
+                best = (abs(2 * at - total), number, offset, calls)
+        before += trace.calls
+    if best is None:
+        return None
+    _, number, offset, calls = best
+    whole = [CallRange(t.path) for t in traces]
+    if offset is None:
+        return tuple(whole[:number]), tuple(whole[number:])
+    path = traces[number].path
+    return (*whole[:number], CallRange(path, stop=offset)), (CallRange(path, offset, calls), *whole[number + 1:])

@@ -9,14 +9,20 @@ then skip for every codec alike; or all calls of a separate ``--train-trace``. O
 dictionary per inner codec (``json``, ``msgpack``...), trained on that codec's bytes: it
 is what a server would build from its own traffic and ship once to each client.
 
-When the run infers the typed codecs' schema (rpcbench/inference.py), the same read goes on
-to the end of each trace and gives every call to the inference: one read of the traces, not two.
+When the run infers the typed codecs' schema (rpcbench/inference.py) from every call of the
+traces, watched processes of their own read them for it while this one trains (``--jobs`` 1 or
+more): two, each through half the calls (cut at a batch record or between traces), when the run
+may use 2 CPUs and ``--jobs`` is 2 or more; their shapes merge into exactly those of one read in
+order (rpcbench/protobuf/shape.py; where they cannot tell, the calls are read again here, in
+order). With ``--jobs 0`` the read that takes the held-out calls goes on to the end of each trace
+and gives every call to the inference: one read of the traces, not two.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -29,9 +35,14 @@ from .codec import Codec, Compressor, Streams, encoded_or_none, stream_key
 from .config import RunConfig
 from .errors import BenchError
 from .inference import Inference, InferredSchema
+from .protobuf import TraceShapes
 from .registry import Registry
-from .watch import started
+from .trace_index import CallRange, TraceIndex, halves
+from .watch import Watch, started
+from .worker import usable_cpus
 from .progress import Progress, quiet
+
+log = logging.getLogger("rpcbench")
 
 
 @dataclass(frozen=True)
@@ -80,13 +91,14 @@ def wanted(ids: Sequence[str], registry: Registry) -> Dict[str, Type[Compressor]
     return found
 
 
-def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str], counts: Sequence[int],
+def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str], index: Sequence[TraceIndex],
                        progress: Progress = quiet, meanwhile: Callable[[], None] = lambda: None) -> Optional[Training]:
     """Train one dictionary per inner codec the run's trained codecs (of ``ids``) need, on the first calls of
-    each trace (``counts``: calls per trace) or on ``--train-trace``, and infer a schema for the typed codecs from
-    every call of the traces when the run has none for them (rpcbench/inference.py); None if neither is
-    needed. With both, and processes allowed (``--jobs``), the inference reads in a watched process of its own
-    while this one trains, then does ``meanwhile`` (the caller's work): the plan takes the longer, not the sum."""
+    each trace (``index``: the traces, their calls counted) or on ``--train-trace``, and infer a schema for the
+    typed codecs from every call of the traces when the run has none for them (rpcbench/inference.py); None if
+    neither is needed. With both, and processes allowed (``--jobs``), the inference reads in watched processes of
+    its own (two, each through half the calls, with ``--jobs`` 2 or more and 2 CPUs) while this one trains, then
+    does ``meanwhile`` (the caller's work): the plan takes the longer, not the sum."""
     needed = wanted(ids, registry)
     inferring = inference.Inference(config) if inference.wanted(config, ids) else None
     if not needed and inferring is None:
@@ -98,22 +110,23 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
         schema = cast(Inference, inferring).schema()
         where = "nothing: no codec of the run trains a dictionary"
         return None if schema is None else Training((), where, len(calls), schema=schema)  # None: bundled ones do
-    aside = config.jobs > 0 and hasattr(os, "fork") and inferring is not None
-    inferred = started(_InferenceTask(cast(Inference, inferring)), config.codec_timeout) if aside else None
+    aside = config.jobs > 0 and hasattr(os, "fork")
+    tasks = _inference_tasks(config, index, inferring) if aside and inferring is not None else []
+    reads: List[Watch] = []
     try:
-        calls, held, where = _training_calls(config, counts, None if aside else inferring)
+        reads += (started(task, config.codec_timeout) for task in tasks)
+        calls, held, where = _training_calls(config, [t.calls for t in index], None if tasks else inferring)
         training = Training(held, where, len(calls))
         for done, (inner_id, compressor) in enumerate(needed.items()):
             progress("training", f"dictionary for {inner_id}", done, len(needed))
             _train(training, registry.create(inner_id), compressor, calls, config.dict_size)
-        if inferred is not None:
+        if reads:
             meanwhile()
-            schema = inferred.result()
-        else:
-            schema = inferring.schema() if inferring is not None else None
+            _merge_reads(config, cast(Inference, inferring), [read.result() for read in reads])
+        schema = inferring.schema() if inferring is not None else None
     finally:
-        if inferred is not None:
-            inferred.stop()
+        for read in reads:
+            read.stop()
     return dataclasses.replace(training, schema=schema)
 
 
@@ -133,22 +146,46 @@ def _train(training: Training, codec: Codec, compressor: Type[Compressor], calls
 
 @dataclass(frozen=True)
 class _InferenceTask:
-    """The schema inference over every call of the run's traces as a watched task (:func:`rpcbench.watch.started`):
-    ``inferring`` was made here, so its bundled schemas loaded (or failed) before the read."""
+    """Calls of the run's traces through the schema inference, as a watched task (:func:`rpcbench.watch.started`);
+    gives back their shapes. ``inferring`` was made here, so its bundled schemas loaded (or failed) before."""
 
     inferring: Inference
+    calls: Tuple[CallRange, ...]  #: the calls it reads, in order
     codecs: Tuple[str, ...] = ()  #: no codec: nothing to blame for a stall
     span: Tuple[int, int] = (0, 0)
 
     def prepare(self) -> None:
         return None
 
-    def run(self, beat: Any) -> Optional[InferredSchema]:
-        _read(self.inferring.config, (), self.inferring)
-        return self.inferring.schema()
+    def run(self, beat: Any) -> TraceShapes:
+        shapes, salvage = TraceShapes(), self.inferring.config.salvage
+        for part in self.calls:
+            reader, calls = part.open(salvage)
+            for call in calls:
+                shapes.add(call)
+            reader.close()
+        return shapes
 
     def blame(self, position: int, reason: str) -> "_InferenceTask":
         return self
+
+
+def _inference_tasks(config: RunConfig, index: Sequence[TraceIndex], inferring: Inference) -> List[_InferenceTask]:
+    """The inference's reads: two, each through half the calls (:func:`rpcbench.trace_index.halves`), when the
+    run may use 2 CPUs and ``--jobs`` is 2 or more and the traces can be cut; else one through every call."""
+    split = halves(index) if config.jobs >= 2 and usable_cpus() >= 2 else None
+    if split is None:
+        return [_InferenceTask(inferring, tuple(CallRange(t.path) for t in index))]
+    return [_InferenceTask(inferring, half) for half in split]
+
+
+def _merge_reads(config: RunConfig, inferring: Inference, shapes: List[TraceShapes]) -> None:
+    """Give ``inferring`` the shapes of the inference's reads, in call order; in the few cases where they cannot
+    tell what adding the calls in order gives (:meth:`rpcbench.protobuf.shape.Shape.merge`), it reads every call
+    here in order instead (logged)."""
+    if not inferring.merge(shapes):
+        log.info("schema inference: the halves' shapes cannot be merged exactly; reading every call in order")
+        _read(config, (), inferring)
 
 
 def _training_calls(config: RunConfig, counts: Sequence[int], inferring: Optional[Inference]) -> Tuple[
