@@ -184,7 +184,8 @@ def _merge_reads(config: RunConfig, inferring: Inference, shapes: List[TraceShap
     tell what adding the calls in order gives (:meth:`rpcbench.protobuf.shape.Shape.merge`), it reads every call
     here in order instead (logged)."""
     if not inferring.merge(shapes):
-        log.info("schema inference: the halves' shapes cannot be merged exactly; reading every call in order")
+        log.info("schema inference: the two halves' shapes cannot tell the order of some values; every call read "
+                 "again, in order (same schema, slower)")
         _read(config, (), inferring)
 
 
