@@ -96,30 +96,27 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
     """Train one dictionary per inner codec the run's trained codecs (of ``ids``) need, on the first calls of
     each trace (``index``: the traces, their calls counted) or on ``--train-trace``, and infer a schema for the
     typed codecs from every call of the traces when the run has none for them (rpcbench/inference.py); None if
-    neither is needed. With both, and processes allowed (``--jobs``), the inference reads in watched processes of
-    its own (two, each through half the calls, with ``--jobs`` 2 or more and 2 CPUs) while this one trains, then
-    does ``meanwhile`` (the caller's work): the plan takes the longer, not the sum."""
+    neither is needed. With processes allowed (``--jobs``), the inference reads in watched processes of its own
+    (two, each through half the calls, with ``--jobs`` 2 or more and 2 CPUs) while this one trains, then does
+    ``meanwhile`` (the caller's work): the plan takes the longer, not the sum."""
     needed = wanted(ids, registry)
     inferring = inference.Inference(config) if inference.wanted(config, ids) else None
     if not needed and inferring is None:
         return None
     progress("training", "reading the training calls" if inferring is None else
              "reading every call (schema inference) and the training calls")
-    if not needed:
-        calls = _read(config, (), inferring)
-        schema = cast(Inference, inferring).schema()
-        where = "nothing: no codec of the run trains a dictionary"
-        return None if schema is None else Training((), where, len(calls), schema=schema)  # None: bundled ones do
     aside = config.jobs > 0 and hasattr(os, "fork")
     tasks = _inference_tasks(config, index, inferring) if aside and inferring is not None else []
+    here = None if tasks else inferring  #: the inference, when it reads here
     reads: List[Watch] = []
     try:
         reads += (started(task, config.codec_timeout) for task in tasks)
-        calls, held, where = _training_calls(config, [t.calls for t in index], None if tasks else inferring)
-        training = Training(held, where, len(calls))
-        for done, (inner_id, compressor) in enumerate(needed.items()):
-            progress("training", f"dictionary for {inner_id}", done, len(needed))
-            _train(training, registry.create(inner_id), compressor, calls, config.dict_size)
+        if needed:
+            training = _dictionaries(config, registry, needed, index, here, progress)
+        else:
+            if here is not None:
+                _read(config, (), here)
+            training = Training((), "nothing: no codec of the run trains a dictionary", 0)
         if reads:
             meanwhile()
             _merge_reads(config, cast(Inference, inferring), [read.result() for read in reads])
@@ -127,7 +124,20 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
     finally:
         for read in reads:
             read.stop()
+    if not needed and schema is None:  # the bundled schemas do
+        return None
     return dataclasses.replace(training, schema=schema)
+
+
+def _dictionaries(config: RunConfig, registry: Registry, needed: Dict[str, Type[Compressor]],
+                  index: Sequence[TraceIndex], inferring: Optional[Inference], progress: Progress) -> Training:
+    """The ``needed`` dictionaries trained on the held-out calls (every call also to ``inferring``, if given)."""
+    calls, held, where = _training_calls(config, [t.calls for t in index], inferring)
+    training = Training(held, where, len(calls))
+    for done, (inner_id, compressor) in enumerate(needed.items()):
+        progress("training", f"dictionary for {inner_id}", done, len(needed))
+        _train(training, registry.create(inner_id), compressor, calls, config.dict_size)
+    return training
 
 
 def _train(training: Training, codec: Codec, compressor: Type[Compressor], calls: List[Call], size: int) -> None:

@@ -131,14 +131,16 @@ def run_bench(*args: object) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
-def test_a_runs_schema_is_the_same_with_any_jobs(minecraft_sessions, tmp_path):
+@pytest.mark.parametrize("codecs", ["json,protobuf,json+zstddict-3", "json,msgspec-struct"])
+def test_a_runs_schema_is_the_same_with_any_jobs(minecraft_sessions, tmp_path, codecs):
     """results.json's ``trace.training.schema`` with --jobs 0 (read in this process), 1 (one watched read) and the
-    default (two where the machine has 2 CPUs), and the inferred.proto beside it."""
+    default (two where the machine has 2 CPUs), and the inferred.proto beside it; with a dictionary to train
+    meanwhile and without."""
     old, new, rounds = minecraft_sessions
     schemas = {}
     for jobs in ("0", "1", None):
         out = tmp_path / f"jobs-{jobs}"
-        done = run_bench("--trace", old, new, rounds, "--codecs", "json,protobuf,json+zstddict-3", "--sizes-only",
+        done = run_bench("--trace", old, new, rounds, "--codecs", codecs, "--sizes-only",
                          "--chunk-calls", "1000", "--quiet", "--out", out, *(["--jobs", jobs] if jobs else []))
         assert done.returncode == 0, done.stderr
         schema = json.loads((out / "results.json").read_text())["trace"]["training"]["schema"]
