@@ -23,8 +23,8 @@ __all__ = ["Decision", "ReportOptions", "build", "decide", "load_ahead", "termin
 
 def load_ahead(charts: bool) -> None:
     """Import ahead what the outputs need: scipy.stats for the traffic intervals (0.5 s) and, when the run draws
-    ``charts``, matplotlib (0.4 s). A run does it while it waits for its schema inference
-    (:func:`rpcbench.pipeline.run_benchmark`'s ``meanwhile``), not after its timing."""
+    ``charts``, matplotlib (0.4 s). A run does it while it waits for its schema inference or looks at the CPUs
+    before timing (:func:`rpcbench.pipeline.run_benchmark`'s ``meanwhile``), not after its timing."""
     load_bootstrap()
     if charts:
         from . import charts as _  # noqa: F401

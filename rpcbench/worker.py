@@ -121,13 +121,8 @@ class Zygote:
         raise BenchError(f"timing worker exited without results (status {self.proc.returncode})")
 
     def cpu_seconds(self) -> float:
-        """CPU time the zygote has used so far (Linux ``/proc``; 0 where the system cannot say)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-        except (OSError, ValueError, IndexError):
-            return 0.0
+        """CPU time the zygote has used so far (:func:`cpu_seconds_of`)."""
+        return cpu_seconds_of(self.proc.pid)
 
     def close(self) -> None:
         """Stop the zygote if it is still there (the run ended before or during its timing)."""
@@ -411,28 +406,41 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
-def busy_cpus(seconds: float = BUSY_WINDOW_S, ours: Callable[[], float] = lambda: 0.0) -> Optional[float]:
+def cpu_seconds_of(pid: int) -> float:
+    """CPU time process ``pid`` has used so far, its own (Linux ``/proc``; 0 where the system cannot say)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def busy_cpus(seconds: float = BUSY_WINDOW_S, ours: Callable[[], float] = lambda: 0.0,
+              meanwhile: Callable[[], None] = lambda: None) -> Optional[float]:
     """CPUs' worth of work done by others over ``seconds`` while this run waits (``/proc/stat``: every state but
     idle and iowait, steal included, as a VM's host taking the CPU is as busy as a process); None where the
     system cannot say. What this process and ``ours()`` (CPU seconds so far of the run's other processes: the
-    zygote, making its codecs meanwhile) use is not counted. Two lanes need the CPUs to themselves: beside other
-    work each is stuck on its own CPU with it, where one codec at a time runs on whichever CPU is free
-    (docs/methodology.md, timing lanes)."""
+    zygote, making its codecs meanwhile) use is not counted: this process does ``meanwhile`` (the caller's work:
+    imports) instead of sleeping, for ``seconds`` or as long as it takes. Two lanes need the CPUs to themselves:
+    beside other work each is stuck on its own CPU with it, where one codec at a time runs on whichever CPU is
+    free (docs/methodology.md, timing lanes)."""
     def ticks() -> Tuple[int, int]:
         with open("/proc/stat") as f:
             fields = [int(v) for v in f.readline().split()[1:9]]  # user .. steal (guest time is in user already)
         total = sum(fields)
         return total - fields[3] - fields[4], total
     try:
-        (busy0, all0), own0 = ticks(), sum(os.times()[:4]) + ours()
-        time.sleep(seconds)
-        (busy1, all1), own1 = ticks(), sum(os.times()[:4]) + ours()
+        (busy0, all0), own0, start = ticks(), sum(os.times()[:4]) + ours(), time.monotonic()
+        meanwhile()
+        time.sleep(max(0.0, seconds - (time.monotonic() - start)))
+        (busy1, all1), own1, elapsed = ticks(), sum(os.times()[:4]) + ours(), time.monotonic() - start
     except (OSError, ValueError, IndexError):
         return None
     if all1 <= all0:
         return None
     cpus = os.cpu_count() or 1
-    return max(0.0, cpus * (busy1 - busy0) / (all1 - all0) - (own1 - own0) / seconds)
+    return max(0.0, cpus * (busy1 - busy0) / (all1 - all0) - (own1 - own0) / elapsed)
 
 
 def _stop_softly(*_: Any) -> None:
