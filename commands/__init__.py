@@ -46,6 +46,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             module = importlib.import_module(SUBCOMMANDS[argv[0]])
             return module.main(argv[1:])
         if argv and not argv[0].startswith("-"):  # the benchmark itself takes options only
+            if os.path.exists(argv[0]):  # a trace named without its option
+                raise BenchError(f"{argv[0][:60]}: a trace is given with --trace (run_bench.py --trace PATH)")
             raise BenchError(f"unknown command {argv[0][:40]!r}{did_you_mean(argv[0], [*SUBCOMMANDS, 'run'])}; "
                              f"commands: run (the default), {', '.join(SUBCOMMANDS)}; options: --help")
         from .bench import main as bench_main

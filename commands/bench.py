@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-from rpcbench.reports import Decision, ReportOptions, build, decide, load_bootstrap, terminal_text
+from rpcbench.reports import Decision, ReportOptions, build, decide, load_ahead, terminal_text
 from rpcbench import precision, protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
@@ -208,7 +209,7 @@ def main(argv: List[str]) -> int:
     out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
     with OutputFolder(out, args.force) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
-        suite = run_benchmark(config, progress, registry, meanwhile=load_bootstrap)
+        suite = run_benchmark(config, progress, registry, meanwhile=functools.partial(load_ahead, not args.no_report))
         progress.close()
         report, decided = write_outputs(suite, folder, args.no_report, options, args.charts)
     if decided is None:  # a partial run (Ctrl-C during timing): results.json only

@@ -17,8 +17,17 @@ from .html import write_report
 from .markdown import write_markdown
 from .terminal import terminal_text
 
-__all__ = ["Decision", "ReportOptions", "build", "decide", "load_bootstrap", "terminal_text", "write_markdown",
+__all__ = ["Decision", "ReportOptions", "build", "decide", "load_ahead", "terminal_text", "write_markdown",
            "write_report"]
+
+
+def load_ahead(charts: bool) -> None:
+    """Import ahead what the outputs need: scipy.stats for the traffic intervals (0.5 s) and, when the run draws
+    ``charts``, matplotlib (0.4 s). A run does it while it waits for its schema inference or looks at the CPUs
+    before timing (:func:`rpcbench.pipeline.run_benchmark`'s ``meanwhile``), not after its timing."""
+    load_bootstrap()
+    if charts:
+        from . import charts as _  # noqa: F401
 
 
 def build(d: Decision, folder: str, charts: Optional[str] = None) -> str:

@@ -40,18 +40,31 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
                   meanwhile: Callable[[], None] = lambda: None) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's). A trace
     imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`). ``meanwhile``: the
-    caller's own work, done while the plan waits for the schema inference (if it ever does)."""
+    caller's own work, done once while the run would wait: for the schema inference, or else while it looks at
+    the CPUs before timing (if it does either)."""
     config = config.with_capture()
     if registry is None:
         registry = config.registry()
     else:
         use_capture(registry, config.capture, config.proto)
+    meanwhile = _once(meanwhile)
     plan = make_plan(config, registry, progress, meanwhile)
     with open_executor(config.dask, config.jobs, config.codec_timeout, progress) as executor:
         size_pass = run_size_pass(plan, executor)  # a Dask cluster is closed before timing starts
     size_pass_s = time.perf_counter() - plan.started
-    timed = run_timing(plan, size_pass, progress)
+    timed = run_timing(plan, size_pass, progress, meanwhile)
     return build_suite(plan, size_pass, timed, size_pass_s)
+
+
+def _once(work: Callable[[], None]) -> Callable[[], None]:
+    """``work``, done the first time the callable returned is called and never again."""
+    done: List[bool] = []
+
+    def first_time() -> None:
+        if not done:
+            done.append(True)
+            work()
+    return first_time
 
 
 def build_suite(plan: Plan, size_pass: SizePass, timed: Timed, size_pass_s: float) -> Suite:

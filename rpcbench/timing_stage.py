@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, cast
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 from rpc_capture import Call, TraceWriter
 
@@ -46,29 +46,38 @@ class Timed:
     busy_cpus: Optional[float] = None  #: CPUs' worth of other work just before timing (looked at for default lanes)
 
 
-def run_timing(plan: Plan, size_pass: SizePass, progress: Progress) -> Timed:
+def run_timing(plan: Plan, size_pass: SizePass, progress: Progress, meanwhile: Callable[[], None] = lambda: None
+               ) -> Timed:
     """Settle the lanes on this machine, fit the timing plan to the budget left, then time the sample of every
-    codec the size pass kept."""
+    codec the size pass kept (``meanwhile``: the caller's work, done while this process looks at the CPUs, if
+    it looks)."""
     config, started = plan.config, time.perf_counter()
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
     codecs = [] if config.sizes_only else [c for c in plan.codecs if c.name not in failed]
     timing, busy = plan.timing, None
-    if codecs and timing.lanes > 1 and config.timing_lanes is None:
-        timing, busy = _lanes_for_the_machine(timing, progress)
-    if config.budget:
-        timing = fit_to_budget(timing, size_pass, config.budget - (time.perf_counter() - plan.started))
-    progress("timing sample", "taking it from the size pass")
-    sample = [] if config.sizes_only else size_pass.sample(timing.sample)
-    packets = None if config.sizes_only else size_pass.packet_plan(timing.sample)
-    answers, interrupted = time_sample(config, timing, codecs, sample, progress, packets)
+    zygote = worker.start_zygote(config, [c.name for c in codecs]) if codecs and timing.processes else None
+    try:  # the zygote makes its codecs while this process looks at the CPUs and draws the sample
+        if codecs and timing.lanes > 1 and config.timing_lanes is None:
+            timing, busy = _lanes_for_the_machine(timing, progress, zygote, meanwhile)
+        if config.budget:
+            timing = fit_to_budget(timing, size_pass, config.budget - (time.perf_counter() - plan.started))
+        progress("timing sample", "taking it from the size pass")
+        sample = [] if config.sizes_only else size_pass.sample(timing.sample)
+        packets = None if config.sizes_only else size_pass.packet_plan(timing.sample)
+        answers, interrupted = time_sample(config, timing, codecs, sample, progress, packets, zygote)
+    finally:
+        if zygote is not None:
+            zygote.close()
     return Timed(timing, tuple(sample), {**answers, **failed}, interrupted, time.perf_counter() - started, busy)
 
 
-def _lanes_for_the_machine(timing: TimingPlan, progress: Progress) -> Tuple[TimingPlan, Optional[float]]:
+def _lanes_for_the_machine(timing: TimingPlan, progress: Progress, zygote: Optional[worker.Zygote],
+                           meanwhile: Callable[[], None]) -> Tuple[TimingPlan, Optional[float]]:
     """The default lanes kept only on CPUs nothing else keeps busy: beside other work a pinned lane shares its
-    CPU with it and reads codecs up to 2x slow (docs/methodology.md), so the run times one codec at a time."""
+    CPU with it and reads codecs up to 2x slow (docs/methodology.md), so the run times one codec at a time.
+    The zygote's work and ``meanwhile`` are the run's own, not counted."""
     progress("timing sample", "looking at what else the CPUs do")
-    busy = worker.busy_cpus()
+    busy = worker.busy_cpus(ours=zygote.cpu_seconds if zygote is not None else lambda: 0.0, meanwhile=meanwhile)
     if busy is None or busy < worker.BUSY_LIMIT:
         return timing, busy
     log.warning("timing: one codec at a time: other work kept %.2f CPUs busy, and two lanes need the CPUs to "
@@ -77,10 +86,12 @@ def _lanes_for_the_machine(timing: TimingPlan, progress: Progress) -> Tuple[Timi
 
 
 def time_sample(config: RunConfig, plan: TimingPlan, codecs: Sequence[Codec], sample: List[Call],
-                progress: Progress, packets: Optional[PacketPlan] = None) -> Tuple[TimingAnswers, bool]:
+                progress: Progress, packets: Optional[PacketPlan] = None, zygote: Optional[worker.Zygote] = None
+                ) -> Tuple[TimingAnswers, bool]:
     """Timing answers per codec name (in fresh worker processes, or interleaved in this one),
     and whether Ctrl-C cut the timing short. ``packets``: the sample's windows under the batched
-    --wire policy, timed as whole packets in the same rounds."""
+    --wire policy, timed as whole packets in the same rounds; ``zygote``: the worker processes' zygote, started
+    for ``codecs`` (else started here)."""
     if not codecs:
         return {}, False
     if plan.processes == 0:
@@ -94,7 +105,12 @@ def time_sample(config: RunConfig, plan: TimingPlan, codecs: Sequence[Codec], sa
         with TraceWriter(sample_path) as w:
             for call in sample:
                 w.write(call)
-        generations, interrupted = worker.time_in_processes(sample_path, config, job_plan, progress)
+        if zygote is None:
+            zygote = worker.start_zygote(config, [c.name for c in codecs])
+        try:
+            generations, interrupted = zygote.time(sample_path, job_plan, progress)
+        finally:
+            zygote.close()
     merged: TimingAnswers = {}
     for answers in generations:
         for name, answer in answers.items():

@@ -11,6 +11,7 @@ over without it.
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import mmap
 import os
@@ -130,6 +131,7 @@ class Watch:
             return
         try:  # whatever happens, the child never returns into the parent's code
             os.close(self.fd)
+            gc.freeze()  # what the parent made stays out of this process's collections (and its pages unwritten)
             _die_with(parent)
             silence_stdout()
             logging.getLogger("rpc_capture").disabled = True  # the parent reports the trace's warnings once

@@ -1,8 +1,9 @@
 """Timing in fresh processes, interleaved: one live forked process per codec, driven round-robin.
 
-The parent starts one *zygote*, ``python -m rpcbench.worker SAMPLE FD``, and sends it the
-run's :class:`~rpcbench.config.RunConfig` with the timing plan. The zygote sets up the
-codecs from that config as the parent did (plugin files, proto schemas) and reads the
+The parent starts one *zygote*, ``python -m rpcbench.worker FD``, as its timing begins and sends it the
+run's :class:`~rpcbench.config.RunConfig` and codecs. The zygote sets up the
+codecs from that config as the parent did (plugin files, proto schemas) while the parent looks at the CPUs
+and draws the sample; then it gets the timing plan and reads the
 timing sample once; no codec has run in it. Then, for each of
 ``processes`` generations, it forks one child per codec. Each child encodes the sample
 with its codec, warms up and calibrates it, then waits; the zygote tells the children
@@ -18,8 +19,9 @@ session would split one session's share on a busy machine. At the end each child
 its figures (plus tails and allocations, in the first generation, in the same lanes as
 the rounds, as is the warm-up) and exits, and the next generation starts from the pristine zygote again.
 
-Protocol: the parent starts the zygote as ``python -m rpcbench.worker SAMPLE FD`` with its
-stdout on /dev/null and writes ``pickle.dumps((config, plan))`` to its stdin; the zygote
+Protocol: the parent starts the zygote as ``python -m rpcbench.worker FD`` with its
+stdout on /dev/null and writes ``pickle.dumps((config, codec ids))`` to its stdin, later
+``pickle.dumps((sample path, plan))``; the zygote
 answers on file descriptor FD, a pipe of its own that codec output cannot reach:
 ``progress <phase>|<done>|<total>|<text>`` lines and finally one JSON line ``{"generations": [{codec: result}],
 "interrupted": bool}``. Each child answers the zygote on its own pipe; a child that
@@ -63,91 +65,85 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
-def time_in_processes(sample_path: str, config: RunConfig, plan: Dict[str, Any],
-                      progress: Progress) -> Tuple[List[Dict[str, Dict[str, Any]]], bool]:
-    """Run the plan in a zygote set up from the run's config.
-
-    Returns results by codec name per process set, and whether Ctrl-C cut the timing
-    short. The zygote runs in a session of its own, so the terminal's Ctrl-C reaches this
-    process only; it is passed on once the zygote said it is ready to stop softly (it
-    then answers with what was measured). A second Ctrl-C stops everything at once.
-    A run started with SIGINT ignored (a background job of a script) keeps ignoring it, as
-    the in-process timing does: Python installs no KeyboardInterrupt handler then.
-    """
-    zygote = _Zygote()
-    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else zygote.interrupt)
-    try:
-        answers = zygote.start(sample_path, config, plan)
-        for line in answers:
-            if line == "ready\n":
-                zygote.ready()
-            elif line.startswith("progress "):
-                phase, done, total, detail = line[9:].rstrip("\n").split("|", 3)
-                progress(phase, detail, int(done), int(total))
-            else:
-                reply = json.loads(line)
-                return reply["generations"], zygote.interrupted or reply["interrupted"]
-    except KeyboardInterrupt:
-        zygote.kill()
-        raise
-    finally:
-        zygote.wait()
-        signal.signal(signal.SIGINT, previous)
-    raise BenchError(f"timing worker exited without results (status {zygote.status})")
+def start_zygote(config: RunConfig, codecs: Sequence[str]) -> "Zygote":
+    """The zygote started now, so that it imports and makes ``codecs`` from ``config`` while the run settles its
+    timing (looks at the CPUs, fits the budget, draws the sample): :meth:`Zygote.time` then times them."""
+    return Zygote(config, codecs)
 
 
-class _Zygote:
-    """The parent's handle on the zygote process: start it, pass Ctrl-C on, end it."""
+class Zygote:
+    """The parent's handle on the zygote process: start it, send it the sample and the plan, pass Ctrl-C on,
+    end it. It runs in a session of its own, so the terminal's Ctrl-C reaches this process only; it is passed
+    on once the zygote said it is ready to stop softly (it then answers with what was measured). A second
+    Ctrl-C stops everything at once. A run started with SIGINT ignored (a background job of a script) keeps
+    ignoring it, as the in-process timing does: Python installs no KeyboardInterrupt handler then."""
 
-    def __init__(self) -> None:
-        self.proc: Optional[subprocess.Popen] = None
+    def __init__(self, config: RunConfig, codecs: Sequence[str]) -> None:
         self.interrupted = False
         self._ready = False
-
-    def start(self, sample_path: str, config: RunConfig, plan: Dict[str, Any]) -> Any:
-        """Start the zygote, send it the config and plan; returns the text stream of its answers."""
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         read_fd, write_fd = os.pipe()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rpcbench.worker", sample_path, str(write_fd)], env=env,
+            [sys.executable, "-m", "rpcbench.worker", str(write_fd)], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,),
             start_new_session=True)  # same cwd: same paths
         os.close(write_fd)
+        self._answers = os.fdopen(read_fd, encoding="utf-8")
         assert self.proc.stdin
-        self.proc.stdin.write(pickle.dumps((config, plan)))
-        self.proc.stdin.close()
-        return os.fdopen(read_fd, encoding="utf-8")
+        self.proc.stdin.write(pickle.dumps((config, tuple(codecs))))
+        self.proc.stdin.flush()
 
-    def interrupt(self, *_: Any) -> None:
+    def time(self, sample_path: str, plan: Dict[str, Any], progress: Progress
+             ) -> Tuple[List[Dict[str, Dict[str, Any]]], bool]:
+        """Time the sample at ``sample_path`` by ``plan``: results by codec name per process set, and whether
+        Ctrl-C cut the timing short."""
+        ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else self._interrupt)
+        try:
+            assert self.proc.stdin
+            self.proc.stdin.write(pickle.dumps((sample_path, plan)))
+            self.proc.stdin.close()
+            for line in self._answers:
+                if line == "ready\n":
+                    self._now_ready()
+                elif line.startswith("progress "):
+                    phase, done, total, detail = line[9:].rstrip("\n").split("|", 3)
+                    progress(phase, detail, int(done), int(total))
+                else:
+                    reply = json.loads(line)
+                    return reply["generations"], self.interrupted or reply["interrupted"]
+        except KeyboardInterrupt:
+            self.proc.kill()
+            raise
+        finally:
+            self.proc.wait()
+            signal.signal(signal.SIGINT, previous)
+        raise BenchError(f"timing worker exited without results (status {self.proc.returncode})")
+
+    def cpu_seconds(self) -> float:
+        """CPU time the zygote has used so far (:func:`cpu_seconds_of`)."""
+        return cpu_seconds_of(self.proc.pid)
+
+    def close(self) -> None:
+        """Stop the zygote if it is still there (the run ended before or during its timing)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._answers.close()
+
+    def _interrupt(self, *_: Any) -> None:
         """SIGINT handler: the first asks the zygote to stop softly, the second stops now."""
         if self.interrupted:
             raise KeyboardInterrupt
         self.interrupted = True
         if self._ready:
-            self._signal()
+            self.proc.send_signal(signal.SIGINT)
 
-    def ready(self) -> None:
+    def _now_ready(self) -> None:
         """The zygote handles SIGINT from now on (pass on one that came before)."""
         self._ready = True
         if self.interrupted:
-            self._signal()
-
-    def _signal(self) -> None:
-        if self.proc:
             self.proc.send_signal(signal.SIGINT)
-
-    def kill(self) -> None:
-        if self.proc:
-            self.proc.kill()
-
-    def wait(self) -> None:
-        if self.proc:
-            self.proc.wait()
-
-    @property
-    def status(self) -> Optional[int]:
-        return self.proc.returncode if self.proc else None
 
 
 class Child:
@@ -410,26 +406,41 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
-def busy_cpus(seconds: float = BUSY_WINDOW_S) -> Optional[float]:
+def cpu_seconds_of(pid: int) -> float:
+    """CPU time process ``pid`` has used so far, its own (Linux ``/proc``; 0 where the system cannot say)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def busy_cpus(seconds: float = BUSY_WINDOW_S, ours: Callable[[], float] = lambda: 0.0,
+              meanwhile: Callable[[], None] = lambda: None) -> Optional[float]:
     """CPUs' worth of work done by others over ``seconds`` while this run waits (``/proc/stat``: every state but
     idle and iowait, steal included, as a VM's host taking the CPU is as busy as a process); None where the
-    system cannot say. Two lanes need the CPUs to themselves: beside other work each is stuck on its own CPU
-    with it, where one codec at a time runs on whichever CPU is free (docs/methodology.md, timing lanes)."""
+    system cannot say. What this process and ``ours()`` (CPU seconds so far of the run's other processes: the
+    zygote, making its codecs meanwhile) use is not counted: this process does ``meanwhile`` (the caller's work:
+    imports) instead of sleeping, for ``seconds`` or as long as it takes. Two lanes need the CPUs to themselves:
+    beside other work each is stuck on its own CPU with it, where one codec at a time runs on whichever CPU is
+    free (docs/methodology.md, timing lanes)."""
     def ticks() -> Tuple[int, int]:
         with open("/proc/stat") as f:
             fields = [int(v) for v in f.readline().split()[1:9]]  # user .. steal (guest time is in user already)
         total = sum(fields)
         return total - fields[3] - fields[4], total
     try:
-        (busy0, all0), own0 = ticks(), sum(os.times()[:4])
-        time.sleep(seconds)
-        (busy1, all1), own1 = ticks(), sum(os.times()[:4])
+        (busy0, all0), own0, start = ticks(), sum(os.times()[:4]) + ours(), time.monotonic()
+        meanwhile()
+        time.sleep(max(0.0, seconds - (time.monotonic() - start)))
+        (busy1, all1), own1, elapsed = ticks(), sum(os.times()[:4]) + ours(), time.monotonic() - start
     except (OSError, ValueError, IndexError):
         return None
     if all1 <= all0:
         return None
     cpus = os.cpu_count() or 1
-    return max(0.0, cpus * (busy1 - busy0) / (all1 - all0) - (own1 - own0) / seconds)
+    return max(0.0, cpus * (busy1 - busy0) / (all1 - all0) - (own1 - own0) / elapsed)
 
 
 def _stop_softly(*_: Any) -> None:
@@ -438,10 +449,11 @@ def _stop_softly(*_: Any) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point of the zygote process: ``SAMPLE FD``, then the pickled (config, plan) on stdin."""
+    """Entry point of the zygote process: ``FD``, then on stdin the pickled (config, codec ids), whose codecs it
+    makes at once, and later the pickled (sample path, plan)."""
     signal.signal(signal.SIGINT, _stop_softly)
     argv = list(sys.argv[1:] if argv is None else argv)
-    sample_path, channel_fd = argv[0], int(argv[1])
+    channel_fd = int(argv[0])
     with os.fdopen(channel_fd, "w", encoding="utf-8") as channel:
 
         def say(line: str) -> None:
@@ -449,10 +461,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             channel.flush()
 
         say("ready")
-        config, plan = pickle.loads(sys.stdin.buffer.read())  # from the parent, which started this process
-        plan = dict(plan, channel=channel_fd, cpus=lane_cpus(plan["lanes"]))
+        config, ids = pickle.load(sys.stdin.buffer)  # from the parent, which started this process
         registry = config.registry()
-        codecs = {cid: registry.create(cid) for cid in plan["codecs"]}
+        made = {cid: registry.create(cid) for cid in ids}
+        sample_path, plan = pickle.load(sys.stdin.buffer)  # once the parent has drawn the sample
+        plan = dict(plan, channel=channel_fd, cpus=lane_cpus(plan["lanes"]))
+        codecs = {cid: made[cid] for cid in plan["codecs"]}
         sample = list(open_trace(sample_path))
         generations = []
         for g in range(plan["processes"]):

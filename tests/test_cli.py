@@ -164,6 +164,8 @@ def test_failing_codec_is_reported_and_the_others_carry_on(tmp_path):
     (["--codecs", "json,nope"], "unknown codec 'nope'; known: bson, captured, cbor, json"),
     (["--trace", "/nonexistent/x.rpct"], "/nonexistent/x.rpct: cannot open"),
     (["--codec", "nomodule_xyz:Thing"], "No module named 'nomodule_xyz'"),
+    (["samples/battle.rpct"], "samples/battle.rpct: a trace is given with --trace (run_bench.py --trace PATH)"),
+    (["reprot"], "unknown command 'reprot'; did you mean 'report'?"),
 ])
 def test_bad_arguments_give_one_line_and_nonzero_exit(tmp_path, args, message):
     result = run_bench(*args, "--out", tmp_path / "o", *FAST)

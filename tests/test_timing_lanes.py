@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -25,7 +26,7 @@ from rpcbench.budget import TimingPlan
 from rpcbench.config import DEFAULT_TRACE, RunConfig
 from rpcbench.timing import LaneSchedule, lane_turns, round_robin
 from rpcbench.timing_stage import time_sample
-from rpcbench.worker import BUSY_LIMIT, busy_cpus, lane_cpus, usable_cpus
+from rpcbench.worker import BUSY_LIMIT, busy_cpus, cpu_seconds_of, lane_cpus, usable_cpus
 
 REPO = Path(__file__).resolve().parent.parent
 TWO_CPUS = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or usable_cpus() < 2 or
@@ -244,6 +245,25 @@ def test_busy_cpus_sees_a_busy_loop():
         loop.kill()
         loop.wait()
     assert seen is not None and 0.8 <= seen <= (os.cpu_count() or 1)
+
+
+def test_busy_cpus_leaves_out_the_runs_own_work():
+    """The zygote making its codecs (a process whose CPU ``ours`` gives) and this process's ``meanwhile`` (imports)
+    during the look are the run's own work: not counted, where they would add about 1.8 CPUs' worth."""
+    def spin() -> None:
+        end = time.process_time() + 0.4
+        while time.process_time() < end:
+            pass
+    before = busy_cpus()
+    zygote = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        seen = busy_cpus(ours=lambda: cpu_seconds_of(zygote.pid), meanwhile=spin)
+    finally:
+        zygote.kill()
+        zygote.wait()
+    after = busy_cpus()
+    assert seen is not None and before is not None and after is not None
+    assert seen <= max(before, after) + 0.5, (before, seen, after)
 
 
 @pytest.mark.parametrize("options, message", [
