@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, cast
@@ -43,6 +44,7 @@ from .worker import usable_cpus
 from .progress import Progress, quiet
 
 log = logging.getLogger("rpcbench")
+RECURSION_LIMIT = sys.getrecursionlimit()  #: the limit the adds run under, here as in the watched reads
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,8 @@ class _InferenceTask:
             for call in calls:
                 shapes.add(call)
             reader.close()
+        # shapes as deep as the adds made them (two frames a level) pickle: the pickler takes about four
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * RECURSION_LIMIT))  # (and this process then ends)
         return shapes
 
     def blame(self, position: int, reason: str) -> "_InferenceTask":

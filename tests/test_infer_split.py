@@ -147,3 +147,23 @@ def test_a_runs_schema_is_the_same_with_any_jobs(minecraft_sessions, tmp_path, c
         assert schema["proto"] == (out / "inferred.proto").read_text() and schema["calls"] == 3500
         schemas[jobs] = schema
     assert schemas["0"] == schemas["1"] == schemas[None]
+
+
+def test_args_nested_as_deep_as_one_read_infers_come_back_from_the_halves(tmp_path, monkeypatch):
+    """Lists nested 400 deep: one read in order infers them (lists of lists are ``repeated Value``), so the halves'
+    shapes, as deep, come back from their watched processes too (pickled under a higher recursion limit)."""
+    deep: object = [1]
+    for _ in range(400):
+        deep = [deep, 2]
+    traces = [write([Call("nested", {"v": deep, "n": i}) for i in range(k, k + 200)], tmp_path / f"{k}.rpct")
+              for k in (0, 200)]
+    monkeypatch.setattr(training, "usable_cpus", lambda: 2)
+    registry = Registry.default()
+    sources = []
+    for jobs in ("0", "2"):
+        argv = ["--trace", *map(str, traces), "--codecs", "protobuf,json+zstddict-3", "--jobs", jobs]
+        config = config_from(build_parser().parse_args(argv), argv)
+        got = training.train_dictionaries(config, registry, config.codec_ids(registry), index_traces(config, True))
+        assert got is not None and got.schema is not None
+        sources.append(got.schema.source)
+    assert sources[0] == sources[1] and "repeated google.protobuf.Value v = " in sources[0]
