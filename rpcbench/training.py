@@ -44,6 +44,7 @@ from .worker import usable_cpus
 from .progress import Progress, quiet
 
 log = logging.getLogger("rpcbench")
+INFER_BATCH = 4096  #: calls a watched read gives the inference at once (TraceShapes.add_all: a key at a time)
 RECURSION_LIMIT = sys.getrecursionlimit()  #: the limit the adds run under, here as in the watched reads
 
 
@@ -173,8 +174,8 @@ class _InferenceTask:
         shapes, salvage = TraceShapes(), self.inferring.config.salvage
         for part in self.calls:
             reader, calls = part.open(salvage)
-            for call in calls:
-                shapes.add(call)
+            while batch := list(itertools.islice(calls, INFER_BATCH)):
+                shapes.add_all(batch)
             reader.close()
         # shapes as deep as the adds made them (two frames a level) pickle: the pickler takes about four
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * RECURSION_LIMIT))  # (and this process then ends)

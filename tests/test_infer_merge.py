@@ -164,3 +164,20 @@ def test_a_map_pooled_from_one_key_keeps_what_its_maps_pooled():
     second.append(Call("m", {"p": {"e-f": {}}}))
     with pytest.raises(InexactMerge):
         merged(first + second, [1])
+
+
+@pytest.mark.parametrize("limit", [3, 10])
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_calls_added_in_batches_give_the_shapes_of_adding_each(limit, data):
+    """``TraceShapes.add_all`` (a method's args at once, a key's values at a time) against ``add`` of each call,
+    the calls cut into batches at random."""
+    with mock.patch.object(shape_module, "MAX_FIELDS", limit):
+        calls = data.draw(call_streams(limit))
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(calls)), max_size=3)))
+        batched = TraceShapes()
+        for a, b in zip([0, *cuts], [*cuts, len(calls)]):
+            batched.add_all(calls[a:b])
+        in_order = shapes_of(calls)
+        assert trace_state(batched) == trace_state(in_order)
+        assert batched.schema("t", "t") == in_order.schema("t", "t")

@@ -14,7 +14,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from rpc_capture import Call, open_trace
 
@@ -171,6 +171,13 @@ class SchemaWriter:
         return Field("google.protobuf.Struct", label, [note + ": google.protobuf.Struct, numbers come back as float"])
 
 
+def _named(args: Any) -> Any:
+    """A call's args as one value: positional ones (a list) as a dict of fields ``arg0``, ``arg1``..."""
+    if type(args) is list or type(args) is tuple:
+        return {f"arg{i}": v for i, v in enumerate(args)}
+    return args
+
+
 def _varying_keys(s: Shape) -> bool:
     """Whether a dict position that could be a message looks more like a map (see MAP_MIN_KEYS)."""
     fields = list((s.fields or {}).values())
@@ -270,11 +277,22 @@ class TraceShapes:
 
     def add(self, call: Call) -> None:
         """Record one call's method and the shape of its args."""
-        args = call.args
-        if type(args) is list or type(args) is tuple:  # positional: fields arg0, arg1, ...
-            args = {f"arg{i}": v for i, v in enumerate(args)}
-        child_shape(self.by_method, call.method).add(args)
+        child_shape(self.by_method, call.method).add(_named(call.args))
         self.calls += 1
+
+    def add_all(self, calls: Iterable[Call]) -> None:
+        """Record calls in order, as :meth:`add` of each does: each method's args of them at once
+        (:meth:`Shape.add_items`: a key's values at a time)."""
+        by_method: Dict[str, List[Any]] = {}  # methods in order of first appearance, as adding each inserts them
+        for call in calls:
+            found = by_method.get(call.method)
+            if found is None:
+                by_method[call.method] = [_named(call.args)]
+            else:
+                found.append(_named(call.args))
+        for method, values in by_method.items():
+            child_shape(self.by_method, method).add_items(values)
+            self.calls += len(values)
 
     def merge(self, other: "TraceShapes") -> None:
         """Add the calls ``other`` recorded, which came after this one's: the shapes adding them in order gives,

@@ -7,7 +7,9 @@ processes give the schema one read in order gives, to the byte.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Dict, Iterable, Optional
+from itertools import chain
+from operator import itemgetter
+from typing import Any, Dict, Iterable, Optional, Sequence, cast
 
 MAX_FIELDS = 64  #: a dict position with more distinct keys than this is a map, not a message
 NOT_NAMES = "keys that are not field names"  #: why a dict position holding such a key is a map
@@ -68,12 +70,20 @@ class Shape:
             self._add_dict(value)
 
     def add_items(self, values: Any) -> None:
-        """Record the items of one list: a list of one scalar type (chunk data, coordinates) in a few C calls."""
+        """Record values in order, as :meth:`add` of each does (the items of one list, the args of a method's calls,
+        a key's values in them): values of one scalar type (chunk data, coordinates) in a few C calls, dicts whose
+        keys are all known a key at a time, lists' items all at once."""
         types = set(map(type, values))
-        kind = _SCALARS.get(types.pop()) if len(types) == 1 else None
+        single = types.pop() if len(types) == 1 else None
+        kind = _SCALARS.get(single)  # type: ignore[arg-type]
         if kind is None:
-            for item in values:
-                self.add(item)
+            if single is dict:
+                self._add_dicts(values)
+            elif single is list or single is tuple:
+                self._add_lists(values)
+            else:
+                for item in values:
+                    self.add(item)
             return
         n = len(values)
         self.count += n
@@ -81,6 +91,45 @@ class Shape:
             lo, hi = min(values), max(values)
             self.lo, self.hi = (lo, hi) if not self.kinds["int"] else (min(self.lo, lo), max(self.hi, hi))
         self.kinds[kind] += n
+
+    def _add_dicts(self, dicts: Sequence[dict]) -> None:
+        """Dicts in order: runs of them whose keys are all known a key's values at a time (:meth:`_add_known`), each
+        other one (a new key, a map) as :meth:`add` does."""
+        start, n = 0, len(dicts)
+        while start < n:
+            end = start
+            if self.fields is not None:
+                known = self.fields.keys().__ge__
+                while end < n and known(dicts[end].keys()):
+                    end += 1
+                if end > start:
+                    self._add_known(dicts[start:end])
+            if end < n:
+                self.add(dicts[end])
+            start = end + 1
+
+    def _add_known(self, dicts: Sequence[dict]) -> None:
+        """Dicts whose keys are all known fields: each key's shape sees its values in the order adding one dict at a
+        time gives them (keys' shapes are apart, and no key or map comes of such dicts)."""
+        fields = cast(Dict[str, Shape], self.fields)
+        n = len(dicts)
+        self.count += n
+        self.kinds["dict"] += n
+        self.key_kinds["name"] += sum(map(len, dicts))
+        every = set(map(len, dicts)) == {len(fields)}  #: every dict holds every key
+        for key, shape in fields.items():
+            column = list(map(itemgetter(key), dicts)) if every else [d[key] for d in dicts if key in d]
+            if column:
+                shape.add_items(column)
+
+    def _add_lists(self, lists: Sequence[Any]) -> None:
+        """Lists in order: their items all at once, in order (what adding each list gives its items)."""
+        n = len(lists)
+        self.count += n
+        self.kinds["list"] += n
+        if self.items is None:
+            self.items = Shape()
+        self.items.add_items(list(chain.from_iterable(lists)))
 
     def _add_dict(self, d: dict) -> None:
         fields = self.fields
