@@ -35,6 +35,7 @@ from _common import REPO  # noqa: F401  (first: it puts this checkout's rpcbench
 from rpc_capture import open_trace
 from rpcbench.config import DEFAULT_TRACE, RunConfig
 from rpcbench.inference import Inference
+from rpcbench.training import infer_from
 
 HELD = 0.2  #: the dictionaries' default --train-fraction
 
@@ -53,8 +54,7 @@ def passes(trace: str, calls: int) -> Dict[str, Callable[[], None]]:
 
     def infer() -> None:
         inferring = Inference(config)
-        for call in open_trace(trace):
-            inferring.add(call)
+        infer_from(iter(open_trace(trace)), inferring.shapes)
         inferring.schema()
 
     return {"held": held, "read": read, "infer": infer}

@@ -65,7 +65,7 @@ class Inference:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.bundled = _bundled_methods(config.proto)
-        self.shapes = protobuf.TraceShapes()
+        self.shapes = protobuf.TraceShapes()  #: the calls' shapes (a run's reads give them calls a batch at a time)
         self.add = self.shapes.add  #: record one call (bound once: it runs for every call of the traces)
 
     def merge(self, parts: Sequence[protobuf.TraceShapes]) -> bool:

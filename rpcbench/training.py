@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, cast
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, cast
 
 from rpc_capture import Call, open_trace
 
@@ -174,8 +174,7 @@ class _InferenceTask:
         shapes, salvage = TraceShapes(), self.inferring.config.salvage
         for part in self.calls:
             reader, calls = part.open(salvage)
-            while batch := list(itertools.islice(calls, INFER_BATCH)):
-                shapes.add_all(batch)
+            infer_from(calls, shapes)
             reader.close()
         # shapes as deep as the adds made them (two frames a level) pickle: the pickler takes about four
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * RECURSION_LIMIT))  # (and this process then ends)
@@ -233,13 +232,19 @@ def _read(config: RunConfig, held: Sequence[int], inferring: Optional[Inference]
     kept: List[Call] = []
     for number, path in enumerate(config.trace_files):
         n = held[number] if number < len(held) else 0
-        if inferring is None:
-            kept += itertools.islice(open_trace(path, config.salvage), n)
-            continue
-        for index, call in enumerate(open_trace(path, config.salvage)):
-            if index < n:
-                kept.append(call)
-            inferring.add(call)
+        calls = iter(open_trace(path, config.salvage))
+        kept += itertools.islice(calls, n) if inferring is None else infer_from(calls, inferring.shapes, n)
+    return kept
+
+
+def infer_from(calls: Iterator[Call], shapes: TraceShapes, keep: int = 0) -> List[Call]:
+    """Give every call of ``calls`` to ``shapes``, INFER_BATCH at a time (TraceShapes.add_all); the first ``keep``
+    of them."""
+    kept: List[Call] = []
+    while batch := list(itertools.islice(calls, INFER_BATCH)):
+        if len(kept) < keep:
+            kept += batch[:keep - len(kept)]
+        shapes.add_all(batch)
     return kept
 
 
