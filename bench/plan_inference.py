@@ -1,0 +1,77 @@
+"""What a run's plan takes with its schema inference read in one watched process or in two halves.
+
+    python bench/plan_inference.py [--trace FILE] [--codecs IDS] [--rounds N]
+
+The plan (rpcbench.plan.make_plan: the traces indexed, the dictionaries trained, the schema
+inferred from every call, the codecs made) with ``meanwhile`` the imports a default run does
+while it waits (reports.load_ahead: scipy.stats, matplotlib), then those imports if the plan
+did not do them (a run does them before its timing anyway). Two sides, taking turns round by
+round, each in a fresh process: ``--jobs 1`` (the inference in one watched read) and ``--jobs 2``
+(two reads, each through half the calls, their shapes merged: rpcbench/training.py). Printed:
+median wall seconds, and CPU seconds of the process and its children (the work, whatever the
+machine's other load leaves of its CPUs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import subprocess
+import sys
+from typing import Dict, List, Tuple
+
+from _common import REPO, side_by_side, table
+
+DEFAULT_TRACE = "/tmp/rpcbench-core/dict-300000-s1-v3.rpct"  #: `run_bench.py simulate --profile dict --calls 300000`
+
+
+def child(argv: List[str]) -> None:
+    """In a fresh process: time the plan of ``argv`` (run_bench options); print CPU and wall seconds."""
+    import os
+    import time
+
+    from rpcbench.commands.bench import build_parser, config_from
+    from rpcbench.plan import make_plan
+    from rpcbench.progress import quiet
+    from rpcbench.reports import load_ahead
+
+    config = config_from(build_parser().parse_args(argv), argv)
+    registry = config.registry()
+    cpu, started = sum(os.times()[:4]), time.perf_counter()
+    make_plan(config, registry, quiet, meanwhile=lambda: load_ahead(True))
+    load_ahead(True)  # already imported if the plan waited for its inference
+    print(sum(os.times()[:4]) - cpu, time.perf_counter() - started)
+
+
+def side(argv: List[str], cpu: List[float]) -> Tuple[float, None]:
+    """One plan timed in a fresh process: its wall seconds (its CPU seconds appended to ``cpu``)."""
+    out = subprocess.run([sys.executable, __file__, "--child", *argv], cwd=REPO, check=True, capture_output=True,
+                         text=True).stdout.split()
+    cpu.append(float(out[-2]))
+    return float(out[-1]), None
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default=DEFAULT_TRACE)
+    parser.add_argument("--codecs", default=None, help="run_bench --codecs (default: the default codecs)")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    run = ["--trace", args.trace, *(["--codecs", args.codecs] if args.codecs else [])]
+    cpu: Dict[str, List[float]] = {"1": [], "2": []}
+    sides = {f"--jobs {jobs}": functools.partial(side, [*run, "--jobs", jobs], cpu[jobs]) for jobs in cpu}
+    found = side_by_side(sides, args.rounds)
+    rows = [[name, f"{f['wall']:.3f}", f"{statistics.median(cpu[name[-1]]):.3f}", f"{f['load']:.2f}"]
+            for name, f in found.items()]
+    print(table(["side", "plan wall s", "CPU s", "load"], rows))
+    one, two = (found[name]["wall"] for name in sides)
+    print(f"two reads / one read: {two / one:.3f} (medians of {args.rounds} rounds, interleaved)")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2:])
+    else:
+        sys.exit(main(sys.argv[1:]))
