@@ -20,7 +20,7 @@ import itertools
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Type, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, cast
 
 from rpc_capture import Call, open_trace
 
@@ -29,6 +29,7 @@ from .codec import Codec, Compressor, Streams, encoded_or_none, stream_key
 from .config import RunConfig
 from .errors import BenchError
 from .inference import Inference, InferredSchema
+from .meanwhile import Meanwhile
 from .registry import Registry
 from .watch import started
 from .progress import Progress, quiet
@@ -81,12 +82,13 @@ def wanted(ids: Sequence[str], registry: Registry) -> Dict[str, Type[Compressor]
 
 
 def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str], counts: Sequence[int],
-                       progress: Progress = quiet, meanwhile: Callable[[], None] = lambda: None) -> Optional[Training]:
+                       progress: Progress = quiet, meanwhile: Optional[Meanwhile] = None) -> Optional[Training]:
     """Train one dictionary per inner codec the run's trained codecs (of ``ids``) need, on the first calls of
     each trace (``counts``: calls per trace) or on ``--train-trace``, and infer a schema for the typed codecs from
     every call of the traces when the run has none for them (rpcbench/inference.py); None if neither is
     needed. With both, and processes allowed (``--jobs``), the inference reads in a watched process of its own
-    while this one trains, then does ``meanwhile`` (the caller's work): the plan takes the longer, not the sum."""
+    while this one trains, then does ``meanwhile`` (the caller's work) until the inference is done: the plan takes
+    the longer, not the sum."""
     needed = wanted(ids, registry)
     inferring = inference.Inference(config) if inference.wanted(config, ids) else None
     if not needed and inferring is None:
@@ -107,7 +109,8 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
             progress("training", f"dictionary for {inner_id}", done, len(needed))
             _train(training, registry.create(inner_id), compressor, calls, config.dict_size)
         if inferred is not None:
-            meanwhile()
+            if meanwhile is not None:
+                meanwhile.until(inferred.answered)
             schema = inferred.result()
         else:
             schema = inferring.schema() if inferring is not None else None
