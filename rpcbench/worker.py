@@ -100,9 +100,7 @@ class Zygote:
         ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else self._interrupt)
         try:
-            assert self.proc.stdin
-            self.proc.stdin.write(pickle.dumps((sample_path, plan)))
-            self.proc.stdin.close()
+            self._send(pickle.dumps((sample_path, plan)))
             for line in self._answers:
                 if line == "ready\n":
                     self._now_ready()
@@ -119,6 +117,15 @@ class Zygote:
             self.proc.wait()
             signal.signal(signal.SIGINT, previous)
         raise BenchError(f"timing worker exited without results (status {self.proc.returncode})")
+
+    def _send(self, data: bytes) -> None:
+        """The last of the zygote's input; one that has ended already is told by its answers (none)."""
+        assert self.proc.stdin
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
 
     def cpu_seconds(self) -> float:
         """CPU time the zygote has used so far (:func:`cpu_seconds_of`)."""
