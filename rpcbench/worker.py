@@ -429,7 +429,8 @@ def busy_cpus(seconds: float = BUSY_WINDOW_S, ours: Callable[[], float] = lambda
     idle and iowait, steal included, as a VM's host taking the CPU is as busy as a process); None where the
     system cannot say. What this process and ``ours()`` (CPU seconds so far of the run's other processes: the
     zygote, making its codecs meanwhile) use is not counted: this process does ``meanwhile`` (the caller's work:
-    imports) instead of sleeping, for ``seconds`` or as long as it takes. Two lanes need the CPUs to themselves:
+    imports) instead of sleeping, for ``seconds`` or as long as it takes (others then get their share of the CPUs
+    beside it, not all of them: work that would take a CPU may read under one). Two lanes need the CPUs to themselves:
     beside other work each is stuck on its own CPU with it, where one codec at a time runs on whichever CPU is
     free (docs/methodology.md, timing lanes)."""
     def ticks() -> Tuple[int, int]:
