@@ -4,8 +4,8 @@
 
 The plan (rpcbench.plan.make_plan: the traces indexed, the dictionaries trained, the schema
 inferred from every call, the codecs made) with ``meanwhile`` the imports a default run does
-while it waits (reports.load_ahead: scipy.stats, matplotlib), then those imports if the plan
-did not do them (a run does them before its timing anyway). Two sides, taking turns round by
+while it waits (reports.imports_ahead: scipy.stats, matplotlib), then those the plan left (a
+run does them in its look at the CPUs before timing). Two sides, taking turns round by
 round, each in a fresh process: ``--jobs 1`` (the inference in one watched read) and ``--jobs 2``
 (two reads, each through half the calls, their shapes merged: rpcbench/training.py). Printed:
 median wall seconds, and CPU seconds of the process and its children (the work, whatever the
@@ -32,15 +32,17 @@ def child(argv: List[str]) -> None:
     import time
 
     from rpcbench.commands.bench import build_parser, config_from
+    from rpcbench.meanwhile import Meanwhile
     from rpcbench.plan import make_plan
     from rpcbench.progress import quiet
-    from rpcbench.reports import load_ahead
+    from rpcbench.reports import imports_ahead
 
     config = config_from(build_parser().parse_args(argv), argv)
     registry = config.registry()
     cpu, started = sum(os.times()[:4]), time.perf_counter()
-    make_plan(config, registry, quiet, meanwhile=lambda: load_ahead(True))
-    load_ahead(True)  # already imported if the plan waited for its inference
+    meanwhile = Meanwhile(imports_ahead(True))
+    make_plan(config, registry, quiet, meanwhile)
+    meanwhile.rest()  # what the plan left (a run does it in its look at the CPUs before timing)
     print(sum(os.times()[:4]) - cpu, time.perf_counter() - started)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import functools
 import os
 import re
 import shutil
@@ -16,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-from rpcbench.reports import Decision, ReportOptions, build, decide, load_ahead, terminal_text
+from rpcbench.reports import Decision, ReportOptions, build, decide, imports_ahead, terminal_text
 from rpcbench import precision, protobuf
 from rpcbench.config import DEFAULT_CODECS, DEFAULT_TRACE, RunConfig
 from rpcbench.errors import BenchError
@@ -24,6 +23,7 @@ from rpcbench.reports.loss import chosen_rate
 from rpcbench.trace_index import resolve_traces
 from rpcbench.isolation import DEFAULT_CODEC_TIMEOUT
 from rpcbench.link import DEFAULT_LOSS_SEED, DEFAULT_RTT_MS, LinkSettings
+from rpcbench.meanwhile import Meanwhile
 from rpcbench.pipeline import run_benchmark
 from rpcbench.registry import CODECS_DIR, Registry, split_codec_list
 from rpcbench.results import Suite
@@ -209,7 +209,7 @@ def main(argv: List[str]) -> int:
     out = make_out_dir(args.out, config.trace if len(config.trace_files) == 1 else "fleet")
     started = time.perf_counter()
     with OutputFolder(out, args.force) as folder, ProgressDisplay(enabled=not args.quiet) as progress:
-        suite = run_benchmark(config, progress, registry, meanwhile=functools.partial(load_ahead, not args.no_report))
+        suite = run_benchmark(config, progress, registry, meanwhile=Meanwhile(imports_ahead(not args.no_report)))
         progress.close()
         report, decided = write_outputs(suite, folder, args.no_report, options, args.charts)
     if decided is None:  # a partial run (Ctrl-C during timing): results.json only

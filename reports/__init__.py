@@ -9,7 +9,7 @@ print and ``build(decision, folder)`` writes report.html and report.md into a fo
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 from .capacity import ReportOptions, load_bootstrap
 from .decision import Decision, decide
@@ -17,17 +17,19 @@ from .html import write_report
 from .markdown import write_markdown
 from .terminal import terminal_text
 
-__all__ = ["Decision", "ReportOptions", "build", "decide", "load_ahead", "terminal_text", "write_markdown",
+__all__ = ["Decision", "ReportOptions", "build", "decide", "imports_ahead", "terminal_text", "write_markdown",
            "write_report"]
 
 
-def load_ahead(charts: bool) -> None:
-    """Import ahead what the outputs need: scipy.stats for the traffic intervals (0.5 s) and, when the run draws
-    ``charts``, matplotlib (0.4 s). A run does it while it waits for its schema inference or looks at the CPUs
-    before timing (:func:`rpcbench.pipeline.run_benchmark`'s ``meanwhile``), not after its timing."""
-    load_bootstrap()
-    if charts:
-        from . import charts as _  # noqa: F401
+def imports_ahead(charts: bool) -> Tuple[Callable[[], None], ...]:
+    """What the outputs need imported, in pieces a run does while it would wait (its ``meanwhile``:
+    :class:`rpcbench.meanwhile.Meanwhile`), not after its timing: scipy.stats for the traffic intervals (0.5 s)
+    and, when the run draws ``charts``, matplotlib (0.4 s)."""
+    return (load_bootstrap, _import_charts) if charts else (load_bootstrap,)
+
+
+def _import_charts() -> None:
+    from . import charts as _  # noqa: F401
 
 
 def build(d: Decision, folder: str, charts: Optional[str] = None) -> str:

@@ -18,7 +18,7 @@ from rpc_capture import Call
 
 from .codec import Codec
 from .fidelity import OTHER, pickled
-from .round_trip import Outcome, compressed, encode_failed, error_text, judged, not_bytes
+from .round_trip import Outcome, compress_checked, compressed, encode_failed, error_text, judged, not_bytes
 
 BATCH = 128  #: calls per batch, as a binary trace stores them
 
@@ -189,3 +189,43 @@ def compressed_all(compressor: Any, base: Inner, batch: CallBatch, beat: Any) ->
     outcomes = [compressed(compressor, o or Outcome(d, None, each)) for o, d in
                 zip(base.outcomes or [None] * len(base.data), base.data)]
     return Inner([o.data for o in outcomes], base.ns + timer() - t0, outcomes)
+
+
+def streamed_all(compressors: Sequence[Any], base: Inner, batch: CallBatch, beat: Any) -> Inner:
+    """The batch of ``inner+compressor`` for a compressor that keeps a stream per connection: each call's inner
+    bytes through ``compressors`` (its stream's, one per call), compressed then decompressed call after call in
+    the streams' order as :func:`rpcbench.round_trip.compressed` does (a stream's state cannot go back, so what
+    goes wrong is told for that call alone); a ``SystemExit`` stops the codec at its call."""
+    if base.stop is not None:
+        return base
+    timer = time.perf_counter_ns
+    t0 = timer()
+    steps: List[Any] = []
+    append = steps.append
+    try:
+        for index, compressor, data in zip(batch.indices, compressors, base.data):
+            if beat is not None:
+                beat[0] = index
+            append((None, None) if data is None else compress_checked(compressor, data))
+    except SystemExit as e:
+        return Inner([], base.ns + timer() - t0, stop=(len(steps), error_text(e)))
+    ns = timer() - t0
+    packed = [step[0] for step in steps]
+    if base.outcomes is None and not any(step[1] for step in steps):
+        return Inner(packed, base.ns + ns)
+    each, base_each = ns // len(steps), base.ns // len(steps)
+    outcomes = [_streamed(step, o, each, base_each) for step, o in zip(steps, base.outcomes or [None] * len(steps))]
+    return Inner([o.data if o else p for o, p in zip(outcomes, packed)], base.ns + ns, outcomes)
+
+
+def _streamed(step: Tuple[Optional[bytes], Any], base: Optional[Outcome], each: int, base_each: int
+              ) -> Optional[Outcome]:
+    """One call's outcome in :func:`streamed_all` (None: the same call back, compressed), from the inner codec's
+    outcome ``base`` (None: the same call) and the compressor's ``step``."""
+    packed, problem = step
+    if base is not None and base.data is None:  # the inner codec failed the call: nothing was compressed
+        return base
+    ns = (base.ns if base is not None else base_each) + each
+    if problem is not None:
+        return Outcome(packed, problem, ns)
+    return base._replace(data=packed, ns=ns) if base is not None else None

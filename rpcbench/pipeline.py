@@ -17,12 +17,13 @@ import datetime as dt
 import time
 from collections import Counter
 from dataclasses import replace
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .config import RunConfig
 from .environment import environment, library_version
 from .executors import open_executor
 from .floor import FloorFigures, floor_figures
+from .meanwhile import Meanwhile
 from .plan import Plan, make_plan
 from .progress import Progress, quiet
 from .registry import Registry
@@ -37,34 +38,23 @@ from .timing_stage import Timed, run_timing
 
 
 def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None,
-                  meanwhile: Callable[[], None] = lambda: None) -> Suite:
+                  meanwhile: Optional[Meanwhile] = None) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's). A trace
     imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`). ``meanwhile``: the
-    caller's own work, done once while the run would wait: for the schema inference, or else while it looks at
-    the CPUs before timing (if it does either)."""
+    caller's own work, done while the run would wait: for the schema inference, then while it looks at the CPUs
+    before timing (if it does either)."""
     config = config.with_capture()
     if registry is None:
         registry = config.registry()
     else:
         use_capture(registry, config.capture, config.proto)
-    meanwhile = _once(meanwhile)
+    meanwhile = meanwhile or Meanwhile()
     plan = make_plan(config, registry, progress, meanwhile)
     with open_executor(config.dask, config.jobs, config.codec_timeout, progress) as executor:
         size_pass = run_size_pass(plan, executor)  # a Dask cluster is closed before timing starts
     size_pass_s = time.perf_counter() - plan.started
     timed = run_timing(plan, size_pass, progress, meanwhile)
     return build_suite(plan, size_pass, timed, size_pass_s)
-
-
-def _once(work: Callable[[], None]) -> Callable[[], None]:
-    """``work``, done the first time the callable returned is called and never again."""
-    done: List[bool] = []
-
-    def first_time() -> None:
-        if not done:
-            done.append(True)
-            work()
-    return first_time
 
 
 def build_suite(plan: Plan, size_pass: SizePass, timed: Timed, size_pass_s: float) -> Suite:

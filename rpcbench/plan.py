@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from rpc_capture import open_trace
 
@@ -24,6 +24,7 @@ from .budget import TimingPlan
 from .codec import Codec
 from .config import RunConfig
 from .errors import BenchError
+from .meanwhile import Meanwhile
 from .pieces import use_registry
 from .progress import Progress
 from .registry import Registry
@@ -55,7 +56,7 @@ class Plan:
         return self.sampling.held
 
 
-def make_plan(config: RunConfig, registry: Registry, progress: Progress, meanwhile: Callable[[], None] = lambda: None
+def make_plan(config: RunConfig, registry: Registry, progress: Progress, meanwhile: Optional[Meanwhile] = None
               ) -> Plan:
     """Index the traces, train the dictionaries and infer the schema, make the codecs: the run's :class:`Plan`
     (``meanwhile``: the caller's work, done while the schema inference reads, if it reads aside)."""

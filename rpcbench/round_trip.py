@@ -12,11 +12,14 @@ from .codec import Codec, received_call
 from .fidelity import OTHER, PRECISION, QUANTIZED, Limit, compare, features_of
 
 
+CallProblem = Tuple[str, str, bool, str, str]  #: an outcome's problem: kind, feature, declared, path, detail
+
+
 class Outcome(NamedTuple):
     """One call through one codec: wire bytes (None if encoding failed), the problem if any, and its cost."""
 
     data: Optional[bytes]
-    problem: Optional[Tuple[str, str, bool, str, str]]  #: kind, feature, declared, path, detail
+    problem: Optional[CallProblem]  #: kind, feature, declared, path, detail
     ns: int  #: encode + decode time, for planning the timing phase
     lossy: Tuple[Tuple[str, float, float], ...] = ()  #: (field path, error, step) of values back within their step
 
@@ -79,20 +82,25 @@ def compressed(compressor: Any, base: Outcome) -> Outcome:
         return base
     timer = time.perf_counter_ns
     t0 = timer()
+    packed, problem = compress_checked(compressor, base.data)
+    ns = base.ns + timer() - t0
+    return base._replace(data=packed, ns=ns) if problem is None else Outcome(packed, problem, ns)
+
+
+def compress_checked(compressor: Any, data: bytes) -> Tuple[Optional[bytes], Optional[CallProblem]]:
+    """``data`` compressed, then decompressed by ``compressor``: (the compressed bytes, None) when it gave
+    ``data`` back; else what went wrong: (None, the encode problem) or (the compressed bytes, the decode problem)."""
     try:
-        packed = compressor.compress(base.data)
+        packed = compressor.compress(data)
         if type(packed) is not bytes:
             raise TypeError(f"compress returned {type(packed).__name__}, not bytes")
     except Exception as e:
-        return Outcome(None, ("encode", OTHER, False, "", error_text(e)), base.ns + timer() - t0)
+        return None, ("encode", OTHER, False, "", error_text(e))
     try:
-        same = compressor.decompress(packed) == base.data
+        same = compressor.decompress(packed) == data
     except Exception as e:
-        return Outcome(packed, ("decode", OTHER, False, "", error_text(e)), base.ns + timer() - t0)
-    ns = base.ns + timer() - t0
-    if not same:
-        return Outcome(packed, ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones"), ns)
-    return base._replace(data=packed, ns=ns)
+        return packed, ("decode", OTHER, False, "", error_text(e))
+    return packed, None if same else ("decode", OTHER, False, "", "decompressed bytes differ from the compressed ones")
 
 
 def error_text(e: BaseException, limit: int = 160) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 from rpc_capture import C2S, Call
 from rpc_capture.stats import TraceStats
 
-from .batch import CallBatch, Inner, compressed_all, round_trip_all
+from .batch import CallBatch, Inner, compressed_all, round_trip_all, streamed_all
 from .codec import Codec, Compressed, Streams, stream_key
 from .histogram import histogram_of, nearest_ranks
 from .results import Problem, Sizes
@@ -52,9 +52,9 @@ class CodecTally:
         self._stateful = codec.per_connection  #: a session per stream (:meth:`check` asks per call: read once)
         inner = codec.inner if isinstance(codec, Compressed) else codec
         self._inner_stateful, self._inner_name = inner.per_connection, inner.name  #: the name: what shares its outcome
-        #: a batch at a time (:meth:`check_all`): no state across calls, and exact (no precision profile)
-        self._inner_batched = not inner.per_connection and type(inner).within_steps is Codec.within_steps
-        self.batched = self._inner_batched and not codec.per_connection
+        #: a batch at a time (:meth:`check_all`): an inner codec with no state across calls, and exact (no precision
+        #: profile), compressed per call or in a stream per connection
+        self.batched = not inner.per_connection and type(inner).within_steps is Codec.within_steps
         self._runs: List[Tuple[int, array]] = []  #: (offset in the span, bytes per call) of batches to sum
         self._whole = True  #: the inner codec's last batch came back whole (so the next one's pickle is tried first)
         #: reads the calls the run does not measure, in order (a recorded stream: :meth:`Codec.pass_over`)
@@ -188,8 +188,6 @@ class CodecTally:
         batch when every call came back the same), else call by call; the figures are the same either way."""
         done = self._batch(batch, beat) if self.batched else None
         if done is None:
-            if self._inner_batched:  # a stream compressor on a stateless codec: the codec's outcomes, by batch
-                self._inner_batch(batch, beat)
             for position, (index, call) in enumerate(zip(batch.indices, batch.calls)):
                 if beat is not None:
                     beat[0] = index
@@ -249,7 +247,12 @@ class CodecTally:
     def _batch(self, batch: CallBatch, beat: Any) -> Inner:
         """The batch through this codec (its inner codec's batch shared with the codecs on it)."""
         base = self._inner_batch(batch, beat)
-        return compressed_all(cast(Any, self.codec).compressor, base, batch, beat) if self._compresses else base
+        if not self._compresses:
+            return base
+        if self._stateful:  # a stream per connection: each call through its own stream's compressor
+            sessions = self._sessions
+            return streamed_all([sessions[key].compressor for key in zip(batch.conns, batch.dirs)], base, batch, beat)
+        return compressed_all(cast(Any, self.codec).compressor, base, batch, beat)
 
     def _inner_batch(self, batch: CallBatch, beat: Any) -> Inner:
         """The batch through the inner codec (the codec itself if it does not compress), shared by the codecs

@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Dict, List, Optional, Sequence, Tuple, cast
 
 from rpc_capture import Call, TraceWriter
 
@@ -23,6 +23,7 @@ from . import worker
 from .budget import MEMORY_CALLS, TimingPlan, fit_to_budget
 from .codec import Codec
 from .config import RunConfig
+from .meanwhile import Meanwhile
 from .packet_timing import PacketPlan
 from .plan import Plan
 from .progress import Progress
@@ -46,11 +47,11 @@ class Timed:
     busy_cpus: Optional[float] = None  #: CPUs' worth of other work just before timing (looked at for default lanes)
 
 
-def run_timing(plan: Plan, size_pass: SizePass, progress: Progress, meanwhile: Callable[[], None] = lambda: None
+def run_timing(plan: Plan, size_pass: SizePass, progress: Progress, meanwhile: Optional[Meanwhile] = None
                ) -> Timed:
     """Settle the lanes on this machine, fit the timing plan to the budget left, then time the sample of every
-    codec the size pass kept (``meanwhile``: the caller's work, done while this process looks at the CPUs, if
-    it looks)."""
+    codec the size pass kept (``meanwhile``: the caller's work left, done while this process looks at the CPUs,
+    if it looks)."""
     config, started = plan.config, time.perf_counter()
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
     codecs = [] if config.sizes_only else [c for c in plan.codecs if c.name not in failed]
@@ -72,12 +73,13 @@ def run_timing(plan: Plan, size_pass: SizePass, progress: Progress, meanwhile: C
 
 
 def _lanes_for_the_machine(timing: TimingPlan, progress: Progress, zygote: Optional[worker.Zygote],
-                           meanwhile: Callable[[], None]) -> Tuple[TimingPlan, Optional[float]]:
+                           meanwhile: Optional[Meanwhile]) -> Tuple[TimingPlan, Optional[float]]:
     """The default lanes kept only on CPUs nothing else keeps busy: beside other work a pinned lane shares its
     CPU with it and reads codecs up to 2x slow (docs/methodology.md), so the run times one codec at a time.
     The zygote's work and ``meanwhile`` are the run's own, not counted."""
     progress("timing sample", "looking at what else the CPUs do")
-    busy = worker.busy_cpus(ours=zygote.cpu_seconds if zygote is not None else lambda: 0.0, meanwhile=meanwhile)
+    busy = worker.busy_cpus(ours=zygote.cpu_seconds if zygote is not None else lambda: 0.0,
+                            meanwhile=meanwhile.rest if meanwhile is not None else lambda: None)
     if busy is None or busy < worker.BUSY_LIMIT:
         return timing, busy
     log.warning("timing: one codec at a time: other work kept %.2f CPUs busy, and two lanes need the CPUs to "

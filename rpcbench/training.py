@@ -28,7 +28,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, cast
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, cast
 
 from rpc_capture import Call, open_trace
 
@@ -37,6 +37,7 @@ from .codec import Codec, Compressor, Streams, encoded_or_none, stream_key
 from .config import RunConfig
 from .errors import BenchError
 from .inference import Inference, InferredSchema
+from .meanwhile import Meanwhile
 from .protobuf import TraceShapes
 from .registry import Registry
 from .trace_index import CallRange, TraceIndex, halves
@@ -99,13 +100,13 @@ def wanted(ids: Sequence[str], registry: Registry) -> Dict[str, Type[Compressor]
 
 
 def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str], index: Sequence[TraceIndex],
-                       progress: Progress = quiet, meanwhile: Callable[[], None] = lambda: None) -> Optional[Training]:
+                       progress: Progress = quiet, meanwhile: Optional[Meanwhile] = None) -> Optional[Training]:
     """Train one dictionary per inner codec the run's trained codecs (of ``ids``) need, on the first calls of
     each trace (``index``: the traces, their calls counted) or on ``--train-trace``, and infer a schema for the
     typed codecs from every call of the traces when the run has none for them (rpcbench/inference.py); None if
     neither is needed. With processes allowed (``--jobs``), the inference reads in watched processes of its own
     (two, each through half the calls, with ``--jobs`` 2 or more and 2 CPUs) while this one trains, then does
-    ``meanwhile`` (the caller's work): the plan takes the longer, not the sum."""
+    ``meanwhile`` (the caller's work) until the reads are done: the plan takes the longer, not the sum."""
     needed = wanted(ids, registry)
     inferring = inference.Inference(config) if inference.wanted(config, ids) else None
     if not needed and inferring is None:
@@ -125,7 +126,8 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
                 _read(config, (), here)
             training = Training((), "nothing: no codec of the run trains a dictionary", 0)
         if reads:
-            meanwhile()
+            if meanwhile is not None:
+                meanwhile.until(lambda: all(read.answered() for read in reads))
             _merge_reads(config, cast(Inference, inferring), [read.result() for read in reads])
         schema = inferring.schema() if inferring is not None else None
     finally:

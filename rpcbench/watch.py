@@ -174,6 +174,10 @@ class Watch:
         self.task = self.task.blame(max(self.beat[1], 0), reason)
         self._start()
 
+    def answered(self) -> bool:
+        """Has the task's process answered, or ended? (Its answer is read by :meth:`check` or :meth:`result`.)"""
+        return self.fd < 0 or bool(select.select([self.fd], [], [], 0)[0])
+
     def result(self) -> Any:
         """Wait for the task's result (its process stopped whatever happens)."""
         try:

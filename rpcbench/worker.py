@@ -100,9 +100,7 @@ class Zygote:
         ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else self._interrupt)
         try:
-            assert self.proc.stdin
-            self.proc.stdin.write(pickle.dumps((sample_path, plan)))
-            self.proc.stdin.close()
+            self._send(pickle.dumps((sample_path, plan)))
             for line in self._answers:
                 if line == "ready\n":
                     self._now_ready()
@@ -119,6 +117,15 @@ class Zygote:
             self.proc.wait()
             signal.signal(signal.SIGINT, previous)
         raise BenchError(f"timing worker exited without results (status {self.proc.returncode})")
+
+    def _send(self, data: bytes) -> None:
+        """The last of the zygote's input; one that has ended already is told by its answers (none)."""
+        assert self.proc.stdin
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
 
     def cpu_seconds(self) -> float:
         """CPU time the zygote has used so far (:func:`cpu_seconds_of`)."""
@@ -422,7 +429,8 @@ def busy_cpus(seconds: float = BUSY_WINDOW_S, ours: Callable[[], float] = lambda
     idle and iowait, steal included, as a VM's host taking the CPU is as busy as a process); None where the
     system cannot say. What this process and ``ours()`` (CPU seconds so far of the run's other processes: the
     zygote, making its codecs meanwhile) use is not counted: this process does ``meanwhile`` (the caller's work:
-    imports) instead of sleeping, for ``seconds`` or as long as it takes. Two lanes need the CPUs to themselves:
+    imports) instead of sleeping, for ``seconds`` or as long as it takes (others then get their share of the CPUs
+    beside it, not all of them: work that would take a CPU may read under one). Two lanes need the CPUs to themselves:
     beside other work each is stuck on its own CPU with it, where one codec at a time runs on whichever CPU is
     free (docs/methodology.md, timing lanes)."""
     def ticks() -> Tuple[int, int]:

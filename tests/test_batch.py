@@ -6,6 +6,7 @@ priorities, bottom-k candidates, trace statistics) against their per-call origin
 import functools
 import heapq
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from rpc_capture import Call, open_trace
 from rpc_capture.stats import TraceStats
 from rpcbench.batch import BATCH, CallBatch
-from rpcbench.codec import Codec
+from rpcbench.codec import Codec, Compressed, Compressor
 from rpcbench.config import RunConfig
 from rpcbench.fidelity import Limit
 from rpcbench.pieces import Piece, tally_piece
@@ -109,6 +110,55 @@ def test_a_codec_that_fails_or_exits_partway_through_a_batch_counts_the_same(exi
     assert one == batched
     if exit_at:
         assert f"stopped at call {exit_at - 1}: SystemExit: 3" in one[0]
+
+
+class OddStream(Compressor):
+    """A stream compressor, one per connection and direction, whose bytes depend on the stream's state (a count
+    of its calls) and that misbehaves on some calls: raises, returns text, decompresses wrong or not at all, exits
+    (at the ``exit_at``-th call of all its streams)."""
+
+    name, per_connection, ordered_delivery = "oddstream", True, True
+
+    def __init__(self, level=None, calls=None, exit_at=None):
+        super().__init__(level)
+        self._calls, self._exit_at, self._sent, self._received = calls or [0], exit_at, 0, 0
+
+    def connection(self):
+        return OddStream(self.level, self._calls, self._exit_at)
+
+    def compress(self, data):
+        self._calls[0] += 1
+        self._sent += 1
+        if self._calls[0] == self._exit_at:
+            sys.exit(4)
+        if self._sent % 31 == 3:
+            raise ValueError("compress")
+        if self._sent % 37 == 5:
+            return "text"
+        return self._sent.to_bytes(4, "big") + data
+
+    def decompress(self, data):
+        self._received += 1
+        if self._received % 41 == 7:
+            raise KeyError("decompress")
+        if int.from_bytes(data[:4], "big") % 43 == 9:
+            return data[5:]
+        return data[4:]
+
+
+@pytest.mark.parametrize("exit_at", [None, 1, 300, 301])
+def test_a_stream_compressor_that_fails_or_exits_partway_through_a_batch_counts_the_same(exit_at):
+    """Streams go a batch at a time too (rpcbench.batch.streamed_all), each call through its stream's state in
+    the calls' order: the same figures as call by call, over an inner codec that fails some calls itself."""
+    calls = list(open_trace(str(TRACES["dict"])))[:700]
+    one, batched = both_ways(lambda: [CodecTally(Compressed(Odd(), OddStream(exit_at=exit_at)),
+                                                 (WirePolicy(PER_CALL),)),
+                                      CodecTally(Compressed(Registry.default().create("json"), OddStream()))],
+                             calls)
+    assert one == batched
+    assert "('encode', 'other')" in one[1] and "('decode', 'other')" in one[1]  # each way it goes wrong, met
+    if exit_at:  # the exit_at-th call compressed: later than the exit_at-th call when the inner codec failed some
+        assert re.search(r"'size pass stopped at call \d+: SystemExit: 4'", one[0])
 
 
 def test_priorities_are_the_per_call_priorities_bit_for_bit():

@@ -234,3 +234,29 @@ def test_run_benchmark_from_python_gives_what_the_command_line_gives(tmp_path):
         assert (mine.sizes, mine.by_method, mine.problems) == (theirs.sizes, theirs.by_method, theirs.problems)
         assert mine.encode is not None and len(mine.encode.rounds_ns) == 2
     assert suite.trace["calls"] == from_cli.trace["calls"] == 300
+
+
+@pytest.mark.parametrize("codecs, inferring", [(("json", "protobuf", "json+zstddict-3"), True),
+                                               (("json", "msgpack"), False)])
+def test_the_callers_work_is_done_once_in_order_while_the_run_would_wait(codecs, inferring):
+    """``meanwhile`` (the CLI's imports): each piece once, in order, whether the plan waits for a schema
+    inference (some pieces there) or not (all of them in the look at the CPUs before timing)."""
+    from rpcbench.config import RunConfig
+    from rpcbench.meanwhile import Meanwhile
+    from rpcbench.pipeline import run_benchmark
+    from rpcbench.worker import usable_cpus
+
+    if usable_cpus() < 2:
+        pytest.skip("one CPU: one timing lane, so no look at the CPUs before timing")
+    done, phases = [], []
+
+    def progress(phase, *_):
+        phases.append(phase)
+    pieces = [lambda n=n: done.append((n, phases[-1])) for n in range(3)]
+    suite = run_benchmark(RunConfig(trace=str(REPO / "samples" / "battle_dict.rpct"), codecs=codecs, repeat=2,
+                                    sample=50, tails=False, memory=False, timing_lanes=None),
+                          progress, meanwhile=Meanwhile(pieces))
+    assert [n for n, _ in done] == [0, 1, 2]
+    assert {phase for _, phase in done} <= {"training", "timing sample"}
+    assert ("training" in {phase for _, phase in done}) <= inferring
+    assert all(r.encode is not None for r in suite.results)

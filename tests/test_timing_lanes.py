@@ -228,7 +228,8 @@ def test_beside_other_work_the_default_times_one_codec_at_a_time(tmp_path):
             loop.wait()
     assert default.returncode == 0 and forced.returncode == 0, default.stderr + forced.stderr
     settings = json.loads((tmp_path / "a" / "out" / "results.json").read_text())["settings"]
-    assert settings["timing_lanes"] == 1 and settings["busy_cpus_before_timing"] >= 1.0
+    # two CPUs' worth, less the share the run's own zygote and imports take from them during the look
+    assert settings["timing_lanes"] == 1 and settings["busy_cpus_before_timing"] >= 0.75
     assert [line for line in default.stderr.splitlines() if "one codec at a time" in line] == [
         f"warning: timing: one codec at a time: other work kept {settings['busy_cpus_before_timing']:.2f} CPUs busy, "
         "and two lanes need the CPUs to themselves (--timing-lanes 2 times two at once anyway)"]
