@@ -11,10 +11,10 @@ is what a server would build from its own traffic and ship once to each client.
 
 When the run infers the typed codecs' schema (rpcbench/inference.py) from every call of the
 traces, watched processes of their own read them for it while this one trains (``--jobs`` 1 or
-more), niced so that this one's work goes first: two, each through half the calls (cut at a batch
-record or between traces), when the run may use 2 CPUs and ``--jobs`` is 2 or more; their shapes
-merge into exactly those of one read in order (rpcbench/protobuf/shape.py; where they cannot tell,
-the calls are read again here, in order). With ``--jobs 0`` the read that takes the held-out calls
+more): two, each through half the calls (cut at a batch record or between traces), when the run
+may use 2 CPUs and ``--jobs`` is 2 or more; their shapes merge into exactly those of one read in
+order (rpcbench/protobuf/shape.py; where they cannot tell, the calls are read again here, in
+order). With ``--jobs 0`` the read that takes the held-out calls
 goes on to the end of each trace and gives every call to the inference: one read, not two. Reads
 give the inference 4,096 calls at a time (``TraceShapes.add_all``: a key's values at a time).
 """
@@ -46,9 +46,6 @@ from .worker import usable_cpus
 from .progress import Progress, quiet
 
 log = logging.getLogger("rpcbench")
-#: the inference's reads yield to this process (its training and the caller's imports: the plan's longer part when the
-#: reads are short) and take the CPUs it leaves: the plan takes the longer part, not more
-INFER_NICE = 10
 INFER_BATCH = 4096  #: calls a watched read gives the inference at once (TraceShapes.add_all: a key at a time)
 RECURSION_LIMIT = sys.getrecursionlimit()  #: the limit the adds run under, here as in the watched reads
 
@@ -177,7 +174,6 @@ class _InferenceTask:
         return None
 
     def run(self, beat: Any) -> TraceShapes:
-        os.nice(INFER_NICE)
         shapes, salvage = TraceShapes(), self.inferring.config.salvage
         for part in self.calls:
             reader, calls = part.open(salvage)
