@@ -14,9 +14,9 @@ traces, watched processes of their own read them for it while this one trains (`
 more): two, each through half the calls (cut at a batch record or between traces), when the run
 may use 2 CPUs and ``--jobs`` is 2 or more; their shapes merge into exactly those of one read in
 order (rpcbench/protobuf/shape.py; where they cannot tell, the calls are read again here, in
-order). With ``--jobs 0`` the read that takes the held-out calls
-goes on to the end of each trace and gives every call to the inference: one read, not two. Reads
-give the inference 4,096 calls at a time (``TraceShapes.add_all``: a key's values at a time).
+order). With ``--jobs 0`` the read that takes the held-out calls goes on to the end of each
+trace and gives every call to the inference: one read, not two. Reads give the inference 4,096
+calls at a time (``TraceShapes.add_all``: a key's values at a time).
 """
 
 from __future__ import annotations
