@@ -84,7 +84,7 @@ def call_streams(draw: Any, limit: int) -> List[Call]:
 
 
 @pytest.mark.parametrize("limit", [3, 10])
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_merged_halves_give_the_in_order_schema(limit, data):
     """With the map limit lowered (MAX_FIELDS 3 or 10) so that random dicts pass it often: split at a random call,
@@ -167,7 +167,7 @@ def test_a_map_pooled_from_one_key_keeps_what_its_maps_pooled():
 
 
 @pytest.mark.parametrize("limit", [3, 10])
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(data=st.data())
 def test_calls_added_in_batches_give_the_shapes_of_adding_each(limit, data):
     """``TraceShapes.add_all`` (a method's args at once, a key's values at a time) against ``add`` of each call,
