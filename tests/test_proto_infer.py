@@ -16,6 +16,8 @@ from rpcbench import fidelity as F
 from rpcbench.commands import main as cli_main
 from rpcbench import protobuf
 from rpcbench.protobuf import infer
+from rpcbench.protobuf.infer import MAX_NESTING, TraceShapes
+from rpcbench.protobuf.shape import MAX_DEPTH
 from rpcbench.tally import CodecTally
 from rpcbench.registry import Registry
 
@@ -180,3 +182,42 @@ def test_an_inferred_schema_alone_maps_dotted_method_names_and_infer_says_where_
     assert cli_main(["proto", "infer", "--trace", str(REPO / "samples" / "battle.rpct")]) == 0
     # never over battle.proto
     assert f"save it as {protobuf.PROTO_DIR / 'battle_inferred.proto'} " in capsys.readouterr().err
+
+
+def _nested(depth: int, alternate: bool) -> object:
+    value: object = 1
+    for level in range(depth):
+        value = [value] if alternate and level % 2 else {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("depth, alternate", [(300, False), (1900, True)])
+def test_args_nested_as_deep_as_a_trace_holds_give_a_schema_not_a_traceback(tmp_path, capsys, depth, alternate):
+    """A trace may nest args up to rpc_capture's MAX_DEPTH (2000): the inference stops walking at its own depth
+    (a "deep" value) and the schema nests messages no deeper than protoc takes (a Struct below), so the default
+    run ends with its figures; protobuf's trouble with such calls is that codec's, counted per call."""
+    trace = tmp_path / "deep.rpct"
+    with TraceWriter(str(trace)) as w:
+        for i in range(40):
+            w.write(Call("deep", {"x": _nested(depth, alternate), "n": i}, i * 1000, "c2s", 1))
+            w.write(Call("flat", {"n": i}, i * 1000, "s2c", 1))
+    for jobs in ("0", "2"):
+        out = tmp_path / f"out{jobs}"
+        assert cli_main(["--trace", str(trace), "--out", str(out), "--jobs", jobs, "--repeat", "2", "--quiet",
+                         "--no-report", "--codecs", "json,protobuf,msgspec-struct"]) == 0
+        assert "Traceback" not in capsys.readouterr().err
+        proto = (out / "inferred.proto").read_text()
+        assert (f"dicts nested deeper than {MAX_NESTING} messages: google.protobuf.Struct" if not alternate else
+                f"lists and dicts nested more than {MAX_DEPTH} deep: google.protobuf.Value") in proto
+        results = {r["codec"]: r for r in json.loads((out / "results.json").read_text())["results"]}
+        assert results["json"]["calls"] + results["json"]["failures"] == 80  # json's own limit: its failures
+
+
+def test_shapes_stop_walking_at_their_depth():
+    shapes = TraceShapes()
+    shapes.add(Call("m", {"x": _nested(200, True)}, 0, "c2s", 1))
+    shape, depth = shapes.by_method["m"], 0
+    while shape.fields or shape.items:
+        shape = shape.items or next(iter(shape.fields.values()))
+        depth += 1
+    assert depth == MAX_DEPTH and dict(shape.kinds) == {"deep": 1}

@@ -19,8 +19,9 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 from rpc_capture import Call, open_trace
 
 from ..errors import BenchError
-from .shape import Shape, child_shape, is_identifier
+from .shape import MAX_DEPTH, Shape, child_shape, is_identifier
 
+MAX_NESTING = 24  #: messages nested in a message at most: a dict deeper is a Struct (protoc refuses 31 levels)
 MAP_MIN_KEYS = 8  #: a dict position with at least this many keys, values all alike and each dict holding
 MAP_MAX_FILL = 0.75  #: ...less than this share of them, is a map (names that vary by call: player ids, slots)
 _WRAPPERS = {"double": "DoubleValue", "int32": "Int32Value", "sint32": "Int32Value", "int64": "Int64Value",
@@ -127,6 +128,8 @@ class SchemaWriter:
             return self.list_type(s.items, key, taken, indent)
         if kind == "dict":
             return self.dict_type(s, key, taken, indent)
+        if kind == "deep":
+            return self.value_field(f"lists and dicts nested more than {MAX_DEPTH} deep")
         return self.value_field("values of a type protobuf has no field for; they will not encode")
 
     def list_type(self, items: Optional[Shape], key: str, taken: Set[str], indent: str) -> Field:
@@ -146,6 +149,8 @@ class SchemaWriter:
         """A nested message, or a ``map<>`` (or Struct) when the keys are data rather than names."""
         if s.fields is not None and _varying_keys(s):
             s.become_map(f"{len(s.fields)} keys that vary by call, values alike")
+        if s.fields is not None and len(indent) // 2 >= MAX_NESTING:
+            return self.struct_field(f"dicts nested deeper than {MAX_NESTING} messages")
         if s.fields is not None:
             name = _unique(_camel(key), taken)
             return Field(name, nested=self.message(name, s, indent))
@@ -277,7 +282,7 @@ class TraceShapes:
 
     def add(self, call: Call) -> None:
         """Record one call's method and the shape of its args."""
-        child_shape(self.by_method, call.method).add(_named(call.args))
+        child_shape(self.by_method, call.method, 0).add(_named(call.args))
         self.calls += 1
 
     def add_all(self, calls: Iterable[Call]) -> None:
@@ -291,7 +296,7 @@ class TraceShapes:
             else:
                 found.append(_named(call.args))
         for method, values in by_method.items():
-            child_shape(self.by_method, method).add_items(values)
+            child_shape(self.by_method, method, 0).add_items(values)
             self.calls += len(values)
 
     def merge(self, other: "TraceShapes") -> None:

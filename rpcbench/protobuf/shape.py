@@ -12,6 +12,9 @@ from operator import itemgetter
 from typing import Any, Dict, Iterable, Optional, Sequence, cast
 
 MAX_FIELDS = 64  #: a dict position with more distinct keys than this is a map, not a message
+#: places nested deeper than this in the args (lists and dicts) are not walked: their lists and dicts are told as
+#: "deep" (a google.protobuf.Value), so that no inference, merge or pickle of shapes recurses without bound
+MAX_DEPTH = 48
 NOT_NAMES = "keys that are not field names"  #: why a dict position holding such a key is a map
 _KINDS = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes", list: "list", tuple: "list",
           dict: "dict"}
@@ -31,10 +34,11 @@ class InexactMerge(Exception):
 class Shape:
     """Everything seen at one place of the args (the values of one key, or the items of lists)."""
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int = 0) -> None:
+        self.depth = depth  #: how many lists and dicts hold this place
         self.count = 0  #: values seen, None included
         self.none = 0
-        self.kinds: Counter = Counter()  #: non-None values by kind: bool int float str bytes list dict other
+        self.kinds: Counter = Counter()  #: non-None values by kind: bool int float str bytes list dict other deep
         self.lo = self.hi = 0  #: int range
         self.items: Optional[Shape] = None  #: list items
         self.fields: Optional[Dict[str, Shape]] = {}  #: dict values by key; None once the dicts look like a map
@@ -62,12 +66,25 @@ class Shape:
             elif value > self.hi:
                 self.hi = value
         elif kind == "list":
+            if self.depth >= MAX_DEPTH:
+                self._deep("list", 1)
+                return
             items = self.items
             if items is None:
-                items = self.items = Shape()
+                items = self.items = Shape(self.depth + 1)
             items.add_items(value)
         elif kind == "dict":
+            if self.depth >= MAX_DEPTH:
+                self._deep("dict", 1)
+                return
             self._add_dict(value)
+
+    def _deep(self, kind: str, n: int) -> None:
+        """``n`` values of ``kind`` (list or dict) counted at a place too deep to walk them: as "deep" ones."""
+        self.kinds[kind] -= n
+        if not self.kinds[kind]:
+            del self.kinds[kind]
+        self.kinds["deep"] += n
 
     def add_items(self, values: Any) -> None:
         """Record values in order, as :meth:`add` of each does (the items of one list, the args of a method's calls,
@@ -77,9 +94,9 @@ class Shape:
         single = types.pop() if len(types) == 1 else None
         kind = _SCALARS.get(single)  # type: ignore[arg-type]
         if kind is None:
-            if single is dict:
+            if single is dict and self.depth < MAX_DEPTH:
                 self._add_dicts(values)
-            elif single is list or single is tuple:
+            elif (single is list or single is tuple) and self.depth < MAX_DEPTH:
                 self._add_lists(values)
             else:
                 for item in values:
@@ -128,7 +145,7 @@ class Shape:
         self.count += n
         self.kinds["list"] += n
         if self.items is None:
-            self.items = Shape()
+            self.items = Shape(self.depth + 1)
         self.items.add_items(list(chain.from_iterable(lists)))
 
     def _add_dict(self, d: dict) -> None:
@@ -149,7 +166,7 @@ class Shape:
                 self.become_map(NOT_NAMES if odd else f"more than {MAX_FIELDS} distinct keys")
         if self.fields is not None:
             for key, value in d.items():
-                child_shape(self.fields, key).add(value)
+                child_shape(self.fields, key, self.depth + 1).add(value)
         else:
             for value in d.values():
                 self.values.add(value)  # type: ignore[union-attr]
@@ -157,7 +174,7 @@ class Shape:
     def become_map(self, reason: str) -> None:
         """Stop telling keys apart: their values pool into one shape, the map's values."""
         fields = self.fields or {}
-        self.map_reason, self.map_at, self.values = reason, len(fields), Shape()
+        self.map_reason, self.map_at, self.values = reason, len(fields), Shape(self.depth + 1)
         for shape in fields.values():
             self.values.pool(shape)
         self.fields = None
@@ -168,14 +185,14 @@ class Shape:
         order of the shapes pooled, and a dict position does not become a map for the keys of both."""
         self._merge_tallies(other)
         if other.items:
-            self.items = self.items or Shape()
+            self.items = self.items or Shape(self.depth + 1)
             self.items.pool(other.items)
         if other.fields is None and self.fields is not None:
             self.become_map(other.map_reason)
             self.map_at = max(self.map_at, other.map_at)  # into a new Shape, a copy of other
         if self.fields is not None:
             for key, shape in (other.fields or {}).items():
-                child_shape(self.fields, key).pool(shape)
+                child_shape(self.fields, key, self.depth + 1).pool(shape)
         elif other.fields is not None:
             for shape in other.fields.values():
                 self.values.pool(shape)  # type: ignore[union-attr]
@@ -268,7 +285,7 @@ class Shape:
 
     def _pooled(self, shapes: Iterable["Shape"], reason: str, keys: int) -> None:
         """Become a map whose values are ``shapes`` merged: exact only if none holds a dict (else InexactMerge)."""
-        values = Shape()
+        values = Shape(self.depth + 1)
         for shape in shapes:
             if shape.has_dicts():
                 raise InexactMerge("dicts in the values of keys a map pools")
@@ -276,11 +293,11 @@ class Shape:
         self.fields, self.values, self.map_reason, self.map_at = None, values, reason, keys
 
 
-def child_shape(fields: Dict[Any, Shape], key: Any) -> Shape:
-    """The shape of ``key`` in ``fields``, made on first sight."""
+def child_shape(fields: Dict[Any, Shape], key: Any, depth: int) -> Shape:
+    """The shape of ``key`` in ``fields`` (a place ``depth`` lists and dicts deep), made on first sight."""
     shape = fields.get(key)
     if shape is None:
-        shape = fields[key] = Shape()
+        shape = fields[key] = Shape(depth)
     return shape
 
 
