@@ -25,7 +25,6 @@ import dataclasses
 import itertools
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, cast
@@ -47,7 +46,6 @@ from .progress import Progress, quiet
 
 log = logging.getLogger("rpcbench")
 INFER_BATCH = 4096  #: calls a watched read gives the inference at once (TraceShapes.add_all: a key at a time)
-RECURSION_LIMIT = sys.getrecursionlimit()  #: the limit the adds run under, here as in the watched reads
 
 
 @dataclass(frozen=True)
@@ -179,9 +177,7 @@ class _InferenceTask:
             reader, calls = part.open(salvage)
             infer_from(calls, shapes)
             reader.close()
-        # shapes as deep as the adds made them (two frames a level) pickle: the pickler takes about four
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * RECURSION_LIMIT))  # (and this process then ends)
-        return shapes
+        return shapes  # (MAX_DEPTH places deep at most, rpcbench/protobuf/shape.py: they pickle at the usual limit)
 
     def blame(self, position: int, reason: str) -> "_InferenceTask":
         return self
