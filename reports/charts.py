@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from rpcbench.results import CodecResult, Sizes, Suite, Timing
+from rpcbench import worker
 from rpcbench.watch import started
 
 from .chart_kit import (COLORS, DOMINATED, FAILING, FAILING_MARK, note_right, place_labels, plain_log, plt,
@@ -79,7 +80,7 @@ def render_charts(d: Decision, files: Optional[str] = None) -> Dict[str, str]:
 
 def _two_cpus() -> bool:
     """Whether a forked process can draw beside this one on a CPU of its own."""
-    return hasattr(os, "fork") and hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) >= 2
+    return worker.available() and worker.usable_cpus() >= 2
 
 
 def _draw(d: Decision, names: Sequence[str], files: Optional[str]) -> Dict[str, str]:
