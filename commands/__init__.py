@@ -14,7 +14,7 @@ import importlib
 import logging
 import os
 import sys
-from typing import List, NoReturn, Optional
+from typing import Any, List, NoReturn, Optional
 
 from rpc_capture import TraceError
 from rpcbench.errors import BenchError
@@ -92,11 +92,24 @@ class _OneLineFormatter(logging.Formatter):
         return f"{record.levelname.lower()}: {record.getMessage()}"
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a line is written, not as it was when the handler was made: a caller
+    that swaps it (pytest's capture, a notebook) gets the lines, and a stream closed since is never written to."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        pass
+
+
 def _log_to_stderr() -> None:
     """Library warnings (a truncated trace, a skipped codec) print as ``warning: ...``."""
     root = logging.getLogger()
     if not any(getattr(h, "_rpcbench", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(_OneLineFormatter())
         handler._rpcbench = True  # type: ignore[attr-defined]
         root.addHandler(handler)

@@ -54,7 +54,12 @@ class TimingJob:
         self.loops = 1
         self.rounds: Dict[str, List[float]] = {"encode": [], "decode": []}
         self.stage_rounds: Dict[str, Dict[str, List[float]]] = {"encode": {}, "decode": {}}
-        self._stage_inputs = {} if self.codec.per_connection or self.error else self._prepare_stages()
+        self._stage_inputs: Dict[str, list] = {}
+        if not (self.codec.per_connection or self.error):
+            try:
+                self._stage_inputs = self._prepare_stages()
+            except Exception as e:  # a stage that breaks on the sample stops this codec's timing, as a round would
+                self.error = f"timing stopped: {type(e).__name__}: {e}"
         self._warm_ns = math.inf  #: the fastest warm-up replay, ns (the fastest: one crowded out would cut the loops)
         self.packets, self.packet_error = self._prepare_packets(packets)
         self.packet_policy = packets.policy if packets else None

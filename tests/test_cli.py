@@ -260,3 +260,25 @@ def test_the_callers_work_is_done_once_in_order_while_the_run_would_wait(codecs,
     assert {phase for _, phase in done} <= {"training", "timing sample"}
     assert ("training" in {phase for _, phase in done}) <= inferring
     assert all(r.encode is not None for r in suite.results)
+
+
+def test_warnings_go_to_stderr_as_it_is_when_written():
+    """The library's one-line warnings follow ``sys.stderr`` when it is swapped (pytest's capture, a notebook),
+    never the stream of the run that installed them, which may be closed since (a 'Logging error' traceback)."""
+    import io
+    import logging
+
+    from rpcbench.commands import _log_to_stderr
+
+    saved = sys.stderr
+    try:
+        first, second = io.StringIO(), io.StringIO()
+        sys.stderr = first
+        _log_to_stderr()
+        logging.getLogger("rpcbench").warning("to the first")
+        first.close()
+        sys.stderr = second
+        logging.getLogger("rpcbench").warning("to the second")
+        assert second.getvalue() == "warning: to the second\n"
+    finally:
+        sys.stderr = saved

@@ -442,3 +442,22 @@ def test_the_same_crafted_bytes_under_the_readers_own_key_would_reach_marshal(tm
                      + T._frame(T.KIND_BATCH, K.tag(data, bytes(range(32))) + data))
     [call] = list(TraceReader(path))
     assert type(call.args).__name__ == "code"
+
+
+def test_the_fuzz_seed_calls_through_the_default_codecs_give_figures_not_a_traceback(tmp_path):
+    """The fuzz campaign's legal but unusual calls (tests/mutations.py: nesting 300 deep, odd keys, huge ints, a
+    method named with a lone surrogate, NaN) through every default codec, the typed ones too: their schema is
+    inferred (a method name UTF-8 cannot carry is escaped in its comment, a .proto being UTF-8) and each codec's
+    trouble with the calls is its own."""
+    import mutations
+
+    path = tmp_path / "hostile.rpct"
+    with TraceWriter(path) as w:
+        for call in mutations.hostile_calls():
+            w.write(call)
+    proc = run_bench("--trace", path, "--out", tmp_path / "out", *FAST)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert '// rpcbench-method: "text\\ud800"' in (tmp_path / "out" / "inferred.proto").read_text(encoding="utf-8")
+    suite = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert all(r["calls"] + r["failures"] == 112 for r in suite["results"])  # 140 calls, the first 20 % held out
+    assert "text\ud800" in suite["trace"]["methods"]

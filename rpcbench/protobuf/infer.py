@@ -56,10 +56,11 @@ class SchemaWriter:
         rpcs: List[str] = []
         for rpc, message, _ in methods:
             if rpc in aliases:
-                rpcs.append(f"  // rpcbench-method: {json.dumps(aliases[rpc], ensure_ascii=False)}")
+                rpcs.append(f"  // rpcbench-method: {_json_text(aliases[rpc])}")
             request = f".{self.package}.{message}" if message in names else message
             rpcs.append(f"  rpc {rpc}({request}) returns (google.protobuf.Empty);")
-        head = [f"// Inferred by `run_bench.py proto infer` from {trace} ({calls:,} calls, {len(methods)} methods).",
+        head = [f"// Inferred by `run_bench.py proto infer` from {_utf8(trace)} ({calls:,} calls, {len(methods)} "
+                "methods).",
                 "// Field types come from the values seen; review the `guess:` comments before relying on it.",
                 'syntax = "proto3";', "", f"package {self.package};", ""]
         head += [f'import "google/protobuf/{name}.proto";' for name in sorted(self.imports)]
@@ -174,6 +175,18 @@ class SchemaWriter:
         """google.protobuf.Struct: a dict with str keys and JSON-like values."""
         self.imports.add("struct")
         return Field("google.protobuf.Struct", label, [note + ": google.protobuf.Struct, numbers come back as float"])
+
+
+def _json_text(name: str) -> str:
+    """``name`` as a JSON string for a comment of the .proto: as it reads, but for what UTF-8 cannot carry (a lone
+    surrogate, which a trace may hold): then escaped, as JSON reads it back."""
+    text = json.dumps(name, ensure_ascii=False)
+    return text if _utf8(text) == text else json.dumps(name)
+
+
+def _utf8(text: str) -> str:
+    """``text`` with what UTF-8 cannot carry (lone surrogates) written as escapes: a .proto is UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _named(args: Any) -> Any:
