@@ -9,12 +9,12 @@ with undeclared failures are marked in red on every chart. matplotlib runs headl
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from matplotlib.axes import Axes
@@ -67,7 +67,7 @@ def render_charts(d: Decision, files: Optional[str] = None) -> Dict[str, str]:
     folder, created if needed), also each chart as ``<name>.png`` and ``<name>.svg`` there, for slides. With two
     CPUs, every other chart is drawn in a forked process beside this one (drawing is 1-1.5 s of the run's end)."""
     names = tuple(CHARTS)
-    aside = started(_DrawTask(d, names[1::2], files), timeout=0) if _two_cpus() else None
+    aside = started(functools.partial(_draw, d, names[1::2], files)) if _two_cpus() else None
     try:
         drawn = _draw(d, names[0::2] if aside else names, files)
         if aside is not None:
@@ -103,26 +103,6 @@ def _draw(d: Decision, names: Sequence[str], files: Optional[str]) -> Dict[str, 
             plt.close(fig)
         rendered[name] = inline_svg(out.getvalue(), name)
     return rendered
-
-
-@dataclass(frozen=True)
-class _DrawTask:
-    """Some of the charts, drawn in a watched forked process (:func:`rpcbench.watch.started`)."""
-
-    decision: Decision
-    names: Tuple[str, ...]
-    files: Optional[str]
-    codecs: Tuple[str, ...] = ()  #: no codec runs: nothing to blame
-    span: Tuple[int, int] = (0, 0)  #: no call read
-
-    def prepare(self) -> None:
-        return None
-
-    def run(self, beat: Any) -> Dict[str, str]:
-        return _draw(self.decision, self.names, self.files)
-
-    def blame(self, position: int, reason: str) -> "_DrawTask":
-        return self
 
 
 _PROLOG = re.compile(r"\A.*?(?=<svg\b)", re.S)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Any, Dict, Sequence
 
+from rpc_capture import Call
+
 from . import protobuf
 from .config import RunConfig
 from .protobuf.compile import CACHE_DIR
@@ -66,7 +68,10 @@ class Inference:
         self.config = config
         self.bundled = _bundled_methods(config.proto)
         self.shapes = protobuf.TraceShapes()  #: the calls' shapes (a run's reads give them calls a batch at a time)
-        self.add = self.shapes.add  #: record one call (bound once: it runs for every call of the traces)
+
+    def add(self, call: Call) -> None:
+        """Record one call (a run's reads give :attr:`shapes` their calls a batch at a time instead)."""
+        self.shapes.add(call)
 
     def merge(self, parts: Sequence[protobuf.TraceShapes]) -> bool:
         """Take the shapes of runs of calls read apart (in call order) as if their calls were added here in order;
@@ -77,7 +82,7 @@ class Inference:
                 shapes.merge(part)
         except protobuf.InexactMerge:
             return False
-        self.shapes, self.add = shapes, shapes.add
+        self.shapes = shapes
         return True
 
     def schema(self) -> InferredSchema | None:

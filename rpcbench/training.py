@@ -22,6 +22,7 @@ calls at a time (``TraceShapes.add_all``: a key's values at a time).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -109,11 +110,11 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
     progress("training", "reading the training calls" if inferring is None else
              "reading every call (schema inference) and the training calls")
     aside = config.jobs > 0 and hasattr(os, "fork")
-    tasks = _inference_tasks(config, index, inferring) if aside and inferring is not None else []
-    here = None if tasks else inferring  #: the inference, when it reads here
+    parts = _inference_reads(config, index) if aside and inferring is not None else []
+    here = None if parts else inferring  #: the inference, when it reads here
     reads: List[Watch] = []
     try:
-        reads += (started(task, config.codec_timeout) for task in tasks)
+        reads += (started(functools.partial(_shapes_of, part, config.salvage)) for part in parts)
         if needed:
             training = _dictionaries(config, registry, needed, index, here, progress)
         else:
@@ -158,38 +159,22 @@ def _train(training: Training, codec: Codec, compressor: Type[Compressor], calls
     training.compressors[inner] = compressor
 
 
-@dataclass(frozen=True)
-class _InferenceTask:
-    """Calls of the run's traces through the schema inference, as a watched task (:func:`rpcbench.watch.started`);
-    gives back their shapes. ``inferring`` was made here, so its bundled schemas loaded (or failed) before."""
-
-    inferring: Inference
-    calls: Tuple[CallRange, ...]  #: the calls it reads, in order
-    codecs: Tuple[str, ...] = ()  #: no codec: nothing to blame for a stall
-    span: Tuple[int, int] = (0, 0)
-
-    def prepare(self) -> None:
-        return None
-
-    def run(self, beat: Any) -> TraceShapes:
-        shapes, salvage = TraceShapes(), self.inferring.config.salvage
-        for part in self.calls:
-            reader, calls = part.open(salvage)
-            infer_from(calls, shapes)
-            reader.close()
-        return shapes  # (MAX_DEPTH places deep at most, rpcbench/protobuf/shape.py: they pickle at the usual limit)
-
-    def blame(self, position: int, reason: str) -> "_InferenceTask":
-        return self
+def _shapes_of(calls: Tuple[CallRange, ...], salvage: bool) -> TraceShapes:
+    """The shapes of ``calls``, read in order: one of the inference's watched reads (:func:`rpcbench.watch.started`).
+    Its shapes are MAX_DEPTH places deep at most (rpcbench/protobuf/shape.py): they pickle at the usual limit."""
+    shapes = TraceShapes()
+    for part in calls:
+        reader, read = part.open(salvage)
+        infer_from(read, shapes)
+        reader.close()
+    return shapes
 
 
-def _inference_tasks(config: RunConfig, index: Sequence[TraceIndex], inferring: Inference) -> List[_InferenceTask]:
-    """The inference's reads: two, each through half the calls (:func:`rpcbench.trace_index.halves`), when the
-    run may use 2 CPUs and ``--jobs`` is 2 or more and the traces can be cut; else one through every call."""
+def _inference_reads(config: RunConfig, index: Sequence[TraceIndex]) -> List[Tuple[CallRange, ...]]:
+    """The calls of the inference's reads: two, each half the calls (:func:`rpcbench.trace_index.halves`), when the
+    run may use 2 CPUs and ``--jobs`` is 2 or more and the traces can be cut; else one with every call."""
     split = halves(index) if config.jobs >= 2 and usable_cpus() >= 2 else None
-    if split is None:
-        return [_InferenceTask(inferring, tuple(CallRange(t.path) for t in index))]
-    return [_InferenceTask(inferring, half) for half in split]
+    return [tuple(CallRange(t.path) for t in index)] if split is None else list(split)
 
 
 def _merge_reads(config: RunConfig, inferring: Inference, shapes: List[TraceShapes]) -> None:

@@ -19,6 +19,7 @@ import pickle
 import select
 import signal
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from .errors import BenchError
@@ -88,10 +89,28 @@ def run_watched(tasks: Sequence[Task], jobs: int, timeout: float, tick: Any = No
     return out
 
 
-def started(task: Task, timeout: float) -> "Watch":
-    """``task`` started now in a watched forked process, beside this one's work (:meth:`Watch.result`)."""
-    task.prepare()
-    return Watch(task, timeout)
+@dataclass(frozen=True)
+class _Aside:
+    """A function run as a task of its own (:func:`started`): no codec to watch for a stall, no call counted."""
+
+    work: Callable[[], Any]
+    codecs: Tuple[str, ...] = ()
+    span: Tuple[int, int] = (0, 0)
+
+    def prepare(self) -> None:
+        return None
+
+    def run(self, beat: Any) -> Any:
+        return self.work()
+
+    def blame(self, position: int, reason: str) -> "_Aside":
+        return self
+
+
+def started(work: Callable[[], Any]) -> "Watch":
+    """``work()`` started now in a forked process, beside this one's work: :meth:`Watch.result` gives what it
+    returned (or raises what it raised; a process that died is a BenchError)."""
+    return Watch(_Aside(work), timeout=0)  # (no codec: never timed out)
 
 
 def calls_of(tasks: Sequence[Task]) -> int:

@@ -37,9 +37,9 @@ def split(argv: List[str], monkeypatch) -> str:
     monkeypatch.setattr(training, "usable_cpus", lambda: 2)
     config = config_from(build_parser().parse_args(argv), argv)
     inferring = Inference(config)
-    tasks = training._inference_tasks(config, index_traces(config, True), inferring)
-    assert len(tasks) == 2 and all(task.calls for task in tasks)
-    assert inferring.merge([task.run(None) for task in tasks])  # exact: no read again
+    reads = training._inference_reads(config, index_traces(config, True))
+    assert len(reads) == 2 and all(reads)
+    assert inferring.merge([training._shapes_of(part, config.salvage) for part in reads])  # exact: no read again
     return inferring.shapes.schema("t", "t")[0]
 
 
@@ -119,7 +119,7 @@ def test_halves_the_shapes_cannot_merge_are_read_again_in_order(tmp_path, monkey
     monkeypatch.setattr(training, "usable_cpus", lambda: 2)
     argv = ["--trace", str(head), str(tail), "--codecs", "protobuf,json+zstddict-3", "--train-fraction", "0.5"]
     config = config_from(build_parser().parse_args(argv), argv)
-    assert len(training._inference_tasks(config, index_traces(config, True), Inference(config))) == 2
+    assert len(training._inference_reads(config, index_traces(config, True))) == 2
     registry = Registry.default()
     got = training.train_dictionaries(config, registry, config.codec_ids(registry), index_traces(config, True))
     assert got is not None and got.schema is not None
