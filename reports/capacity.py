@@ -207,8 +207,8 @@ def _header(r: CodecResult, direction: str, carrier: Transport) -> float:
 
 
 def load_bootstrap() -> None:
-    """Import what the traffic intervals need (scipy.stats: 0.5 s), ahead of time: a run does it while it waits for
-    its schema inference (:func:`rpcbench.pipeline.run_benchmark`'s ``meanwhile``)."""
+    """Import what the traffic intervals need (scipy.stats: 0.5 s), ahead of time: one of the pieces a run does while
+    it would wait (:func:`rpcbench.reports.imports_ahead`)."""
     import scipy.stats  # noqa: F401
 
 

@@ -21,3 +21,6 @@ class Meanwhile:
     def rest(self) -> None:
         """Do every piece left."""
         self.until(lambda: False)
+
+
+NOTHING = Meanwhile()  #: no work of the caller's (the default): nothing to do, ever

@@ -23,7 +23,7 @@ from .config import RunConfig
 from .environment import environment, library_version
 from .executors import open_executor
 from .floor import FloorFigures, floor_figures
-from .meanwhile import Meanwhile
+from .meanwhile import NOTHING, Meanwhile
 from .plan import Plan, make_plan
 from .progress import Progress, quiet
 from .registry import Registry
@@ -38,7 +38,7 @@ from .timing_stage import Timed, run_timing
 
 
 def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optional[Registry] = None,
-                  meanwhile: Optional[Meanwhile] = None) -> Suite:
+                  meanwhile: Meanwhile = NOTHING) -> Suite:
     """Run the benchmark ``config`` describes; its codecs come from ``registry`` (default: the config's). A trace
     imported from a packet capture adds the ``captured`` row (:mod:`rpcbench.captured`). ``meanwhile``: the
     caller's own work, done while the run would wait: for the schema inference, then while it looks at the CPUs
@@ -48,7 +48,6 @@ def run_benchmark(config: RunConfig, progress: Progress = quiet, registry: Optio
         registry = config.registry()
     else:
         use_capture(registry, config.capture, config.proto)
-    meanwhile = meanwhile or Meanwhile()
     plan = make_plan(config, registry, progress, meanwhile)
     with open_executor(config.dask, config.jobs, config.codec_timeout, progress) as executor:
         size_pass = run_size_pass(plan, executor)  # a Dask cluster is closed before timing starts

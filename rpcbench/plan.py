@@ -24,7 +24,7 @@ from .budget import TimingPlan
 from .codec import Codec
 from .config import RunConfig
 from .errors import BenchError
-from .meanwhile import Meanwhile
+from .meanwhile import NOTHING, Meanwhile
 from .pieces import use_registry
 from .progress import Progress
 from .registry import Registry
@@ -56,7 +56,7 @@ class Plan:
         return self.sampling.held
 
 
-def make_plan(config: RunConfig, registry: Registry, progress: Progress, meanwhile: Optional[Meanwhile] = None
+def make_plan(config: RunConfig, registry: Registry, progress: Progress, meanwhile: Meanwhile = NOTHING
               ) -> Plan:
     """Index the traces, train the dictionaries and infer the schema, make the codecs: the run's :class:`Plan`
     (``meanwhile``: the caller's work, done while the schema inference reads, if it reads aside)."""

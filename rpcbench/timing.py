@@ -41,6 +41,11 @@ from .progress import Progress, quiet
 PACKET_OPS = ("encode_packet", "decode_packet")  #: the rounds of the packets' timing (beside encode and decode)
 
 
+def stopped(e: BaseException) -> str:
+    """Why a codec's timing stopped, as its results say: what it raised (in a worker process or here)."""
+    return f"timing stopped: {type(e).__name__}: {e}"
+
+
 class TimingJob:
     """One codec's timing: inputs prepared once, then rounds, tails and memory on demand."""
 
@@ -59,7 +64,7 @@ class TimingJob:
             try:
                 self._stage_inputs = self._prepare_stages()
             except Exception as e:  # a stage that breaks on the sample stops this codec's timing, as a round would
-                self.error = f"timing stopped: {type(e).__name__}: {e}"
+                self.error = stopped(e)
         self._warm_ns = math.inf  #: the fastest warm-up replay, ns (the fastest: one crowded out would cut the loops)
         self.packets, self.packet_error = self._prepare_packets(packets)
         self.packet_policy = packets.policy if packets else None
@@ -414,7 +419,7 @@ def run_jobs(jobs: List[TimingJob], repeat: int, warmup: int, min_time: float, s
             if r == warmup - 1:
                 job.calibrate(min_time)
         except Exception as e:  # a codec that breaks under timing is reported, the rest go on
-            job.error = f"timing stopped: {type(e).__name__}: {e}"
+            job.error = stopped(e)
             return False
         return True
 

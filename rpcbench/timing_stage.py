@@ -23,7 +23,7 @@ from . import worker
 from .budget import MEMORY_CALLS, TimingPlan, fit_to_budget
 from .codec import Codec
 from .config import RunConfig
-from .meanwhile import Meanwhile
+from .meanwhile import NOTHING, Meanwhile
 from .packet_timing import PacketPlan
 from .plan import Plan
 from .progress import Progress
@@ -47,8 +47,7 @@ class Timed:
     busy_cpus: Optional[float] = None  #: CPUs' worth of other work just before timing (looked at for default lanes)
 
 
-def run_timing(plan: Plan, size_pass: SizePass, progress: Progress, meanwhile: Optional[Meanwhile] = None
-               ) -> Timed:
+def run_timing(plan: Plan, size_pass: SizePass, progress: Progress, meanwhile: Meanwhile = NOTHING) -> Timed:
     """Settle the lanes on this machine, fit the timing plan to the budget left, then time the sample of every
     codec the size pass kept (``meanwhile``: the caller's work left, done while this process looks at the CPUs,
     if it looks)."""
@@ -56,7 +55,7 @@ def run_timing(plan: Plan, size_pass: SizePass, progress: Progress, meanwhile: O
     failed: TimingAnswers = {t.codec.name: TimingAnswer(error=t.error) for t in size_pass.tallies if t.error}
     codecs = [] if config.sizes_only else [c for c in plan.codecs if c.name not in failed]
     timing, busy = plan.timing, None
-    zygote = worker.start_zygote(config, [c.name for c in codecs]) if codecs and timing.processes else None
+    zygote = worker.Zygote(config, [c.name for c in codecs]) if codecs and timing.processes else None
     try:  # the zygote makes its codecs while this process looks at the CPUs and draws the sample
         if codecs and timing.lanes > 1 and config.timing_lanes is None:
             timing, busy = _lanes_for_the_machine(timing, progress, zygote, meanwhile)
@@ -73,13 +72,13 @@ def run_timing(plan: Plan, size_pass: SizePass, progress: Progress, meanwhile: O
 
 
 def _lanes_for_the_machine(timing: TimingPlan, progress: Progress, zygote: Optional[worker.Zygote],
-                           meanwhile: Optional[Meanwhile]) -> Tuple[TimingPlan, Optional[float]]:
+                           meanwhile: Meanwhile) -> Tuple[TimingPlan, Optional[float]]:
     """The default lanes kept only on CPUs nothing else keeps busy: beside other work a pinned lane shares its
     CPU with it and reads codecs up to 2x slow (docs/methodology.md), so the run times one codec at a time.
     The zygote's work and ``meanwhile`` are the run's own, not counted."""
     progress("timing sample", "looking at what else the CPUs do")
     busy = worker.busy_cpus(ours=zygote.cpu_seconds if zygote is not None else lambda: 0.0,
-                            meanwhile=meanwhile.rest if meanwhile is not None else lambda: None)
+                            meanwhile=meanwhile.rest)
     if busy is None or busy < worker.BUSY_LIMIT:
         return timing, busy
     log.warning("timing: one codec at a time: other work kept %.2f CPUs busy, and two lanes need the CPUs to "
@@ -108,7 +107,7 @@ def time_sample(config: RunConfig, plan: TimingPlan, codecs: Sequence[Codec], sa
             for call in sample:
                 w.write(call)
         if zygote is None:
-            zygote = worker.start_zygote(config, [c.name for c in codecs])
+            zygote = worker.Zygote(config, [c.name for c in codecs])
         try:
             generations, interrupted = zygote.time(sample_path, job_plan, progress)
         finally:

@@ -37,7 +37,7 @@ from .codec import Codec, Compressor, Streams, encoded_or_none, stream_key
 from .config import RunConfig
 from .errors import BenchError
 from .inference import Inference, InferredSchema
-from .meanwhile import Meanwhile
+from .meanwhile import NOTHING, Meanwhile
 from .protobuf import TraceShapes
 from .registry import Registry
 from .trace_index import CallRange, TraceIndex, halves
@@ -96,7 +96,7 @@ def wanted(ids: Sequence[str], registry: Registry) -> Dict[str, Type[Compressor]
 
 
 def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str], index: Sequence[TraceIndex],
-                       progress: Progress = quiet, meanwhile: Optional[Meanwhile] = None) -> Optional[Training]:
+                       progress: Progress = quiet, meanwhile: Meanwhile = NOTHING) -> Optional[Training]:
     """Train one dictionary per inner codec the run's trained codecs (of ``ids``) need, on the first calls of
     each trace (``index``: the traces, their calls counted) or on ``--train-trace``, and infer a schema for the
     typed codecs from every call of the traces when the run has none for them (rpcbench/inference.py); None if
@@ -122,8 +122,7 @@ def train_dictionaries(config: RunConfig, registry: Registry, ids: Sequence[str]
                 _read(config, (), here)
             training = Training((), "nothing: no codec of the run trains a dictionary", 0)
         if reads:
-            if meanwhile is not None:
-                meanwhile.until(lambda: all(read.answered() for read in reads))
+            meanwhile.until(lambda: all(read.answered() for read in reads))
             _merge_reads(config, cast(Inference, inferring), [read.result() for read in reads])
         schema = inferring.schema() if inferring is not None else None
     finally:

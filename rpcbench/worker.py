@@ -51,7 +51,7 @@ from rpc_capture import open_trace
 from .config import RunConfig
 from .errors import BenchError
 from .isolation import CodecTimeout, read_line, reap, silence_stdout, stray_output
-from .timing import LaneSchedule, TimingJob
+from .timing import LaneSchedule, TimingJob, stopped
 from .progress import Progress
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,12 +65,6 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
-def start_zygote(config: RunConfig, codecs: Sequence[str]) -> "Zygote":
-    """The zygote started now, so that it imports and makes ``codecs`` from ``config`` while the run settles its
-    timing (looks at the CPUs, fits the budget, draws the sample): :meth:`Zygote.time` then times them."""
-    return Zygote(config, codecs)
-
-
 class Zygote:
     """The parent's handle on the zygote process: start it, send it the sample and the plan, pass Ctrl-C on,
     end it. It runs in a session of its own, so the terminal's Ctrl-C reaches this process only; it is passed
@@ -79,6 +73,8 @@ class Zygote:
     ignoring it, as the in-process timing does: Python installs no KeyboardInterrupt handler then."""
 
     def __init__(self, config: RunConfig, codecs: Sequence[str]) -> None:
+        """Start the zygote now, so that it imports and makes ``codecs`` from ``config`` while the run settles its
+        timing (looks at the CPUs, fits the budget, draws the sample): :meth:`time` then times them."""
         self.interrupted = False
         self._ready = False
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
@@ -230,7 +226,7 @@ def _child_loop(make_job: Callable[[], TimingJob], plan: Dict[str, Any], command
             job = job or make_job()
             answer = _obey(job, plan, command.strip())
         except BaseException as e:  # reported as this codec's error; the others carry on
-            answer = {"error": f"timing stopped: {type(e).__name__}: {e}"}
+            answer = {"error": stopped(e)}
         printed = stray_output(captured)
         if printed:
             answer = {"error": printed}
