@@ -15,6 +15,7 @@ run asks for it (``--dask``).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import queue
@@ -68,10 +69,14 @@ class InProcess:
 
     def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0, arrived: Arrived = as_is) -> List[Any]:
         out, done, total = [], 0, calls_of(tasks)
-        for n, task in enumerate(tasks, 1):
-            out.append(arrived(task.run(None)))
-            done += task.span[1]
-            report(self.progress, what, (n, len(tasks), ""), share_done(done, [], total), calls)
+        gc.freeze()  # what exists before the tasks (modules, the plan) stays out of their collections, as in a fork
+        try:
+            for n, task in enumerate(tasks, 1):
+                out.append(arrived(task.run(None)))
+                done += task.span[1]
+                report(self.progress, what, (n, len(tasks), ""), share_done(done, [], total), calls)
+        finally:
+            gc.unfreeze()
         return out
 
     def __enter__(self) -> "InProcess":

@@ -71,7 +71,7 @@ class Span:
     def clear(self) -> None:
         """Forget the span's calls (not the keys: a key keeps its number over the piece)."""
         self._calls: List[int] = []  #: each call's key
-        self._times: List[Union[array, Sequence[int]]] = []  #: per batch: its timestamps
+        self._times: Union[array, List[int]] = array("q")  #: each call's timestamp (a list once one is beyond 64 bits)
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -82,11 +82,18 @@ class Span:
         offset = len(self._calls)
         self._calls.extend(map(self._keys.__getitem__, zip(methods, conns, dirs)))
         if self._with_times:
-            try:
-                self._times.append(array("q", times))
-            except OverflowError:  # a timestamp beyond 64 bits (no clock gives one): kept as Python ints
-                self._times.append(times)
+            self._add_times(times)
         return offset
+
+    def _add_times(self, times: Sequence[int]) -> None:
+        kept = self._times
+        if isinstance(kept, array):
+            try:
+                kept.extend(array("q", times))
+                return
+            except OverflowError:  # a timestamp beyond 64 bits (no clock gives one): Python ints from then on
+                kept = self._times = kept.tolist()
+        kept.extend(times)
 
     def columns(self) -> Columns:
         """The span's calls as arrays."""
@@ -104,18 +111,15 @@ class Span:
         """The span's trace statistics, as :meth:`TraceStats.add` of each call counts them (merged into the piece's
         by :meth:`TraceStats.merge`: names new to the piece come in order of first appearance)."""
         keys, names = columns.keys, columns.names
-        try:
-            times = np.concatenate([np.asarray(t, np.int64) for t in self._times])
-        except OverflowError:
+        if not isinstance(self._times, array):
             return self._stats_by_call(columns)
+        times = np.frombuffer(self._times, np.int64)
         calls = np.bincount(keys, minlength=len(names.conn_of))
-        order = np.argsort(keys, kind="stable")  # each key's calls together: their earliest and latest by reduceat
-        starts = np.flatnonzero(np.diff(keys[order], prepend=-1))
-        present, times_by_key = keys[order][starts], times[order]
-        conns = names.conn_of[present]
         conn_lows, conn_highs = np.full(len(names.conns), _LATEST), np.full(len(names.conns), _EARLIEST)
-        np.minimum.at(conn_lows, conns, np.minimum.reduceat(times_by_key, starts))
-        np.maximum.at(conn_highs, conns, np.maximum.reduceat(times_by_key, starts))
+        np.minimum.at(conn_lows, names.conn_of[keys], times)  # each connection's earliest and latest call
+        np.maximum.at(conn_highs, names.conn_of[keys], times)
+        present = np.flatnonzero(calls)
+        conns = names.conn_of[present]
         ways = np.bincount(conns * 2 + names.s2c[present], calls[present], 2 * len(names.conns)).astype(np.int64)
         per_conn = _per_name(calls, names.conn_of, names.conns)
         spans = {names.conns[c]: [conn_lows[c].item(), conn_highs[c].item(), ways[2 * c].item(),
@@ -127,7 +131,7 @@ class Span:
     def _stats_by_call(self, columns: Columns) -> TraceStats:
         """:meth:`stats` counted call by call (a timestamp beyond 64 bits)."""
         names, stats = columns.names, TraceStats()
-        for key, t in zip(columns.keys.tolist(), itertools.chain.from_iterable(self._times)):
+        for key, t in zip(columns.keys.tolist(), self._times):
             stats.add(Call(names.methods[names.method_of[key]], (), t, names.dirs[names.dir_of[key]],
                            names.conns[names.conn_of[key]]))
         return stats
@@ -153,14 +157,10 @@ def fold(into: Dict[Any, List[int]], keys: np.ndarray, calls: np.ndarray, name_o
     groups = name_of[present]
     rows = np.zeros((len(names), per_key.shape[1]), np.int64)
     np.add.at(rows, groups, per_key[present])
-    found = np.unique(groups).tolist()
+    found = np.flatnonzero(np.bincount(groups, minlength=len(names))).tolist()
     new = [g for g in found if names[g] not in into]
     if len(new) > 1:  # their order of first appearance in these calls
-        seen, first = np.unique(keys, return_index=True)
-        firsts: Dict[int, int] = {}
-        for name, at in zip(name_of[seen].tolist(), first.tolist()):
-            firsts[name] = min(firsts.get(name, at), at)
-        new.sort(key=firsts.__getitem__)
+        new.sort(key=_first_calls(keys, name_of, new).__getitem__)
     for g in new:
         into[names[g]] = [0] * per_key.shape[1]
     figures = rows.tolist()
@@ -168,3 +168,14 @@ def fold(into: Dict[Any, List[int]], keys: np.ndarray, calls: np.ndarray, name_o
         mine = into[names[g]]
         for position, n in enumerate(figures[g]):
             mine[position] += n
+
+
+def _first_calls(keys: np.ndarray, name_of: np.ndarray, wanted: List[int]) -> Dict[int, int]:
+    """Where each name of ``wanted`` (numbers) has its first call among ``keys``: a pass over the calls per name
+    when they are few (a piece's first span finds every name new), else a sort of those names' calls."""
+    if len(wanted) <= 16:
+        name_at = name_of[keys]
+        return {g: int(np.argmax(name_at == g)) for g in wanted}
+    at = np.flatnonzero(np.isin(name_of, wanted)[keys])
+    found, first = np.unique(name_of[keys[at]], return_index=True)
+    return dict(zip(found.tolist(), at[first].tolist()))

@@ -213,6 +213,22 @@ def test_trace_statistics_of_batches_are_those_of_calls(shuffled, way):
         [list(getattr(one, name)) for name in ("spans", "methods", "directions", "connections")]
 
 
+@pytest.mark.parametrize("wide_at", [None, 0, 300, -1])
+def test_trace_statistics_of_a_span_of_many_batches_are_those_of_calls(wide_at):
+    """A span holding every batch (as the size pass sums 64 at once), its statistics against add per call; a
+    timestamp beyond 64 bits in its first, a middle or its last batch turns its kept timestamps into Python ints."""
+    calls = list(open_trace(str(TRACES["dict"])))
+    if wide_at is not None:
+        calls[wide_at] = calls[wide_at]._replace(t=1 << 70)
+    one, span = TraceStats(), Span()
+    for call in calls:
+        one.add(call)
+    for start in range(0, len(calls), BATCH):
+        batch = CallBatch(list(range(start, start + BATCH)), calls[start:start + BATCH])
+        span.add(batch.methods, batch.conns, batch.dirs, batch.times)
+    assert span.stats(span.columns()) == one
+
+
 def test_a_piece_with_nothing_to_time_draws_no_candidates_and_counts_the_same():
     config = RunConfig(trace=str(TRACES["dict"]), codecs=("msgpack", "json"))
     piece = Piece(0, config.trace, config.codecs)
