@@ -23,7 +23,9 @@ before and after it is rebuilt. Sections:
 3. pass: the size pass (``--sizes-only --no-floor --jobs 0``, its ``size_pass_s``) against a bare
    loop in this process that reads the same trace with ``open_trace`` and encodes, decodes and
    compares each call with the registry's codec (msgpack and json; the dict profile and the
-   bundled sample), per call.
+   bundled sample), per call. A third side times the check ``==`` cannot make, alone (a pickle of
+   each batch as sent and as given back, ``exact_check``): the size pass makes it, the bare loop
+   does not, and the line under each ratio shows the pass without it.
 4. dask: ``--dask local:2`` against the forks executor (``--jobs 2``), ``--sizes-only`` on a
    simulated fleet (``_common.make_fleet``, shared with fleet.py): wall time, the CPU seconds of each run's
    processes, and identical figures.
@@ -37,9 +39,12 @@ Traces are simulated on first use and cached in ``--cache`` (default /tmp/rpcben
 from __future__ import annotations
 
 import argparse
+import io
+import itertools
 import json
 import marshal
 import os
+import pickle
 import resource
 import statistics
 import tempfile
@@ -206,8 +211,31 @@ def bare_pass(path: str, codec: Any) -> int:
     return done
 
 
-def pass_ratio(name: str, trace: str, codec_id: str, rounds: int) -> Row:
-    """The in-process size pass of one codec against the bare loop, per call."""
+def exact_check(path: str, codec: Any, limit: int = 60_000) -> Tuple[float, int]:
+    """(seconds, calls) of the check ``==`` cannot make, alone: a fast-mode pickle (no memo) of each batch of 128
+    calls as sent and as ``codec`` gives them back, over the first ``limit`` calls of the trace. The size pass
+    makes it because ``==`` takes ``1``, ``1.0`` and ``True`` (and bytes and bytearray) for the same value."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+
+    def dumps(value: Any) -> bytes:
+        buffer.seek(0)
+        buffer.truncate()
+        pickler.dump(value)
+        return buffer.getvalue()
+    calls = list(itertools.islice(open_trace(path), limit))
+    batches = [(calls[i:i + 128], [codec.decode(codec.encode(c)) for c in calls[i:i + 128]])
+               for i in range(0, len(calls), 128)]
+    batches = [([(c.method, c.args) for c in sent], back) for sent, back in batches]
+    started = time.perf_counter_ns()
+    _ = [dumps(sent) == dumps(back) for sent, back in batches]  # (a batch not equal is then compared call by call)
+    return (time.perf_counter_ns() - started) / 1e9, len(calls)
+
+
+def pass_ratio(name: str, trace: str, codec_id: str, rounds: int) -> List[Row]:
+    """The in-process size pass of one codec against the bare loop, per call; and the exact check's own cost,
+    which the bare loop's ``==`` does not pay."""
     codec = Registry.default().create(codec_id)
     calls = sum(1 for _ in open_trace(trace))
     print(f"size pass, {name}, {codec_id}: {calls:,} calls", flush=True)
@@ -215,18 +243,29 @@ def pass_ratio(name: str, trace: str, codec_id: str, rounds: int) -> Row:
     def size_pass() -> Tuple[float, Dict[str, Any]]:
         _, doc = cli_run(["--trace", trace, "--codecs", codec_id, "--sizes-only", "--no-floor", "--jobs", "0"])
         return doc["settings"]["size_pass_s"], doc
+    checked: List[int] = []
+
+    def check() -> Tuple[float, int]:
+        seconds, n = exact_check(trace, codec)
+        checked.append(n)
+        return seconds, n
     got = _common.side_by_side({"size pass": size_pass, "bare loop": lambda: timed(lambda p: bare_pass(p, codec),
-                                                                                      trace)}, rounds)
+                                                                                      trace), "exact check": check},
+                               rounds)
     measured = got["size pass"]["figures"]["trace"]["measured_calls"]
-    return ratio_row(f"size pass {name} {codec_id} (µs/call)", got, "size pass", "bare loop", "<= 1.3x",
-                     (measured / 1e6, calls / 1e6))
+    row = ratio_row(f"size pass {name} {codec_id} (µs/call)", got, "size pass", "bare loop", "<= 1.3x",
+                    (measured / 1e6, calls / 1e6))
+    pass_us, bare_us, check_us = (got[side]["wall"] / n * 1e6 for side, n in
+                                  (("size pass", measured), ("bare loop", calls), ("exact check", checked[0])))
+    return [row, [f"  of which the exact check ({check_us / pass_us:.0%}); without it", f"{pass_us - check_us:.3g}",
+                  f"bare loop {bare_us:.3g}", f"{(pass_us - check_us) / bare_us:.2f}x", ""]]
 
 
 def pass_section(args: argparse.Namespace) -> List[Row]:
     """Section 3: the size pass against a bare loop, msgpack and json, dict profile and bundled sample."""
     traces = {"dict": str(scale.trace_for(args.pass_calls, args.cache, 1, "dict")), "sample": _common.BUNDLED_TRACE}
-    return [pass_ratio(name, trace, codec, args.rounds) for name, trace in traces.items()
-            for codec in ("msgpack", "json")]
+    return [row for name, trace in traces.items() for codec in ("msgpack", "json")
+            for row in pass_ratio(name, trace, codec, args.rounds)]
 
 
 # 4. Dask against the forks executor
