@@ -18,13 +18,10 @@ its first ``WINDOW_BYTES`` compressed whole, then windows of that length at seed
 each of as many equal stretches of the rest as its share holds (at least ``WINDOWS_MIN``), each
 compressed on its own, of which the bytes out for the last ``1 - CONTEXT`` of the window (the first
 part being its context, so that LZMA has learnt the stream again) per JSON byte stand for that
-stretch; each stream's windows are placed by its own seed (its place and length). 128 KiB of context
-leaves a window short of the history LZMA has at that point of the whole stream, so ``CALIBRATED``
-windows (the latest of the longest streams) are rated again after ``CALIBRATION_CONTEXT`` (512 KiB) of
-context, and the rest's bytes are scaled by the mean ratio of the two rates. The estimate is the
-prefix's bytes plus the windows' mean rate times that ratio times the rest's JSON bytes, with a 95 %
-interval from the windows' spread (successive differences, as for a systematic sample) and the ratio's,
-by Student's t at their Welch-Satterthwaite degrees of freedom (two windows a stream give few).
+stretch; each stream's windows are placed by its own seed (its place and length). The estimate is the
+prefix's bytes plus the windows' mean rate times the rest's JSON bytes, with a 95 % interval from the
+windows' spread (successive differences, as for a systematic sample), by Student's t at the
+Welch-Satterthwaite degrees of freedom of the streams' spreads (two windows a stream give few).
 Its error against the exact floor on long simulated traces is in docs/codecs.md. A trace within the
 budget (the bundled samples, the Minecraft example) gets the exact floor, as before.
 """
@@ -49,8 +46,6 @@ FLOOR_BUDGET = 8 << 20  #: JSON bytes compressed per trace; a longer trace's lon
 WINDOW_BYTES = 160 << 10  #: JSON bytes of a window of an estimated stream, and of its prefix
 CONTEXT = 0.8  #: of a window, the context before its mark; the rest is rated
 WINDOWS_MIN = 2  #: windows per estimated stream at the least (more as its share of the budget allows)
-CALIBRATED = 8  #: windows also rated after ``CALIBRATION_CONTEXT``, the context's bias measured on them
-CALIBRATION_CONTEXT = 512 << 10  #: JSON bytes before a calibrated window's mark (its whole history when shorter)
 CONFIDENCE = 0.95  #: of the estimate's interval (Student's t, its degrees of freedom by Welch-Satterthwaite)
 COMPRESSOR = "lzma -9"  #: what the floor compresses each stream with, as results and reports name it
 LZMA_PRESET = 9
@@ -139,19 +134,14 @@ class Floor:
         streams = [Stream(data, ends, index) for index, (data, ends) in enumerate(self._streams.values())]
         share = budget_share([s.size for s in streams], self.budget)
         planned = [s.jobs(share) for s in streams]
-        checks = calibrations(list(zip(streams, planned)))
-        jobs = [*(job for each in planned for job in each), *(long for _, long in checks)]
-        jobs.sort(key=lambda job: -job.size)
+        jobs = sorted((job for each in planned for job in each), key=lambda job: -job.size)
         with ThreadPoolExecutor(THREADS) as pool:
             sizes = dict(zip(jobs, pool.map(Job.compressed, jobs)))
         parts = [s.estimate(each, [sizes[job] for job in each]) for s, each in zip(streams, planned)]
-        ratio = context_ratio([sizes[long][1] / sizes[short][1] for short, long in checks])
-        exact, scaled = sum(p.exact for p in parts), sum(p.scaled for p in parts)
-        terms = [(ratio.mean ** 2 * p.variance, p.df) for p in parts if p.df]
-        terms.append((ratio.variance * scaled ** 2, ratio.df))  # the correction's own uncertainty
-        return FloorTotals(exact + ratio.mean * scaled, self._bytes, sum(job.size for job in jobs), len(streams),
-                           sum(len(each) > 1 for each in planned), sum(v for v, _ in terms), self.calls, self.seen,
-                           time.perf_counter() - started, self.codec, sum(v * v / df for v, df in terms if df))
+        return FloorTotals(sum(p.bytes for p in parts), self._bytes, sum(job.size for job in jobs), len(streams),
+                           sum(len(each) > 1 for each in planned), sum(p.variance for p in parts), self.calls,
+                           self.seen, time.perf_counter() - started, self.codec,
+                           sum(p.variance ** 2 / p.df for p in parts if p.df))
 
 
 Sizes = Tuple[int, int]  #: a job's compressed bytes, and the bytes out after its mark (before the flush)
@@ -163,7 +153,6 @@ class Job:
 
     data: bytes  #: the calls' compact JSON, one after another
     mark: int = 0
-    at: int = 0  #: where ``data`` starts in its stream (JSON bytes)
 
     @property
     def size(self) -> int:
@@ -218,15 +207,7 @@ class Stream:
         first = min(max(least, self._call_at(start)), last - 2)
         at = min(last - 1, max(first + 1, self._call_at(mark)))
         begin = self.ends[first - 1] if first else 0
-        return Job(bytes(self.data[begin:self.ends[last - 1]]), self.ends[at - 1] - begin, begin)
-
-    def calibration(self, window: Job) -> Job:
-        """The calls a window rates, after ``CALIBRATION_CONTEXT`` bytes of the stream before them instead of the
-        window's own context (after the whole stream before them when that is shorter)."""
-        mark, end = window.at + window.mark, window.at + window.size
-        first = self._call_at(mark - CALIBRATION_CONTEXT)
-        begin = self.ends[first - 1] if first else 0
-        return Job(bytes(self.data[begin:end]), mark - begin, begin)
+        return Job(bytes(self.data[begin:self.ends[last - 1]]), self.ends[at - 1] - begin)
 
     def _call_at(self, offset: float) -> int:
         """How many calls end at or before JSON byte ``offset``."""
@@ -234,53 +215,24 @@ class Stream:
 
     def estimate(self, jobs: Sequence[Job], sizes: Sequence[Sizes]) -> "Part":
         """The stream's bytes from its :meth:`jobs` and their sizes: compressed whole, or the prefix's bytes and
-        the rest's JSON bytes at the windows' mean rate (before the context's correction)."""
+        the rest's JSON bytes at the windows' mean rate."""
         if len(jobs) == 1:
             return Part(float(sizes[0][0]))
         rates = [after / window.rated for window, (_, after) in zip(jobs[1:], sizes[1:])]
         rest = self.size - jobs[0].size
         mean = sum(rates) / len(rates)
         spread = sum((b - a) ** 2 for a, b in zip(rates, rates[1:])) / (2 * (len(rates) - 1))
-        return Part(float(sizes[0][0]), mean * rest, spread / len(rates) * rest ** 2, len(rates) - 1)
+        return Part(sizes[0][0] + mean * rest, spread / len(rates) * rest ** 2, len(rates) - 1)
 
 
 @dataclass(frozen=True)
 class Part:
-    """One stream's bytes: ``exact`` (its prefix, or all of it) plus ``scaled``, the rest at its windows' rate,
-    whose variance (from the windows' successive differences) has ``df`` degrees of freedom."""
+    """One stream's bytes (exact, or its prefix's plus the rest at its windows' rate) and their variance (from
+    the windows' successive differences), which has ``df`` degrees of freedom (0 when exact)."""
 
-    exact: float
-    scaled: float = 0.0
+    bytes: float
     variance: float = 0.0
     df: int = 0
-
-
-@dataclass(frozen=True)
-class Ratio:
-    """The context's correction: the mean of calibrated windows' rate after a long context over their rate after
-    their own, its variance and degrees of freedom (1, 0, 0 without calibrated windows)."""
-
-    mean: float = 1.0
-    variance: float = 0.0
-    df: int = 0
-
-
-def calibrations(planned: Sequence[Tuple[Stream, List[Job]]]) -> List[Tuple[Job, Job]]:
-    """Up to ``CALIBRATED`` windows and each one's :meth:`Stream.calibration`: the last window of each estimated
-    stream, longest first, then the one before it, and so on (the latest windows lack the most history)."""
-    estimated = sorted(((s, jobs[1:]) for s, jobs in planned if len(jobs) > 1), key=lambda p: -p[0].size)
-    most = max((len(windows) for _, windows in estimated), default=0)
-    order = [(s, windows[-1 - k]) for k in range(most) for s, windows in estimated if k < len(windows)]
-    return [(window, s.calibration(window)) for s, window in order[:CALIBRATED]]
-
-
-def context_ratio(ratios: Sequence[float]) -> Ratio:
-    """The mean of the calibrated windows' ratios, and its variance (their spread over their count)."""
-    if len(ratios) < 2:
-        return Ratio()
-    mean = sum(ratios) / len(ratios)
-    spread = sum((r - mean) ** 2 for r in ratios) / (len(ratios) - 1)
-    return Ratio(mean, spread / len(ratios), len(ratios) - 1)
 
 
 def fed(compressor: "lzma.LZMACompressor", data: memoryview) -> int:

@@ -182,11 +182,9 @@ def test_a_trace_over_its_budget_gets_an_estimate_that_says_what_it_compressed_a
     window = floor_module.WINDOW_BYTES
     rated = window * (1 - floor_module.CONTEXT)
     windows = max(floor_module.WINDOWS_MIN, int(((1 << 20) - short) // window) - 1)
-    calibrated = min(windows, floor_module.CALIBRATED)  # each read again after up to 512 KiB of context
-    least = short + window * (1 + windows + calibrated)
-    assert least * 0.98 <= totals.compressed_json <= least + calibrated * floor_module.CALIBRATION_CONTEXT
+    assert totals.compressed_json == pytest.approx(short + window * (1 + windows), rel=0.02)
     assert figures.compressed_share == pytest.approx(totals.compressed_json / (short + long))
-    assert figures.compressed_share < 1 and rated * windows < long / 4
+    assert figures.compressed_share < 0.5 and rated * windows < long / 4
     assert 0 < figures.ci_half_width < 0.25 * exact  # one stream of a few windows: few degrees of freedom
     assert abs(figures.bytes_per_call - exact) <= figures.ci_half_width
     assert figures.calls == figures.of_calls == len(calls)
@@ -230,54 +228,13 @@ def test_an_estimated_floor_is_marked_alike_in_the_terminal_report_md_and_report
     assert "x floor~" in pages["terminal"] and "x floor~" in pages["report.html"]
 
 
-def estimated_totals(calls, monkeypatch, ratio):
-    """The floor's sums of ``calls`` at a 1 MiB budget, the context's correction set to ``ratio``."""
-    monkeypatch.setattr(floor_module, "context_ratio", lambda ratios: ratio)
-    floor = Floor(Registry.default().create("json"), budget=1 << 20)
-    for call in calls:
-        floor.add(call)
-    return floor.totals()
-
-
-def test_the_context_s_correction_scales_the_windows_estimate_and_its_uncertainty_widens_the_interval(monkeypatch):
-    """An estimated stream's rest is taken at its windows' rate times the measured ratio of a long context's rate
-    to the windows' own: the ratio scales the estimated part only, and its variance is added to the windows'."""
-    calls = one_connection(list(open_trace(str(DICT_TRACE))))
-    plain = estimated_totals(calls, monkeypatch, floor_module.Ratio())
-    certain = estimated_totals(calls, monkeypatch, floor_module.Ratio(1.1, 0.0, 0))
-    corrected = estimated_totals(calls, monkeypatch, floor_module.Ratio(1.1, 0.01, 3))
-    scaled = (corrected.bytes - plain.bytes) / 0.1  # the windows' part: bytes = exact part + ratio x scaled
-    assert 0 < scaled < plain.bytes and plain.variance > 0 and certain.bytes == corrected.bytes
-    assert certain.variance == pytest.approx(1.1 ** 2 * plain.variance)
-    assert corrected.variance == pytest.approx(certain.variance + 0.01 * scaled ** 2)
-    assert floor_figures([corrected]).ci_half_width > 1.2 * floor_figures([certain]).ci_half_width
-
-
-def test_the_context_ratio_is_measured_on_real_calls_and_near_one():
-    """The calibrated windows of the dict sample as one connection rate their calls after 512 KiB of context (their
-    whole history when shorter) about as after their own 128 KiB: a ratio near 1, with a spread."""
-    calls = one_connection(list(open_trace(str(DICT_TRACE))))
-    floor = Floor(Registry.default().create("json"), budget=1 << 20)
-    for call in calls:
-        floor.add(call)
-    streams = [floor_module.Stream(d, e, i) for i, (d, e) in enumerate(floor._streams.values())]
-    planned = [(s, s.jobs(floor_module.budget_share([t.size for t in streams], 1 << 20))) for s in streams]
-    checks = floor_module.calibrations(planned)
-    windows = sum(len(jobs) - 1 for _, jobs in planned if len(jobs) > 1)
-    assert len(checks) == min(windows, floor_module.CALIBRATED) >= 2
-    for short, long in checks:
-        assert long.data.endswith(short.data[short.mark:]) and long.mark > short.mark and long.rated == short.rated
-    ratio = floor_module.context_ratio([long.compressed()[1] / short.compressed()[1] for short, long in checks])
-    assert 0.9 < ratio.mean < 1.1 and ratio.variance > 0 and ratio.df == len(checks) - 1
-
-
 def test_streams_alike_in_length_are_sampled_at_different_places():
     """Streams of one battle are often of one length: each stream's windows are seeded by its place as well, so
     that their errors do not add up."""
     data = bytearray(max(streams_of(one_connection(list(open_trace(str(DICT_TRACE))))), key=len))
     ends = array("q", range(100, len(data) + 1, 100))  # calls of 100 bytes
     first, second = (floor_module.Stream(data, ends, index).jobs(1 << 18) for index in (0, 1))
-    assert [j.at for j in first[1:]] != [j.at for j in second[1:]]
+    assert [j.data for j in first[1:]] != [j.data for j in second[1:]]
 
 
 def test_a_window_s_bytes_after_its_mark_are_its_own_after_a_long_context():
@@ -288,3 +245,13 @@ def test_a_window_s_bytes_after_its_mark_are_its_own_after_a_long_context():
     job = floor_module.Job(stream, 1 << 20)
     total, after = job.compressed()
     assert total == compressed_size(stream) and 0 < after < 0.5 * job.rated
+
+
+def test_the_interval_is_student_s_t_at_the_welch_satterthwaite_degrees_of_freedom():
+    """Two windows a stream give its spread one degree of freedom: the interval of one such stream is t(1) wide
+    (12.7 standard errors), of ten alike t(10), and of parts with many degrees the normal's 1.96."""
+    assert floor_module.half_width(4.0, 4.0 ** 2 / 1) == pytest.approx(12.706 * 2, rel=1e-3)
+    assert floor_module.half_width(10 * 0.4, 10 * 0.4 ** 2 / 1) == pytest.approx(2.228 * 4.0 ** 0.5, rel=1e-3)
+    assert floor_module.half_width(4.0, 4.0 ** 2 / 1e6) == pytest.approx(1.960 * 2, rel=1e-3)
+    assert floor_module.half_width(0.0, 0.0) == 0.0
+
