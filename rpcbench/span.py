@@ -86,6 +86,7 @@ class Span:
         return offset
 
     def _add_times(self, times: Sequence[int]) -> None:
+        """Keep a batch's timestamps: in one array of 64-bit ints, :meth:`stats` reads it without a copy."""
         kept = self._times
         if isinstance(kept, array):
             try:
@@ -116,8 +117,9 @@ class Span:
         times = np.frombuffer(self._times, np.int64)
         calls = np.bincount(keys, minlength=len(names.conn_of))
         conn_lows, conn_highs = np.full(len(names.conns), _LATEST), np.full(len(names.conns), _EARLIEST)
-        np.minimum.at(conn_lows, names.conn_of[keys], times)  # each connection's earliest and latest call
-        np.maximum.at(conn_highs, names.conn_of[keys], times)
+        conn_at = names.conn_of[keys]  # each call's connection: its earliest and latest call
+        np.minimum.at(conn_lows, conn_at, times)
+        np.maximum.at(conn_highs, conn_at, times)
         present = np.flatnonzero(calls)
         conns = names.conn_of[present]
         ways = np.bincount(conns * 2 + names.s2c[present], calls[present], 2 * len(names.conns)).astype(np.int64)
