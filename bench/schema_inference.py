@@ -34,8 +34,7 @@ from typing import Callable, Dict, List
 from _common import REPO  # noqa: F401  (first: it puts this checkout's rpcbench on the path)
 from rpc_capture import open_trace
 from rpcbench.config import DEFAULT_TRACE, RunConfig
-from rpcbench.inference import Inference
-from rpcbench.training import infer_from
+from rpcbench.inference import Inference, infer_from
 
 HELD = 0.2  #: the dictionaries' default --train-fraction
 

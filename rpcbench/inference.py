@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AbstractSet, Any, Dict, Sequence
+from typing import AbstractSet, Any, Dict, Iterator, List, Sequence
 
 from rpc_capture import Call
 
@@ -59,19 +60,19 @@ def wanted(config: RunConfig, ids: Sequence[str]) -> bool:
     return not config.proto.files and any(cid.split("+")[0] in TYPED for cid in ids)
 
 
+INFER_BATCH = 4096  #: calls given to the shapes at once (TraceShapes.add_all: a key's values at a time)
+
+
 class Inference:
-    """The typed codecs' schema, inferred call by call: :meth:`add` every call of the run's traces, then
-    :meth:`schema`. Made before the read, so that bundled schemas that do not load (two files defining the same
-    names...) stop the run at once with their one-line reason: never a silent fall-back to inference."""
+    """The typed codecs' schema, inferred from the calls: every call of the run's traces to its :attr:`shapes`
+    (:func:`infer_from`), then :meth:`schema`. Made before the read, so that bundled schemas that do not load (two
+    files defining the same names...) stop the run at once with their one-line reason: never a silent fall-back to
+    inference."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.bundled = _bundled_methods(config.proto)
-        self.shapes = protobuf.TraceShapes()  #: the calls' shapes (a run's reads give them calls a batch at a time)
-
-    def add(self, call: Call) -> None:
-        """Record one call (a run's reads give :attr:`shapes` their calls a batch at a time instead)."""
-        self.shapes.add(call)
+        self.shapes = protobuf.TraceShapes()  #: the calls' shapes
 
     def merge(self, parts: Sequence[protobuf.TraceShapes]) -> bool:
         """Take the shapes of runs of calls read apart (in call order) as if their calls were added here in order;
@@ -104,6 +105,17 @@ class Inference:
                f"of {where}")
         calls = self.shapes.calls
         return InferredSchema(source, str(path), len(methods), calls, f"every call of {where} ({calls:,} calls)", why)
+
+
+def infer_from(calls: Iterator[Call], shapes: protobuf.TraceShapes, keep: int = 0) -> List[Call]:
+    """Give every call of ``calls`` to ``shapes``, INFER_BATCH at a time (TraceShapes.add_all); the first ``keep``
+    of them."""
+    kept: List[Call] = []
+    while batch := list(itertools.islice(calls, INFER_BATCH)):
+        if len(kept) < keep:
+            kept += batch[:keep - len(kept)]
+        shapes.add_all(batch)
+    return kept
 
 
 def _bundled_methods(chosen: protobuf.Settings) -> AbstractSet[str]:

@@ -59,8 +59,7 @@ def schema_settings(trace: str, calls: Iterable[Call], chosen: protobuf.Settings
     if chosen.files:
         return chosen, f"the schema {', '.join(Path(f).name for f in chosen.files)}"
     inferring = inference.Inference(RunConfig(trace=trace, proto=chosen))
-    for call in calls:
-        inferring.add(call)
+    inference.infer_from(iter(calls), inferring.shapes)
     inferred = inferring.schema()
     if inferred is None:
         return chosen, "the bundled schemas (proto/)"

@@ -28,7 +28,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, cast
 
 from rpc_capture import Call, open_trace
 
@@ -36,7 +36,7 @@ from . import inference
 from .codec import Codec, Compressor, Streams, encoded_or_none, stream_key
 from .config import RunConfig
 from .errors import BenchError
-from .inference import Inference, InferredSchema
+from .inference import Inference, InferredSchema, infer_from
 from .meanwhile import NOTHING, Meanwhile
 from .protobuf import TraceShapes
 from .registry import Registry
@@ -46,7 +46,6 @@ from .worker import usable_cpus
 from .progress import Progress, quiet
 
 log = logging.getLogger("rpcbench")
-INFER_BATCH = 4096  #: calls a watched read gives the inference at once (TraceShapes.add_all: a key at a time)
 
 
 @dataclass(frozen=True)
@@ -217,17 +216,6 @@ def _read(config: RunConfig, held: Sequence[int], inferring: Optional[Inference]
         n = held[number] if number < len(held) else 0
         calls = iter(open_trace(path, config.salvage))
         kept += itertools.islice(calls, n) if inferring is None else infer_from(calls, inferring.shapes, n)
-    return kept
-
-
-def infer_from(calls: Iterator[Call], shapes: TraceShapes, keep: int = 0) -> List[Call]:
-    """Give every call of ``calls`` to ``shapes``, INFER_BATCH at a time (TraceShapes.add_all); the first ``keep``
-    of them."""
-    kept: List[Call] = []
-    while batch := list(itertools.islice(calls, INFER_BATCH)):
-        if len(kept) < keep:
-            kept += batch[:keep - len(kept)]
-        shapes.add_all(batch)
     return kept
 
 
