@@ -2,8 +2,9 @@
 
     python bench/core.py [--rounds 3] [--run-rounds 2] [--sections read,runs,pass,dask,memory] [--cache DIR]
                          [--read-calls 30000] [--run-calls 30000[,150000,...]] [--pass-calls 20000]
-                         [--fleet-traces 4] [--fleet-calls 20500] [--memory-calls 100000]
-    python bench/core.py --full       # the issue's sizes: 300,000 / 150,000 and 300,000 / 300,000 / 1,000,000 calls
+                         [--fleet-traces 4] [--fleet-calls 20500[,75000]] [--memory-calls 100000]
+    python bench/core.py --full       # the issue's sizes: 300,000 / 150,000 and 300,000 / 300,000 / 4 x 20,500
+                                      # and 4 x 75,000 / 1,000,000 calls
 
 Each ratio is measured against its reference in the same run, the two taking turns round by
 round (``_common.side_by_side``), and compares their medians, so that a shared machine's drift
@@ -27,8 +28,10 @@ before and after it is rebuilt. Sections:
    each batch as sent and as given back, ``exact_check``): the size pass makes it, the bare loop
    does not, and the line under each ratio shows the pass without it.
 4. dask: ``--dask local:2`` against the forks executor (``--jobs 2``), ``--sizes-only`` on a
-   simulated fleet (``_common.make_fleet``, shared with fleet.py): wall time, the CPU seconds of each run's
-   processes, and identical figures.
+   simulated fleet (``_common.make_fleet``, shared with fleet.py) at each of ``--fleet-calls``: wall time, the
+   CPU seconds of each run's processes, and identical figures. Dask's own cost is mostly fixed (its import,
+   the cluster's start, a few ms per task handed over): it weighs more on a small fleet than on one of the
+   issue's 300,000 calls (4 x 75,000, ``--full``).
 5. memory: a default run's peak memory (``scale.run_one``: largest process's max RSS, tree PSS) on a
    simulated trace (``scale.trace_for``, shared with scale.py), and whether its progress lines
    show calls/s and the time left.
@@ -61,7 +64,8 @@ from rpcbench.registry import Registry
 
 MINECRAFT = _common.REPO / "tests" / "data" / "minecraft_packets.jsonl"
 SECTIONS = ("read", "runs", "pass", "dask", "memory")
-FULL = {"read_calls": 300_000, "run_calls": [150_000, 300_000], "pass_calls": 300_000, "memory_calls": 1_000_000}
+FULL = {"read_calls": 300_000, "run_calls": [150_000, 300_000], "pass_calls": 300_000, "fleet_calls": [20_500, 75_000],
+        "memory_calls": 1_000_000}
 FLEET_CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1"
 Row = List[str]  # one line of the summary: ratio, measured, reference, value, target
 
@@ -285,19 +289,24 @@ def fleet_run(args: Sequence[str], cpu: List[float]) -> Tuple[float, List[Any]]:
 
 
 def dask_section(args: argparse.Namespace) -> List[Row]:
-    """Section 4: --dask local:2 against --jobs 2, whole --sizes-only runs of a fleet: wall time, and the CPU
-    seconds of the run's processes (the work each side does, which a loaded machine's waits do not blur)."""
-    fleet = _common.make_fleet(Path(args.fleet_cache) / f"{args.fleet_traces}x{args.fleet_calls}",
-                               args.fleet_traces, args.fleet_calls)
+    """Section 4: --dask local:2 against --jobs 2, whole --sizes-only runs of a fleet of each size: wall time, and
+    the CPU seconds of the run's processes (the work each side does, which a loaded machine's waits do not blur)."""
+    return [row for calls in args.fleet_calls for row in dask_ratio(args, calls)]
+
+
+def dask_ratio(args: argparse.Namespace, calls: int) -> List[Row]:
+    """--dask local:2 against --jobs 2 on a fleet of ``--fleet-traces`` traces of ``calls`` calls."""
+    fleet = _common.make_fleet(Path(args.fleet_cache) / f"{args.fleet_traces}x{calls}", args.fleet_traces, calls)
     common = ["--trace", *fleet, "--sizes-only", "--codecs", FLEET_CODECS]
-    print(f"dask: {len(fleet)} traces of {args.fleet_calls:,} calls, codecs {FLEET_CODECS}", flush=True)
+    print(f"dask: {len(fleet)} traces of {calls:,} calls, codecs {FLEET_CODECS}", flush=True)
     cpu: Dict[str, List[float]] = {"forks": [], "dask": []}
     got = _common.side_by_side({"forks": lambda: fleet_run([*common, "--jobs", "2"], cpu["forks"]),
                                 "dask": lambda: fleet_run([*common, "--dask", "local:2"], cpu["dask"])}, args.rounds)
     same = "identical" if got["dask"]["figures"] == got["forks"]["figures"] else "FIGURES DIFFER"
     work = {side: {"wall": statistics.median(seconds)} for side, seconds in cpu.items()}
-    return [ratio_row(f"--dask local:2 / forks (s), {same}", got, "dask", "forks", "<= 1.10x"),
-            ratio_row("--dask local:2 / forks, CPU s of the run's processes", work, "dask", "forks", "")]
+    size = f"{len(fleet)} x {calls:,}"
+    return [ratio_row(f"--dask local:2 / forks (s), {size}, {same}", got, "dask", "forks", "<= 1.10x"),
+            ratio_row(f"--dask local:2 / forks, CPU s of the run's processes, {size}", work, "dask", "forks", "")]
 
 
 # 5. memory and progress of a long run
@@ -329,8 +338,9 @@ def parse() -> argparse.Namespace:
                    help="calls of the default runs' traces, one or more (default: 30000; --full: 150000,300000)")
     p.add_argument("--pass-calls", type=int, default=20_000)
     p.add_argument("--fleet-traces", type=int, default=4)
-    p.add_argument("--fleet-calls", type=int, default=20_500, help="calls per trace of the fleet: fewer weigh the "
-                   "Dask cluster's start more (10,000: 1.21x where 20,500 gave 1.02x, same load)")
+    p.add_argument("--fleet-calls", type=lambda text: [int(n) for n in text.split(",")], default=[20_500],
+                   help="calls per trace of the fleet, one or more (default: 20500; --full: 20500,75000): fewer weigh "
+                   "Dask's fixed cost more (10,000: 1.21x where 20,500 gave 1.02x, same load)")
     p.add_argument("--memory-calls", type=int, default=100_000)
     p.add_argument("--full", action="store_true", help=f"the issue's sizes: {FULL}")
     p.add_argument("--cache", type=Path, default=Path("/tmp/rpcbench-core"), help="trace cache (default: %(default)s)")
