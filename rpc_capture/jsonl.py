@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import itertools
+import functools
 import json
 import logging
 import os
@@ -29,6 +29,7 @@ log = logging.getLogger("rpc_capture")
 
 _FIELDS = {"method", "args", "t", "dir", "conn", "wire"}
 T_RANGE = (-(1 << 63), (1 << 63) - 1)  #: ``t`` as any language's signed 64-bit nanosecond clock holds it
+_T_MIN, _T_MAX = T_RANGE
 MAX_LINE = 16 << 20  #: longest line accepted, bytes (as a binary trace's record limit)
 BOM = b"\xef\xbb\xbf"  #: a UTF-8 byte order mark, which some Windows editors put first
 
@@ -65,7 +66,6 @@ class JsonlReader:
         self.skipped: List[Tuple[int, int]] = []  #: (byte offset, bytes) of each damaged line skipped
         self.metadata: Dict[str, Any] = {}
         self.truncated_bytes = 0  #: bytes of a cut-off last line, dropped
-        self._offset = 0  #: bytes read so far
         if not os.path.isfile(self.path):
             raise TraceError(f"{self.path}: cannot open (no such file)")
 
@@ -80,7 +80,11 @@ class JsonlReader:
         """
         index = 0
         with open(self.path, "rb", buffering=1 << 18) as f:
-            for lineno, offset, line in self._lines(f):
+            offset = len(BOM) if f.read(len(BOM)) == BOM else f.seek(0)  # a leading BOM skipped
+            for lineno, line in enumerate(iter(functools.partial(f.readline, MAX_LINE + 1), b""), 1):
+                at, offset = offset, offset + len(line)
+                if len(line) > MAX_LINE:
+                    raise TraceError(f"{self.path}: line {lineno} (byte offset {at}): longer than {MAX_LINE} bytes")
                 if line[:1] != b"{" and not line.strip():
                     continue
                 if wanted is None or index in wanted or self.salvage:  # salvaging: every line, so indices agree
@@ -88,10 +92,9 @@ class JsonlReader:
                         call = _call_from(_parse(line))
                     except (ValueError, TypeError, RecursionError) as e:
                         if not line.endswith(b"\n") and _cut_off(line):
-                            self._truncated(offset, len(line))
+                            self._truncated(at, len(line))
                             return
-                        self._damaged(f"line {lineno} (byte offset {offset}): {str(e) or type(e).__name__}",
-                                      offset, len(line))
+                        self._damaged(f"line {lineno} (byte offset {at}): {str(e) or type(e).__name__}", at, len(line))
                         continue
                     if wanted is None or index in wanted:
                         yield call
@@ -107,20 +110,6 @@ class JsonlReader:
     def dropped_calls(self) -> int:
         """Calls lost in skipped lines: one per line."""
         return len(self.skipped)
-
-    def _lines(self, f: IO[bytes]) -> Iterator[tuple]:
-        """``(line number, byte offset, line)``: a leading BOM skipped, each line at most MAX_LINE bytes."""
-        offset = len(BOM) if f.read(len(BOM)) == BOM else f.seek(0)
-        readline, limit = f.readline, MAX_LINE + 1
-        for lineno in itertools.count(1):
-            line = readline(limit)
-            if not line:
-                return
-            if len(line) > MAX_LINE:
-                raise TraceError(f"{self.path}: line {lineno} (byte offset {offset}): longer than {MAX_LINE} bytes")
-            yield lineno, offset, line
-            offset += len(line)
-            self._offset = offset
 
     def _truncated(self, offset: int, dropped: int) -> None:
         self.truncated_bytes = dropped
@@ -157,6 +146,22 @@ def _cut_off(line: bytes) -> bool:
 
 
 def _call_from(obj: Any) -> Call:
+    """The call one line's JSON object holds. The usual line, the five fields a recorder writes, is taken at once
+    (a quarter less time per line than checking field by field); any other is checked field by field by
+    :func:`_checked_call`, which names what is wrong."""
+    if type(obj) is dict and len(obj) == 5:
+        try:
+            method, args, t, direction, conn = obj["method"], obj["args"], obj["t"], obj["dir"], obj["conn"]
+        except KeyError:  # five fields, but not those five ("wire" among them, or a stray one)
+            return _checked_call(obj)
+        if type(method) is str and type(t) is int and _T_MIN <= t <= _T_MAX and \
+                (direction == C2S or direction == S2C) and (type(conn) is int or type(conn) is str):
+            return _new_tuple(Call, (method, args, t, direction, conn))
+    return _checked_call(obj)
+
+
+def _checked_call(obj: Any) -> Call:
+    """The call ``obj`` holds, each field checked in turn: ValueError naming the first one wrong."""
     if type(obj) is not dict:
         raise ValueError("line is not a JSON object")
     if not obj.keys() <= _FIELDS:

@@ -416,6 +416,32 @@ def test_jsonl_errors_name_line_and_offset(tmp_path, line, message):
     assert f"{path}: line 2 (byte offset 28): " in str(err.value) and message in str(err.value)
 
 
+FIELD_VALUES = st.none() | st.booleans() | st.integers() | st.floats() | st.sampled_from(["c2s", "s2c", "m", ""]) | \
+    st.lists(st.integers(), max_size=2) | st.dictionaries(st.text(max_size=2), st.integers())
+T_EDGES = st.sampled_from([1 << 63, (1 << 63) - 1, -(1 << 63), -(1 << 63) - 1])
+RECORDED = st.fixed_dictionaries({"method": st.text(max_size=3), "args": FIELD_VALUES, "t": T_EDGES | st.integers(),
+                                  "dir": st.sampled_from(["c2s", "s2c"]), "conn": st.integers() | st.text(max_size=2)})
+FIVE_FIELDS = st.builds(lambda line, name, value: {**line, name: value} if name else line,  # one field anything, or none
+                        RECORDED, st.sampled_from([None, "method", "t", "dir", "conn"]), FIELD_VALUES)
+OTHER_FIELDS = st.dictionaries(st.sampled_from(["method", "args", "t", "dir", "conn", "wire", "extra"]), FIELD_VALUES,
+                               min_size=4, max_size=6)
+
+
+@settings(max_examples=500)
+@given(FIVE_FIELDS | OTHER_FIELDS | FIELD_VALUES)
+def test_a_json_lines_object_gives_the_same_call_or_error_by_the_five_field_path_and_field_by_field(obj):
+    """A line of the five fields a recorder writes is taken at once; any object gives what checking it field
+    by field gives: the same call, or the same error."""
+    from rpc_capture.jsonl import _call_from, _checked_call
+
+    def outcome(read):
+        try:
+            return read(obj)
+        except ValueError as e:
+            return str(e)
+    assert outcome(_call_from) == outcome(_checked_call)
+
+
 def test_the_worked_example_in_the_spec_reads_back(tmp_path, monkeypatch):
     """docs/trace-format.md's example bytes (hex before the two-space gap on each line) are a valid record."""
     doc = (Path(__file__).resolve().parent.parent / "docs" / "trace-format.md").read_text(encoding="utf-8")
