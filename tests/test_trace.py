@@ -421,7 +421,8 @@ FIELD_VALUES = st.none() | st.booleans() | st.integers() | st.floats() | st.samp
 T_EDGES = st.sampled_from([1 << 63, (1 << 63) - 1, -(1 << 63), -(1 << 63) - 1])
 RECORDED = st.fixed_dictionaries({"method": st.text(max_size=3), "args": FIELD_VALUES, "t": T_EDGES | st.integers(),
                                   "dir": st.sampled_from(["c2s", "s2c"]), "conn": st.integers() | st.text(max_size=2)})
-FIVE_FIELDS = st.builds(lambda line, name, value: {**line, name: value} if name else line,  # one field anything, or none
+# a recorder's line with one field any JSON value, or none
+FIVE_FIELDS = st.builds(lambda line, name, value: {**line, name: value} if name else line,
                         RECORDED, st.sampled_from([None, "method", "t", "dir", "conn"]), FIELD_VALUES)
 OTHER_FIELDS = st.dictionaries(st.sampled_from(["method", "args", "t", "dir", "conn", "wire", "extra"]), FIELD_VALUES,
                                min_size=4, max_size=6)
