@@ -69,14 +69,17 @@ class InProcess:
 
     def run_all(self, tasks: Sequence[Task], what: str, calls: int = 0, arrived: Arrived = as_is) -> List[Any]:
         out, done, total = [], 0, calls_of(tasks)
-        gc.freeze()  # what exists before the tasks (modules, the plan) stays out of their collections, as in a fork
+        ours = not gc.get_freeze_count()  # a caller's own freeze (a pre-fork server's) is left as it is
+        if ours:
+            gc.freeze()  # what exists before the tasks (modules, the plan) stays out of their collections, as in a fork
         try:
             for n, task in enumerate(tasks, 1):
                 out.append(arrived(task.run(None)))
                 done += task.span[1]
                 report(self.progress, what, (n, len(tasks), ""), share_done(done, [], total), calls)
         finally:
-            gc.unfreeze()
+            if ours:
+                gc.unfreeze()
         return out
 
     def __enter__(self) -> "InProcess":

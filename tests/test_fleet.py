@@ -498,3 +498,33 @@ def test_sizes_only_with_and_without_dask_write_the_same_figures(tmp_path):
         for row in run["results"]:
             (row["dictionary"] or {}).pop("train_s", None)  # a clock reading
     assert forks["results"] == dask["results"]
+
+
+class _Counting:
+    """A task that says how many objects the collector has frozen while it runs."""
+
+    codecs: tuple = ()
+    span = (0, 1)
+
+    def run(self, beat):
+        import gc
+
+        return gc.get_freeze_count()
+
+
+@pytest.mark.parametrize("callers_freeze", [False, True])
+def test_the_in_process_executor_freezes_only_when_the_caller_has_not(callers_freeze):
+    """Its tasks run with what existed before them frozen out of the collections, as in a fork; a caller that froze
+    its own objects (a pre-fork server embedding rpcbench) keeps them frozen after the run, and one that did not
+    gets nothing left frozen."""
+    import gc
+
+    gc.unfreeze()
+    if callers_freeze:
+        gc.freeze()
+    before = gc.get_freeze_count()
+    try:
+        [during] = InProcess(quiet).run_all([_Counting()], "test")
+        assert during > 0 and gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
