@@ -174,7 +174,7 @@ def _checked_call(obj: Any) -> Call:
     t = obj.get("t", 0)
     if type(t) is not int:
         raise ValueError('"t" must be an integer (nanoseconds)')
-    if not T_RANGE[0] <= t <= T_RANGE[1]:
+    if not _T_MIN <= t <= _T_MAX:
         raise ValueError(f'"t" must fit in 64 bits (nanoseconds; {len(str(abs(t)))} digits given)')
     direction = obj.get("dir", C2S)
     if direction != C2S and direction != S2C:

@@ -69,7 +69,7 @@ class FloorTotals:
     of_calls: int  #: calls offered
     seconds: float
     codec: str
-    variance_squares: float = 0.0  #: sum over the variance's parts of part² / its degrees of freedom
+    variance_squares: float  #: sum over the variance's parts of part² / its degrees of freedom
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ class Stream:
     """One connection and direction's calls, and how the floor takes its bytes within a share of the budget
     (whole, or its prefix and windows: the module's docstring)."""
 
-    def __init__(self, data: bytearray, ends: "array[int]", index: int = 0) -> None:
+    def __init__(self, data: bytearray, ends: "array[int]", index: int) -> None:
         self.data = data
         self.ends = ends  #: JSON bytes up to and including each call
         self.size = ends[-1]

@@ -254,4 +254,3 @@ def test_the_interval_is_student_s_t_at_the_welch_satterthwaite_degrees_of_freed
     assert floor_module.half_width(10 * 0.4, 10 * 0.4 ** 2 / 1) == pytest.approx(2.228 * 4.0 ** 0.5, rel=1e-3)
     assert floor_module.half_width(4.0, 4.0 ** 2 / 1e6) == pytest.approx(1.960 * 2, rel=1e-3)
     assert floor_module.half_width(0.0, 0.0) == 0.0
-
