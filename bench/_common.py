@@ -141,7 +141,8 @@ def make_fleet(folder: Path, traces: int, calls: int) -> List[str]:
 
 
 def side_by_side(sides: Dict[str, Callable[[], Tuple[float, Any]]], rounds: int) -> Dict[str, Dict[str, Any]]:
-    """Each side once per round, in turn: median wall seconds, the load after it, and the figures."""
+    """Each side once per round, in turn: median wall seconds, every round's (``walls``), the load after it, and
+    the figures."""
     walls: Dict[str, List[float]] = {name: [] for name in sides}
     loads: Dict[str, List[float]] = {name: [] for name in sides}
     figures: Dict[str, Any] = {}
@@ -151,5 +152,5 @@ def side_by_side(sides: Dict[str, Callable[[], Tuple[float, Any]]], rounds: int)
             walls[name].append(wall)
             loads[name].append(os.getloadavg()[0])
             print(f"  round {n + 1}: {name}: {wall:.2f} s", flush=True)
-    return {name: {"wall": statistics.median(walls[name]), "load": statistics.median(loads[name]),
+    return {name: {"wall": statistics.median(walls[name]), "walls": walls[name], "load": statistics.median(loads[name]),
                    "figures": figures[name]} for name in sides}
