@@ -8,9 +8,10 @@
 
 Each ratio is measured against its reference in the same run, the two taking turns round by
 round (``_common.side_by_side``), and compares their medians, so that a shared machine's drift
-hits both alike; "round by round" gives the lowest and highest of the rounds' own ratios. Only public entry points are used (``run_bench.py``, ``rpc_capture.open_trace``,
-``write_jsonl``, ``TraceWriter``, the codec registry), so the same script measures the core
-before and after it is rebuilt. Sections:
+hits both alike; "round by round" gives the lowest and highest of the rounds' own ratios. Only
+public entry points are used (``run_bench.py``, ``rpc_capture.open_trace``, ``write_jsonl``,
+``TraceWriter``, the codec registry), so the same script measures the core before and after it
+is rebuilt. Sections:
 
 1. read: ``open_trace`` calls/s against ``marshal.loads`` of the same calls stored in batches of
    128, on the dict profile and on another shape (the real Minecraft calls of tests/data,
