@@ -119,7 +119,7 @@ def round_trip_all(codec: Codec, batch: CallBatch, declared: frozenset, beat: An
     if all(same):
         return Inner(data, ns)
     each = ns // len(data)
-    outcomes = [None if ok else _outcome(codec, call, d, b, each, declared)
+    outcomes = [None if ok else _outcome(codec, call, d, b, each, declared, clean)
                 for call, d, b, ok in zip(batch.calls, data, back, same)]
     return Inner([o.data if o else d for o, d in zip(outcomes, data)], ns, outcomes)
 
@@ -137,15 +137,16 @@ def _decoder(codec: Codec) -> Any:
     return lambda data: codec.decode(data) if type(data) is bytes else data
 
 
-def _outcome(codec: Codec, call: Call, data: Any, back: Any, ns: int, declared: frozenset) -> Outcome:
-    """The outcome of one call of a batch from what its encode and decode gave or raised."""
+def _outcome(codec: Codec, call: Call, data: Any, back: Any, ns: int, declared: frozenset, checked: bool) -> Outcome:
+    """The outcome of one call of a batch from what its encode and decode gave or raised (``checked``: the batch's
+    check found it not the same; else its batch was not checked, as some call did not encode)."""
     if type(data) is _Raised:
         return encode_failed(call, data.error, declared, ns)
     if type(data) is not bytes:
         return encode_failed(call, not_bytes(data), declared, ns)
     if type(back) is _Raised:
         return Outcome(data, ("decode", OTHER, False, "", error_text(back.error)), ns)
-    return judged(codec, call, data, back, ns, declared)
+    return judged(codec, call, data, back, ns, declared, differs=checked)
 
 
 def _each(func: Any, items: Sequence[Any], indices: Sequence[int], beat: Any) -> List[Any]:

@@ -68,7 +68,7 @@ class Difference(NamedTuple):
     detail: str
 
 
-def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Optional[Difference]:
+def compare(original: Call, decoded: Any, declared: Container[str] = (), differs: bool = False) -> Optional[Difference]:
     """Return None when ``decoded`` is the same call as ``original``, else a difference.
 
     Same means same method and deeply equal args with the same types (``1``, ``1.0`` and
@@ -76,13 +76,15 @@ def compare(original: Call, decoded: Any, declared: Container[str] = ()) -> Opti
     is an int). Dict key order does not count; NaN equals NaN.
     The first difference outside ``declared`` features wins, so a declared change
     (bytes -> str) cannot hide an undeclared one elsewhere in the same call.
+    ``differs``: the caller's own check found them not the same (a batch's pickles or ``==``), so the pickle
+    check, which only ever spares the walk, is skipped: the walk alone decides, as it does whenever it runs.
     """
     if not isinstance(decoded, Call):
         return Difference(OTHER, "", f"decode returned {type(decoded).__name__}, not Call")
     if decoded.method != original.method:
         return Difference(METHOD, "method", f"{original.method!r} -> {short(decoded.method)}")
     a, b = original.args, decoded.args
-    if _same_pickle(a, b):
+    if not differs and _same_pickle(a, b):
         return None
     first = None
     for diff in _diffs(a, b, "args"):
@@ -162,20 +164,32 @@ def _step(a: Any, b: Any, path: str) -> list:
         out: list = [] if ta is tb else [Difference(TUPLES, path, f"{ta.__name__} -> {tb.__name__}")]
         if len(a) != len(b):
             out.append(Difference(OTHER, path, f"{len(a)} items -> {len(b)}"))
-        return out + [(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b))]
+        return out + [(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b)) if not _same_leaf(x, y)]
     if ta is tb or (ta is int and isinstance(b, int) and tb is not bool):  # bson.int64.Int64 is an int
         found = _same_type_diff(a, b, path)
         return [found] if found else []
     return [_type_diff(a, b, path)]
 
 
+def _same_leaf(a: Any, b: Any) -> bool:
+    """Are ``a`` and ``b`` one plain value of one type (nothing to walk: a zero float still is, for its sign)?"""
+    ta = type(a)
+    return ta is type(b) and ta in _LEAVES and a == b and (ta is not float or a != 0.0)
+
+
+_LEAVES = frozenset({str, int, float, bytes, bool, type(None)})  #: types whose equal values of one type are the same
+
+
 def _dict_step(a: dict, b: dict, path: str) -> list:
     out: list = []
     for k, x in a.items():
-        where = _key_path(path, k)
         if k in b:
-            out.append((x, b[k], where))
-        elif type(k) is int and str(k) in b:
+            y = b[k]
+            if not _same_leaf(x, y):
+                out.append((x, y, _key_path(path, k)))
+            continue
+        where = _key_path(path, k)
+        if type(k) is int and str(k) in b:
             out += [Difference(INT_KEYS, where, "int key -> str key"), (x, b[str(k)], where)]
         elif x is None:
             out.append(Difference(NULLS, where, "None -> key missing"))

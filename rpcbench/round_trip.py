@@ -53,8 +53,10 @@ def encode_failed(call: Call, e: BaseException, declared: frozenset, ns: int) ->
     return Outcome(None, ("encode", found[0] if found else OTHER, bool(found), "", error_text(e)), ns)
 
 
-def judged(codec: Codec, call: Call, data: bytes, decoded: Any, ns: int, declared: frozenset) -> Outcome:
-    """The outcome of ``call``, whose bytes ``data`` decoded to ``decoded``: the same call back, or its problem."""
+def judged(codec: Codec, call: Call, data: bytes, decoded: Any, ns: int, declared: frozenset,
+           differs: bool = False) -> Outcome:
+    """The outcome of ``call``, whose bytes ``data`` decoded to ``decoded``: the same call back, or its problem
+    (``differs``: the caller found them not the same already, see :func:`rpcbench.fidelity.compare`)."""
     try:
         back = received_call(decoded)
     except Exception as e:
@@ -63,7 +65,7 @@ def judged(codec: Codec, call: Call, data: bytes, decoded: Any, ns: int, declare
         back, lossy, beyond = codec.within_steps(call, back)
         if beyond:
             return Outcome(data, ("mismatch", PRECISION, False, *beyond), ns, lossy)
-        diff = compare(call, back, declared)
+        diff = compare(call, back, declared, differs)
     except Exception as e:  # a decoded value no comparison copes with (a plugin's odd type): the codec's failure
         return Outcome(data, ("mismatch", OTHER, False, "", f"cannot compare the decoded call: {error_text(e)}"), ns)
     if diff:

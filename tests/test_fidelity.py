@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import pickle
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rpc_capture import Call
 from rpcbench import fidelity as F
 
+from strategies import values
 
-def diff(a, b, declared=()):
-    return F.compare(Call("m", a), Call("m", b), declared)
+
+def diff(a, b, declared=(), differs=False):
+    return F.compare(Call("m", a), Call("m", b), declared, differs)
 
 
 @pytest.mark.parametrize("a, b, feature, path, detail", [
@@ -36,8 +43,9 @@ def diff(a, b, declared=()):
     ([1, 2.0], [1.0, 2.0], F.INT_AS_FLOAT, "args[0]", "1 -> 1.0"),
     ([[0, False]], [[0, 0]], F.BOOL_NUMBER, "args[0][1]", "False -> 0"),
 ])
-def test_differences_are_named(a, b, feature, path, detail):
-    assert diff(a, b) == F.Difference(feature, path, detail)
+@pytest.mark.parametrize("differs", [False, True])  # True: the walk alone, as a batch's outcomes ask
+def test_differences_are_named(a, b, feature, path, detail, differs):
+    assert diff(a, b, differs=differs) == F.Difference(feature, path, detail)
 
 
 @pytest.mark.parametrize("a, b", [
@@ -47,8 +55,24 @@ def test_differences_are_named(a, b, feature, path, detail):
     ({"s": "x", "t": "x"}, {"s": "x", "t": "".join(["x"])}),  # shared or not (the pickle memo) is no difference
     ([float("nan")], [float("-nan")]),  # NaN payloads differ in bits only
 ])
-def test_same(a, b):
-    assert diff(a, b) is None
+@pytest.mark.parametrize("differs", [False, True])
+def test_same(a, b, differs):
+    assert diff(a, b, differs=differs) is None
+
+
+def _json_copy(value):
+    """``value`` as JSON gives it back: tuples as lists, int keys as str, bytes as hex str, 1.0 still a float."""
+    return json.loads(json.dumps(value, default=bytes.hex))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values(), values(), st.sampled_from(["copy", "json", "other"]),
+       st.sets(st.sampled_from([F.BYTES, F.TUPLES, F.INT_KEYS, F.INT_AS_FLOAT, F.OTHER])))
+def test_the_walk_alone_finds_what_the_pickle_check_and_walk_find(a, other, how, declared):
+    """A batch's outcomes skip compare's pickle check (differs=True): the walk alone must give the same answer,
+    on the same value (fresh objects), on what JSON gives back, and on any other value."""
+    b = {"copy": lambda: pickle.loads(pickle.dumps(a)), "json": lambda: _json_copy(a), "other": lambda: other}[how]()
+    assert diff(a, b, declared, differs=True) == diff(a, b, declared)
 
 
 def test_int_subclass_is_an_int():
