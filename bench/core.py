@@ -27,9 +27,9 @@ is rebuilt. Sections:
    with the registry's codec (msgpack and json; the dict profile and the bundled sample), per
    call. Each side runs in a fresh interpreter every round (the bare loop's as ``core.py --bare
    TRACE CODEC``): one loop's speed differs from process to process. The bare loop's process then
-   times the check ``==`` cannot make, alone (a pickle of each batch as sent and as given back,
-   ``exact_check``): the size pass makes it, the bare loop does not, and the line under each
-   ratio shows the pass without it.
+   times the check ``==`` cannot make, alone (``fidelity.identical`` of each batch as sent and as
+   given back, ``exact_check``: one walk in C, rpcbench/_exact.c, where it was built): the size pass
+   makes it, the bare loop does not, and the line under each ratio shows the pass without it.
 4. dask: ``--dask local:2`` against the forks executor (``--jobs 2``), ``--sizes-only`` on a
    simulated fleet (``_common.make_fleet``, shared with fleet.py) at each of ``--fleet-calls``: wall time, the
    CPU seconds of each run's processes, and identical figures. Dask's own cost is mostly fixed (its import,
@@ -45,12 +45,10 @@ Traces are simulated on first use and cached in ``--cache`` (default /tmp/rpcben
 from __future__ import annotations
 
 import argparse
-import io
 import itertools
 import json
 import marshal
 import os
-import pickle
 import resource
 import statistics
 import subprocess
@@ -65,6 +63,7 @@ import scale
 import trace_read
 from rpc_capture import TraceWriter, open_trace, write_jsonl
 from rpc_capture.trace import VERSION as TRACE_VERSION
+from rpcbench import fidelity
 from rpcbench.registry import Registry
 
 MINECRAFT = _common.REPO / "tests" / "data" / "minecraft_packets.jsonl"
@@ -233,24 +232,17 @@ def bare_pass(path: str, codec: Any) -> int:
 
 
 def exact_check(path: str, codec: Any, limit: int = 60_000) -> Tuple[float, int]:
-    """(seconds, calls) of the check ``==`` cannot make, alone: a fast-mode pickle (no memo) of each batch of 128
-    calls as sent and as ``codec`` gives them back, over the first ``limit`` calls of the trace. The size pass
-    makes it because ``==`` takes ``1``, ``1.0`` and ``True`` (and bytes and bytearray) for the same value."""
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
-    pickler.fast = True
-
-    def dumps(value: Any) -> bytes:
-        buffer.seek(0)
-        buffer.truncate()
-        pickler.dump(value)
-        return buffer.getvalue()
+    """(seconds, calls) of the check ``==`` cannot make, alone: ``fidelity.identical`` of each batch of 128 calls as
+    sent and as ``codec`` gives them back (one walk of both in C where rpcbench._exact was built, else a pickle of
+    each side), over the first ``limit`` calls of the trace. The size pass makes it because ``==`` takes ``1``,
+    ``1.0`` and ``True`` (and bytes and bytearray) for the same value."""
     calls = list(itertools.islice(open_trace(path), limit))
     batches = [(calls[i:i + 128], [codec.decode(codec.encode(c)) for c in calls[i:i + 128]])
                for i in range(0, len(calls), 128)]
     batches = [([(c.method, c.args) for c in sent], back) for sent, back in batches]
+    identical = fidelity.identical
     started = time.perf_counter_ns()
-    _ = [dumps(sent) == dumps(back) for sent, back in batches]  # (a batch not equal is then compared call by call)
+    _ = [identical(sent, back) for sent, back in batches]  # (a batch not identical is then compared call by call)
     return (time.perf_counter_ns() - started) / 1e9, len(calls)
 
 

@@ -1,9 +1,9 @@
 """The size pass a batch of calls at a time: what the calls of a batch share (:class:`CallBatch`: their columns,
-their pickle for the fidelity check), and the batch through one stateless codec (:func:`round_trip_all`,
+what the fidelity check compares them with), and the batch through one stateless codec (:func:`round_trip_all`,
 :func:`compressed_all`: :class:`Inner`), each call encoded and decoded once.
 
 Per call, bookkeeping in Python costs more than msgpack's own encode and decode; per batch, loops in C
-(``map``, list comprehensions, one pickle of the batch) do the same work, and the sums wait for a span of
+(``map``, list comprehensions, one exact check of the batch) do the same work, and the sums wait for a span of
 batches (:mod:`rpcbench.span`). The figures come out identical (tests/test_batch.py holds the two paths
 against each other)."""
 
@@ -17,7 +17,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from rpc_capture import Call
 
 from .codec import Codec
-from .fidelity import OTHER, pickled
+from .fidelity import OTHER, identical, pickled
 from .round_trip import Outcome, compress_checked, compressed, encode_failed, error_text, judged, not_bytes
 
 BATCH = 128  #: calls per batch, as a binary trace stores them
@@ -42,29 +42,23 @@ class CallBatch:
         self.offset = 0  #: where its calls start in the piece's span (:func:`rpcbench.tally.check_batch`)
         self.shared: Dict[str, Inner] = {}  #: inner codec name -> its batch (codecs on one inner codec share it)
         self._sent = list(zip(self.methods, args))
-        self._pickle: Optional[bytes] = None
         self._pickles: Optional[List[Optional[bytes]]] = None
         self.per_call: Optional[List[Dict[str, Any]]] = None  #: each call's ``shared`` (tally.check), once asked
 
     def same_as_sent(self, back: List[Any]) -> bool:
-        """Is every decoded value exactly the (method, args) tuple sent? One pickle per side, compared: in fast
-        mode a list's pickle is its items' one after another, so equal pickles are equal items, each equal
-        as :func:`rpcbench.fidelity.compare`'s pickle check finds it (not equal: each call is compared)."""
-        try:
-            if self._pickle is None:
-                self._pickle = pickled(self._sent)
-            return self._pickle == pickled(back)
-        except Exception:  # deeper than C recursion allows, or a type pickle cannot write: compared call by call
-            return False
+        """Is every decoded value exactly the (method, args) tuple sent? One check of the whole batch (in fast mode a
+        list's pickle is its items' one after another, so equal pickles are equal items, each equal as
+        :func:`rpcbench.fidelity.compare`'s pickle check finds it; not equal: each call is compared)."""
+        return identical(self._sent, back)
 
     def same_each(self, back: List[Any]) -> List[bool]:
         """Is each decoded value exactly the (method, args) tuple sent? (False: maybe not.) ``==`` tells the calls that
-        differ, then one pickle per side of the others shows them the same (else each one's pickle is compared)."""
+        differ, then one check of the others shows them the same (else each one's pickle is compared)."""
         try:
             equal = list(map(operator.eq, self._sent, back))
-            if pickled(list(itertools.compress(self._sent, equal))) == pickled(list(itertools.compress(back, equal))):
+            if identical(list(itertools.compress(self._sent, equal)), list(itertools.compress(back, equal))):
                 return [bool(e) for e in equal]
-        except Exception:  # an == that raises (an odd decoded type), or a value pickle cannot write
+        except Exception:  # an == that raises (an odd decoded type)
             pass
         if self._pickles is None:
             self._pickles = _pickles_of(self._sent)

@@ -11,10 +11,12 @@ from importlib import metadata
 from typing import Any, Dict, Iterable, Optional
 
 from . import __version__
+from .fidelity import EXACT_CHECK
 
 
 def environment(libraries: Iterable[str]) -> Dict[str, Any]:
-    """Python build, platform, CPU and the versions of the given distributions."""
+    """Python build, platform, CPU, the versions of the given distributions, and how calls were checked for
+    exactness (the C extension or pickles: the size pass's speed, not its figures)."""
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -28,6 +30,7 @@ def environment(libraries: Iterable[str]) -> Dict[str, Any]:
         "timer_resolution_ns": time.get_clock_info("perf_counter").resolution * 1e9,
         "libraries": {name: library_version(name) for name in sorted(set(libraries))},
         "rpcbench": __version__,
+        "exact_check": EXACT_CHECK,
     }
 
 

@@ -11,7 +11,7 @@ import math
 import pickle
 import reprlib
 import threading
-from typing import Any, Container, Iterator, NamedTuple, Optional, Set, Tuple
+from typing import Any, Container, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from rpc_capture import Call
 
@@ -84,7 +84,7 @@ def compare(original: Call, decoded: Any, declared: Container[str] = (), differs
     if decoded.method != original.method:
         return Difference(METHOD, "method", f"{original.method!r} -> {short(decoded.method)}")
     a, b = original.args, decoded.args
-    if not differs and _same_pickle(a, b):
+    if not differs and identical(a, b):
         return None
     first = None
     for diff in _diffs(a, b, "args"):
@@ -96,8 +96,8 @@ def compare(original: Call, decoded: Any, declared: Container[str] = (), differs
 
 class _Pickles(threading.local):
     """A pickler per thread without the memo (``fast``: a value shared twice is written twice, as a decoder's
-    fresh copies are), reused call after call; and the last original's pickle, which every codec's decoded
-    value of that call is compared with in turn."""
+    fresh copies are), reused call after call; and the last two originals' pickles, which every codec's decoded
+    value is compared with in turn (a batch's calls, and a part of it or one call of it, in between)."""
 
     def __init__(self) -> None:
         buffer = io.BytesIO()
@@ -112,17 +112,22 @@ class _Pickles(threading.local):
             return getvalue()
 
         self.dumps = dumps
-        self.original: Any = None  #: kept alive, so that no other value can take its id
-        self.original_bytes = b""
+        self.originals: List[Tuple[Any, bytes]] = [(_NONE, b""), (_NONE, b"")]  #: kept alive: no other takes their ids
 
     def of_original(self, value: Any) -> bytes:
         """The pickle of ``value``, made once however many codecs compare with it."""
-        if value is not self.original:
-            self.original_bytes = self.dumps(value)
-            self.original = value
-        return self.original_bytes
+        kept = self.originals
+        for i, (original, data) in enumerate(kept):
+            if original is value:
+                if i:
+                    kept.reverse()
+                return data
+        data = self.dumps(value)
+        self.originals = [(value, data), kept[0]]
+        return data
 
 
+_NONE = object()  #: no original yet
 _PICKLES = _Pickles()
 
 
@@ -132,16 +137,37 @@ def pickled(value: Any) -> bytes:
     return _PICKLES.dumps(value)
 
 
-def _same_pickle(a: Any, b: Any) -> bool:
-    """The fast path of :func:`compare`, all in C: equal pickles are the same values of the same types (a pickle
-    names every type: ``1``, ``1.0`` and ``True``, bytes and bytearray, a list and a tuple, a dict and a dict
-    subclass all differ; floats are their bits). Not equal does not mean different (dict key order, NaN
-    payloads, an int subclass change the bytes too): the walk decides then."""
+def identical_pickles(original: Any, other: Any) -> bool:
+    """Do ``original`` and ``other`` give equal pickles (fast mode)? Equal pickles are the same values of the same
+    types (a pickle names every type: ``1``, ``1.0`` and ``True``, bytes and bytearray, a list and a tuple, a dict
+    and a dict subclass all differ; floats are their bits). Not equal does not mean different (dict key order, NaN
+    payloads, an int subclass change the bytes too): :func:`compare`'s walk decides then. ``original``'s pickle is
+    kept for the next call (every codec's value of a call is compared with the same original)."""
     try:
         pickles = _PICKLES
-        return pickles.of_original(a) == pickles.dumps(b)
+        return pickles.of_original(original) == pickles.dumps(other)
     except Exception:  # nested deeper than C recursion allows, cyclic, or a decoded type pickle cannot write
         return False
+
+
+def _identical_in_c(original: Any, other: Any) -> bool:
+    """:func:`identical_pickles`' answer from one walk of both values in C (rpcbench/_exact.c), no bytes written;
+    the pickles themselves where a type it does not know is met."""
+    try:
+        found = _exact_same(original, other)
+    except RecursionError:  # as the pickles would be
+        return False
+    return identical_pickles(original, other) if found is None else found
+
+
+try:
+    from ._exact import same as _exact_same
+except ImportError:  # built without a C compiler (setup.py): the pickles compared, the same answers, slower
+    identical = identical_pickles
+    EXACT_CHECK = "pickles compared (rpcbench._exact not built: no C compiler at install)"
+else:
+    identical = _identical_in_c
+    EXACT_CHECK = "one walk in C (rpcbench._exact)"  #: results.json's environment: how the size pass checked
 
 
 def _diffs(a: Any, b: Any, path: str) -> Iterator[Difference]:

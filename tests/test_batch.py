@@ -15,6 +15,7 @@ import pytest
 
 from rpc_capture import Call, open_trace
 from rpc_capture.stats import TraceStats
+from rpcbench import batch, fidelity
 from rpcbench.batch import BATCH, CallBatch
 from rpcbench.codec import Codec, Compressed, Compressor
 from rpcbench.config import RunConfig
@@ -73,6 +74,29 @@ def test_batches_give_the_figures_calls_give_on_real_traces(trace, span_batches)
     assert one == batched
     if trace != "study":  # some codec had problems to count there: the batch's slow path ran too
         assert any("'problems': {}" not in f for f in one)
+
+
+@pytest.mark.parametrize("trace", ["dict", "minecraft"])
+def test_the_exact_check_in_c_and_by_pickles_give_the_same_figures(trace, monkeypatch):
+    """fidelity.identical is the C walk where rpcbench._exact was built, else the pickles compared: the figures
+    of a size pass do not depend on which (traces where codecs give calls back changed, so both paths run)."""
+    if fidelity.identical is fidelity.identical_pickles:
+        pytest.skip("rpcbench._exact not built (no C compiler)")
+    calls = list(open_trace(str(TRACES[trace])))[:3000]
+    registry = Registry.default()
+
+    def batched():
+        tallies, span = [CodecTally(registry.create(c), (WirePolicy(PER_CALL),)) for c in CODECS], Span()
+        for start in range(0, len(calls), BATCH):
+            chunk = calls[start:start + BATCH]
+            check_batch(tallies, CallBatch(list(range(start, start + len(chunk))), chunk), span)
+        sum_span(tallies, span)
+        return figures(tallies)
+    in_c = batched()
+    assert any("'problems': {}" not in f for f in in_c)  # some codec gave calls back changed
+    for module in (fidelity, batch):
+        monkeypatch.setattr(module, "identical", fidelity.identical_pickles)
+    assert batched() == in_c
 
 
 class Odd(Codec):

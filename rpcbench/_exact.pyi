@@ -1,0 +1,3 @@
+from typing import Any, Optional
+
+def same(a: Any, b: Any, /) -> Optional[bool]: ...
