@@ -155,11 +155,13 @@ def _identical_in_c(original: Any, other: Any) -> bool:
     the pickles themselves where a type it does not know is met."""
     try:
         found = _exact_same(original, other)
-    except RecursionError:  # as the pickles would be
+    except Exception:  # nested deeper than the recursion limit: not identical, as the pickles would say
         return False
     return identical_pickles(original, other) if found is None else found
 
 
+# identical(original, other): would their pickles be equal (identical_pickles' question)? The walk in C where the
+# extension was built, else the pickles themselves: chosen once, here.
 try:
     from ._exact import same as _exact_same
 except ImportError:  # built without a C compiler (setup.py): the pickles compared, the same answers, slower
