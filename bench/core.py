@@ -69,8 +69,7 @@ from rpcbench.registry import Registry
 MINECRAFT = _common.REPO / "tests" / "data" / "minecraft_packets.jsonl"
 SECTIONS = ("read", "runs", "pass", "dask", "memory")
 FULL = {"read_calls": 300_000, "run_calls": [150_000, 300_000], "run_rounds": 3, "pass_calls": 300_000,
-        "fleet_calls": [20_500, 75_000],
-        "memory_calls": 1_000_000}
+        "fleet_calls": [20_500, 75_000], "memory_calls": 1_000_000}
 FLEET_CODECS = "json,msgpack,json+zlib-1,json+zlibstream-1"
 Row = List[str]  # one line of the summary: ratio, measured, reference, value, round by round, target
 HEADERS = ["ratio", "measured", "reference", "value", "round by round", "target"]

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from rpc_capture import Call
 
 from .codec import Codec
-from .fidelity import OTHER, identical, pickled
+from .fidelity import OTHER, identical
 from .round_trip import Outcome, compress_checked, compressed, encode_failed, error_text, judged, not_bytes
 
 BATCH = 128  #: calls per batch, as a binary trace stores them
@@ -42,7 +42,6 @@ class CallBatch:
         self.offset = 0  #: where its calls start in the piece's span (:func:`rpcbench.tally.check_batch`)
         self.shared: Dict[str, Inner] = {}  #: inner codec name -> its batch (codecs on one inner codec share it)
         self._sent = list(zip(self.methods, args))
-        self._pickles: Optional[List[Optional[bytes]]] = None
         self.per_call: Optional[List[Dict[str, Any]]] = None  #: each call's ``shared`` (tally.check), once asked
 
     def same_as_sent(self, back: List[Any]) -> bool:
@@ -53,36 +52,14 @@ class CallBatch:
 
     def same_each(self, back: List[Any]) -> List[bool]:
         """Is each decoded value exactly the (method, args) tuple sent? (False: maybe not.) ``==`` tells the calls that
-        differ, then one check of the others shows them the same (else each one's pickle is compared)."""
+        differ, then one check of the others shows them the same (else each call is checked on its own)."""
         try:
             equal = list(map(operator.eq, self._sent, back))
             if identical(list(itertools.compress(self._sent, equal)), list(itertools.compress(back, equal))):
                 return [bool(e) for e in equal]
         except Exception:  # an == that raises (an odd decoded type)
             pass
-        if self._pickles is None:
-            self._pickles = _pickles_of(self._sent)
-        mine, theirs = self._pickles, _pickles_of(back)
-        return list(map(_same if None in mine or None in theirs else operator.eq, mine, theirs))
-
-
-def _pickles_of(values: List[Any]) -> List[Optional[bytes]]:
-    """Each value's pickle (None for one that pickle cannot write), by a C loop unless one fails."""
-    try:
-        return list(map(pickled, values))
-    except Exception:
-        return list(map(_pickled_or_none, values))
-
-
-def _pickled_or_none(value: Any) -> Optional[bytes]:
-    try:
-        return pickled(value)
-    except Exception:
-        return None
-
-
-def _same(a: Optional[bytes], b: Optional[bytes]) -> bool:
-    return a is not None and a == b
+        return list(map(identical, self._sent, back))
 
 
 class _Raised(NamedTuple):
